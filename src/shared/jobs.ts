@@ -1,0 +1,66 @@
+import { type ConnectionOptions, Queue, type QueueOptions } from 'bullmq';
+import { z } from 'zod';
+import { chatKeySchema } from './chat-key.js';
+import { queuePrefix } from './keys.js';
+
+/**
+ * The job catalogue: one zod schema per queue, shared by producer and consumer. Jobs carry
+ * only the chatKey; the data lives in the chat's keys.
+ */
+export const QUEUES = {
+  turns: 'turns',
+  compaction: 'compaction',
+  deliveries: 'deliveries',
+} as const;
+export type QueueName = (typeof QUEUES)[keyof typeof QUEUES];
+
+export const turnJobSchema = z.object({ chatKey: chatKeySchema });
+export type TurnJob = z.infer<typeof turnJobSchema>;
+
+export const compactionJobSchema = z.object({ chatKey: chatKeySchema });
+export type CompactionJob = z.infer<typeof compactionJobSchema>;
+
+export function queueOptions(prefix: string, name: QueueName, connection: ConnectionOptions): QueueOptions {
+  return { connection, prefix: queuePrefix(prefix, name) };
+}
+
+export function createQueue<T>(prefix: string, name: QueueName, connection: ConnectionOptions): Queue<T> {
+  return new Queue<T>(name, {
+    ...queueOptions(prefix, name, connection),
+    defaultJobOptions: {
+      // Kept finished jobs would only cost memory: the chat's state is in its own keys.
+      removeOnComplete: { count: 1000 },
+      removeOnFail: { count: 5000 },
+    },
+  });
+}
+
+/**
+ * Ask for a turn of this chat. While its job waits, the add is dropped; while it is
+ * active, one follow-up is kept and created when the active one finishes (DESIGN §5), so
+ * no trigger is lost and a chat never has two active jobs. Never `jobId = chatKey`: a kept
+ * finished job would block later adds.
+ */
+export async function enqueueTurn(queue: Queue<TurnJob>, chatKey: string): Promise<void> {
+  await queue.add(
+    'turn',
+    { chatKey },
+    {
+      deduplication: { id: chatKey, keepLastIfActive: true },
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
+    },
+  );
+}
+
+export async function enqueueCompaction(queue: Queue<CompactionJob>, chatKey: string): Promise<void> {
+  await queue.add(
+    'compaction',
+    { chatKey },
+    {
+      deduplication: { id: chatKey, keepLastIfActive: true },
+      attempts: 8,
+      backoff: { type: 'exponential', delay: 2000 },
+    },
+  );
+}

@@ -1,0 +1,272 @@
+import { z } from 'zod';
+import { chatKeys, chatsIndexKey } from '../keys.js';
+import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import { type RedisClient, scripts } from './scripts.js';
+
+/**
+ * Every read and write of a chat's state. Writes of a turn go through fenced Lua scripts
+ * (DESIGN §4); reads are plain commands parsed with zod.
+ */
+
+export interface StoreOptions {
+  prefix: string;
+  maxEvents: number;
+  outboxMaxLen?: number;
+}
+
+export type IngestResult =
+  | { status: 'accepted'; streamId: string }
+  | { status: 'duplicate' }
+  | { status: 'full'; pending: number };
+
+export type AcquireResult = { ok: true; fence: string } | { ok: false; ttlMs: number };
+
+export type FencedResult<T> = ({ ok: true } & T) | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
+
+export interface InboxEntry {
+  streamId: string;
+  message: ChatMessage;
+}
+
+export interface OutboxItem {
+  id: string;
+  text: string;
+  ts: number;
+  runId: string;
+}
+
+export interface ChatEvent {
+  id: string;
+  type: string;
+  ts: number;
+  data: Record<string, unknown>;
+}
+
+export interface HistoryWindow {
+  /** The first history message when it is a summary and lies outside the window. */
+  summary: ChatMessage | undefined;
+  messages: ChatMessage[];
+  total: number;
+}
+
+type StreamEntry = [id: string, fields: string[]];
+
+const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+
+function fieldsOf(fields: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
+  return map;
+}
+
+/** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
+export function streamIdTime(id: string): number {
+  return Number(id.split('-')[0]);
+}
+
+export class ChatStore {
+  readonly prefix: string;
+  private readonly maxEvents: number;
+  private readonly outboxMaxLen: number;
+
+  constructor(
+    readonly redis: RedisClient,
+    options: StoreOptions,
+  ) {
+    this.prefix = options.prefix;
+    this.maxEvents = options.maxEvents;
+    this.outboxMaxLen = options.outboxMaxLen ?? 10_000;
+  }
+
+  keys(chatKey: string) {
+    return chatKeys(this.prefix, chatKey);
+  }
+
+  async ingest(
+    chatKey: string,
+    message: ChatMessage,
+    limits: { maxPending: number; dedupWindowMs: number },
+  ): Promise<IngestResult> {
+    const k = this.keys(chatKey);
+    const raw = tuple.parse(
+      await scripts.ingest.run(
+        this.redis,
+        [k.inbox, k.seen],
+        [message.id, JSON.stringify(message), limits.maxPending, limits.dedupWindowMs],
+      ),
+    );
+    if (raw[0] === 'accepted') return { status: 'accepted', streamId: String(raw[1]) };
+    if (raw[0] === 'duplicate') return { status: 'duplicate' };
+    return { status: 'full', pending: Number(raw[1]) };
+  }
+
+  /** Best-effort activity index for the sweeper and listings (another slot: not atomic). */
+  async touchChat(chatKey: string, at = Date.now()): Promise<void> {
+    await this.redis.zadd(chatsIndexKey(this.prefix), at, chatKey);
+  }
+
+  async acquire(chatKey: string, owner: string, leaseMs: number): Promise<AcquireResult> {
+    const k = this.keys(chatKey);
+    const raw = tuple.parse(
+      await scripts.acquire.run(this.redis, [k.meta, k.events], [owner, leaseMs, this.maxEvents]),
+    );
+    return raw[0] === 'ok' ? { ok: true, fence: String(raw[1]) } : { ok: false, ttlMs: Number(raw[1]) };
+  }
+
+  async renew(chatKey: string, owner: string, fence: string, leaseMs: number, runId: string): Promise<boolean> {
+    const k = this.keys(chatKey);
+    const res = await scripts.renew.run(
+      this.redis,
+      [k.meta, k.events],
+      [owner, fence, leaseMs, this.maxEvents, runId],
+    );
+    return Number(res) === 1;
+  }
+
+  async commit(
+    chatKey: string,
+    fence: string,
+    turn: { runId: string; consumed: string[]; messages: ChatMessage[] },
+  ): Promise<FencedResult<{ histLen: number; tokens: number }>> {
+    const k = this.keys(chatKey);
+    const tokens = turn.messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
+    const raw = tuple.parse(
+      await scripts.commit.run(
+        this.redis,
+        [k.meta, k.hist, k.inbox, k.events],
+        [
+          fence,
+          this.maxEvents,
+          turn.runId,
+          tokens,
+          turn.consumed.length,
+          ...turn.consumed,
+          ...turn.messages.map((m) => JSON.stringify(m)),
+        ],
+      ),
+    );
+    if (raw[0] === 'ok') return { ok: true, histLen: Number(raw[1]), tokens: Number(raw[2]) };
+    return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+  }
+
+  async sendOutbox(
+    chatKey: string,
+    fence: string,
+    item: { runId: string; text: string; ts: number },
+  ): Promise<FencedResult<{ id: string }>> {
+    const k = this.keys(chatKey);
+    const raw = tuple.parse(
+      await scripts.outbox.run(
+        this.redis,
+        [k.meta, k.outbox, k.events],
+        [fence, this.maxEvents, this.outboxMaxLen, item.runId, item.text, item.ts],
+      ),
+    );
+    if (raw[0] === 'ok') return { ok: true, id: String(raw[1]) };
+    return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
+  }
+
+  async finish(
+    chatKey: string,
+    fence: string,
+    owner: string,
+    runId: string,
+  ): Promise<{ ok: boolean; pending: number }> {
+    const k = this.keys(chatKey);
+    const raw = tuple.parse(
+      await scripts.finish.run(this.redis, [k.meta, k.inbox, k.events], [fence, owner, this.maxEvents, runId]),
+    );
+    return { ok: raw[0] === 'ok', pending: Number(raw[1]) };
+  }
+
+  /** Pending messages, oldest first, strictly after `afterStreamId` when given. */
+  async readInbox(chatKey: string, count: number, afterStreamId?: string): Promise<InboxEntry[]> {
+    if (count <= 0) return [];
+    const start = afterStreamId ? `(${afterStreamId}` : '-';
+    const entries = (await this.redis.xrange(this.keys(chatKey).inbox, start, '+', 'COUNT', count)) as StreamEntry[];
+    return entries.map(([streamId, fields]) => ({
+      streamId,
+      message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
+    }));
+  }
+
+  async pendingCount(chatKey: string): Promise<number> {
+    return this.redis.xlen(this.keys(chatKey).inbox);
+  }
+
+  /**
+   * The newest `size` history messages plus the summary at the head, in one round trip:
+   * a turn costs O(window), never O(history).
+   */
+  async readHistoryWindow(chatKey: string, size: number): Promise<HistoryWindow> {
+    const k = this.keys(chatKey);
+    const [[, head], [, tail], [, total]] = (await this.redis
+      .multi()
+      .lindex(k.hist, 0)
+      .lrange(k.hist, -size, -1)
+      .llen(k.hist)
+      .exec()) as [[unknown, string | null], [unknown, string[]], [unknown, number]];
+    const messages = tail.map(parseStoredMessage);
+    const count = Number(total);
+    let summary: ChatMessage | undefined;
+    if (head && count > messages.length) {
+      const first = parseStoredMessage(head);
+      if (first.metadata.kind === 'summary') summary = first;
+    }
+    return { summary, messages, total: count };
+  }
+
+  async readHistory(chatKey: string): Promise<ChatMessage[]> {
+    const raw = await this.redis.lrange(this.keys(chatKey).hist, 0, -1);
+    return raw.map(parseStoredMessage);
+  }
+
+  async readAllPending(chatKey: string): Promise<ChatMessage[]> {
+    const entries = (await this.redis.xrange(this.keys(chatKey).inbox, '-', '+')) as StreamEntry[];
+    return entries.map(([, fields]) => parseStoredMessage(fieldsOf(fields).get('m') ?? ''));
+  }
+
+  async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
+    const start = after ? `(${after}` : '-';
+    const entries = (await this.redis.xrange(this.keys(chatKey).outbox, start, '+', 'COUNT', limit)) as StreamEntry[];
+    return entries.map(([id, fields]) => {
+      const f = fieldsOf(fields);
+      return { id, text: f.get('text') ?? '', ts: Number(f.get('ts') ?? streamIdTime(id)), runId: f.get('runId') ?? '' };
+    });
+  }
+
+  async appendEvent(chatKey: string, type: string, data: Record<string, unknown>): Promise<string> {
+    const id = await this.redis.xadd(
+      this.keys(chatKey).events,
+      'MAXLEN',
+      '~',
+      this.maxEvents,
+      '*',
+      'type',
+      type,
+      'data',
+      JSON.stringify(data),
+    );
+    return id ?? '';
+  }
+
+  async readEvents(chatKey: string, after: string | undefined, limit: number): Promise<ChatEvent[]> {
+    const start = after ? `(${after}` : '-';
+    const entries = (await this.redis.xrange(this.keys(chatKey).events, start, '+', 'COUNT', limit)) as StreamEntry[];
+    return entries.map(([id, fields]) => {
+      const f = fieldsOf(fields);
+      let data: Record<string, unknown> = {};
+      try {
+        const parsed: unknown = JSON.parse(f.get('data') ?? '{}');
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
+      } catch {
+        // An unreadable event payload is shown empty rather than failing the listing.
+      }
+      return { id, type: f.get('type') ?? 'unknown', ts: streamIdTime(id), data };
+    });
+  }
+
+  async readMeta(chatKey: string): Promise<Record<string, string>> {
+    return this.redis.hgetall(this.keys(chatKey).meta);
+  }
+}

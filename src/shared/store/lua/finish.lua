@@ -1,0 +1,22 @@
+--[[
+  Release the turn lease, iff fenced, and say whether the chat needs another turn.
+
+  KEYS[1] meta
+  KEYS[2] inbox
+  KEYS[3] events
+
+  ARGV[1] fence
+  ARGV[2] owner token
+  ARGV[3] max events
+  ARGV[4] runId
+
+  Returns { 'ok', pending } | { 'fenced-out', pending }
+]]
+-- @include "fence"
+local pending = redis.call('XLEN', KEYS[2])
+if currentFence(KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then
+  rejectFence(KEYS[1], KEYS[3], ARGV[3], 'finish', ARGV[1], ARGV[4])
+  return { 'fenced-out', pending }
+end
+redis.call('HDEL', KEYS[1], 'owner', 'leaseUntil')
+return { 'ok', pending }

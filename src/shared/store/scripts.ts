@@ -1,0 +1,58 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+
+export type RedisClient = Redis | Cluster;
+
+const LUA_DIR = new URL('./lua/', import.meta.url);
+const INCLUDE = /^-- @include "([a-z-]+)"\s*$/gm;
+
+/** Inline `-- @include "name"` lines (from lua/includes), each include once per script. */
+export function resolveLua(name: string, seen = new Set<string>(), dir = LUA_DIR): string {
+  const source = readFileSync(new URL(`${name}.lua`, dir), 'utf8');
+  return source.replace(INCLUDE, (_line, inc: string) => {
+    if (seen.has(inc)) return '';
+    seen.add(inc);
+    return resolveLua(inc, seen, new URL('./includes/', LUA_DIR));
+  });
+}
+
+/**
+ * One Lua script file. Runs by EVALSHA and falls back to EVAL once when the server has
+ * not seen it (restart, failover, new Cluster node).
+ */
+export class LuaScript {
+  readonly source: string;
+  readonly sha: string;
+
+  constructor(
+    readonly name: string,
+    readonly numberOfKeys: number,
+  ) {
+    this.source = resolveLua(name);
+    this.sha = createHash('sha1').update(this.source).digest('hex');
+  }
+
+  async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
+    if (keys.length !== this.numberOfKeys) {
+      throw new Error(`${this.name}.lua takes ${this.numberOfKeys} keys, got ${keys.length}`);
+    }
+    try {
+      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
+        return redis.eval(this.source, keys.length, ...keys, ...args);
+      }
+      throw err;
+    }
+  }
+}
+
+export const scripts = {
+  ingest: new LuaScript('ingest', 2),
+  acquire: new LuaScript('acquire', 2),
+  renew: new LuaScript('renew', 2),
+  commit: new LuaScript('commit', 4),
+  outbox: new LuaScript('outbox', 3),
+  finish: new LuaScript('finish', 3),
+};

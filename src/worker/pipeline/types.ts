@@ -1,0 +1,69 @@
+import type { ModelMessage } from 'ai';
+import type { ChatMessage } from '../../shared/messages.js';
+import type { InboxEntry } from '../../shared/store/chat-store.js';
+
+/**
+ * The context pipeline of one turn (DESIGN §6): Provider → Compressor → Assembler.
+ * Stages speak `ChatMessage` (UIMessage); provider formats appear only in the Assembler's
+ * output.
+ */
+
+export interface ProviderResult {
+  /** History window, oldest first; a summary, if any, first. Every message has metadata.tokens. */
+  history: ChatMessage[];
+  /** Pending inbox messages this turn will answer, oldest first, with their stream ids. */
+  pending: InboxEntry[];
+  /** Total messages in the stored history (the window may be shorter). */
+  historyTotal: number;
+}
+
+export interface Provider {
+  load(chatKey: string): Promise<ProviderResult>;
+}
+
+export interface CompressionReport {
+  originalCount: number;
+  keptCount: number;
+  originalTokens: number;
+  keptTokens: number;
+  budget: number;
+  truncatedCount: number;
+}
+
+export interface CompressionResult {
+  messages: ChatMessage[];
+  report: CompressionReport;
+}
+
+/**
+ * Contract: pure and never throws. The output is a suffix of the input (plus the leading
+ * summary when the input starts with one), in input order, messages never split; text parts
+ * may be truncated. An empty input gives an empty output.
+ */
+export interface Compressor {
+  compress(messages: ChatMessage[], budget: number): CompressionResult;
+}
+
+export interface RuntimeContext {
+  chatKey: string;
+  runId: string;
+  channel?: string;
+  chatId?: string;
+  userId?: string;
+  username?: string;
+  now: Date;
+}
+
+export interface AssembleInput {
+  context: RuntimeContext;
+  messages: ChatMessage[];
+}
+
+export interface Assembled {
+  system: string;
+  messages: ModelMessage[];
+}
+
+export interface Assembler {
+  assemble(input: AssembleInput): Promise<Assembled>;
+}
