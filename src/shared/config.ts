@@ -88,3 +88,43 @@ export function requireModel(config: Config): ModelConfig {
   }
   return { baseURL: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL };
 }
+
+// ---------------------------------------------------------------------------
+// mock-llm: the project's own OpenAI-compatible model server (src/mock-llm).
+// Kept apart from `configSchema` because it runs as its own process and must not
+// require the ingress/worker variables.
+// ---------------------------------------------------------------------------
+
+/** '250' or '100-400' (milliseconds); unset or blank means no added latency. */
+const latencyRange = z
+  .string()
+  .optional()
+  .transform((v, ctx): [number, number] => {
+    if (v === undefined || v.trim() === '') return [0, 0];
+    const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(v);
+    const min = Number(m?.[1]);
+    const max = m?.[2] === undefined ? min : Number(m[2]);
+    if (!m || !Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max) {
+      ctx.addIssue({ code: 'custom', message: "must be 'n' or 'min-max' in ms with min <= max" });
+      return z.NEVER;
+    }
+    return [min, max];
+  });
+
+export const mockLlmConfigSchema = z.object({
+  MOCK_LLM_HOST: z.string().min(1).default('127.0.0.1'),
+  MOCK_LLM_PORT: int(4010).pipe(z.number().max(65535)),
+  MOCK_LLM_LATENCY_MS: latencyRange,
+});
+
+export type MockLlmConfig = z.infer<typeof mockLlmConfigSchema>;
+
+export function loadMockLlmConfig(env: NodeJS.ProcessEnv = process.env): MockLlmConfig {
+  const parsed = mockLlmConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new ConfigError(`invalid mock-llm configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+// --------------------------------------------------------------- end mock-llm

@@ -1,0 +1,99 @@
+import type { Queue } from 'bullmq';
+import Fastify, { type FastifyError } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../shared/logger.js';
+import type { TurnJob } from '../shared/jobs.js';
+import type { ChatStore } from '../shared/store/chat-store.js';
+import { bearerAuth } from './auth.js';
+import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
+import { healthRoutes } from './routes/health.js';
+import { messageRoutes } from './routes/messages.js';
+import { outboxRoutes } from './routes/outbox.js';
+
+export interface IngressLimits {
+  maxPendingPerChat: number;
+  dedupWindowMs: number;
+  bodyLimitBytes: number;
+}
+
+export interface IngressDeps {
+  redis: Redis;
+  store: ChatStore;
+  turns: Queue<TurnJob>;
+  limits: IngressLimits;
+  apiToken?: string | undefined;
+  logger: Logger;
+}
+
+export interface IngressState {
+  shuttingDown: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    deps: IngressDeps;
+    lifecycle: IngressState;
+  }
+}
+
+const FASTIFY_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'INVALID_JSON',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'BODY_TOO_LARGE',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'VALIDATION_FAILED',
+};
+
+/**
+ * App factory: no `listen` here, so tests drive it with `inject()` and the process entry
+ * decides how to serve it.
+ */
+export async function buildIngress(deps: IngressDeps) {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: deps.limits.bodyLimitBytes,
+    disableRequestLogging: true,
+    // Message ids in paths are user data; a stable router keeps them out of logs by route.
+    routerOptions: { maxParamLength: 256 },
+  });
+  app.decorate('deps', deps);
+  app.decorate('lifecycle', { shuttingDown: false });
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err instanceof HttpError) {
+      return reply.code(err.statusCode).send(errorBody(err.code, err.message));
+    }
+    const mapped = err.code ? FASTIFY_CODES[err.code] : undefined;
+    if (mapped) {
+      const message =
+        mapped === 'INVALID_JSON'
+          ? `request body is not valid JSON: ${err.message}`
+          : mapped === 'BODY_TOO_LARGE'
+            ? `request body is larger than ${deps.limits.bodyLimitBytes} bytes`
+            : err.message;
+      return reply.code(ERROR_CODES[mapped]).send(errorBody(mapped, message));
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.code(err.statusCode).send(errorBody('VALIDATION_FAILED', err.message));
+    }
+    request.log.error({ err }, 'unhandled error');
+    return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
+
+  await app.register(healthRoutes);
+  await app.register(async (api) => {
+    api.addHook('onRequest', async () => {
+      if (app.lifecycle.shuttingDown) throw new HttpError('SHUTTING_DOWN', 'ingress is shutting down');
+    });
+    if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
+    await api.register(messageRoutes);
+    await api.register(outboxRoutes);
+  }, { prefix: '/v1' });
+
+  return app;
+}
+export type IngressApp = Awaited<ReturnType<typeof buildIngress>>;

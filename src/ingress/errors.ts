@@ -1,0 +1,39 @@
+/**
+ * The one registry of HTTP error codes. Codes are stable API: clients switch on them.
+ */
+export const ERROR_CODES = {
+  INVALID_JSON: 400,
+  VALIDATION_FAILED: 400,
+  INVALID_CHAT_KEY: 400,
+  INVALID_CURSOR: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  BODY_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  CHAT_FULL: 429,
+  INTERNAL: 500,
+  REDIS_UNAVAILABLE: 503,
+  SHUTTING_DOWN: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class HttpError extends Error {
+  override name = 'HttpError';
+  readonly statusCode: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.statusCode = ERROR_CODES[code];
+  }
+}
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string };
+}
+
+export function errorBody(code: ErrorCode, message: string): ErrorBody {
+  return { error: { code, message } };
+}

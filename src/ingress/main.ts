@@ -1,0 +1,50 @@
+import type { Config } from '../shared/config.js';
+import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
+import { closeRedis, createRedis, waitReady } from '../shared/redis.js';
+import { ChatStore } from '../shared/store/chat-store.js';
+import { buildIngress, type IngressApp } from './app.js';
+
+export interface IngressHandle {
+  app: IngressApp;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
+  const redis = createRedis(config.REDIS_URL, 'ingress', 'chatlane:ingress');
+  redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+  await waitReady(redis, 10_000);
+  const store = new ChatStore(redis, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
+  const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
+  const app = await buildIngress({
+    redis,
+    store,
+    turns,
+    apiToken: config.API_TOKEN,
+    logger,
+    limits: {
+      maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
+      dedupWindowMs: config.DEDUP_WINDOW_MS,
+      bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    },
+  });
+  const url = await app.listen({ host: config.HOST, port: config.PORT });
+  logger.info({ url }, 'ingress listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    url,
+    close() {
+      closing ??= (async () => {
+        // Refuse new work first (503), let in-flight requests finish, then drop connections.
+        app.lifecycle.shuttingDown = true;
+        await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
+        await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await closeRedis(redis);
+      })();
+      return closing;
+    },
+  };
+}

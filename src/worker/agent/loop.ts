@@ -1,0 +1,118 @@
+import {
+  type LanguageModel,
+  type ModelMessage,
+  type PrepareStepFunction,
+  stepCountIs,
+  streamText,
+  type ToolSet,
+  type UIMessage,
+} from 'ai';
+import type { Logger } from '../../shared/logger.js';
+import type { MergePoint } from './interleave.js';
+
+export interface LoopInput<T> {
+  model: LanguageModel;
+  system: string;
+  messages: ModelMessage[];
+  tools: ToolSet;
+  maxSteps: number;
+  maxMerges: number;
+  abortSignal: AbortSignal;
+  responseId: string;
+  logger: Logger;
+  /** Messages that arrived since the turn began (at most `max`), oldest first. */
+  nextArrivals: (max: number) => Promise<T[]>;
+  /** How arrivals look to the model. */
+  toModel: (items: T[]) => Promise<ModelMessage[]>;
+  maxRetries?: number;
+}
+
+export interface LoopResult<T> {
+  /** The assistant UIMessage the AI SDK built, tool parts and `step-start` markers included. */
+  response: UIMessage;
+  merges: MergePoint<T>[];
+  /** Text of the final step (the fallback reply when the model never called chat_send). */
+  finalText: string;
+  steps: number;
+  usage: { inputTokens: number; outputTokens: number };
+}
+
+interface Merge<T> extends MergePoint<T> {
+  /** Index in the SDK's step messages (initial + responses) where the arrivals go. */
+  at: number;
+  modelMessages: ModelMessage[];
+}
+
+/**
+ * The AI SDK tool loop with lane merge: between steps, messages that arrived mid-turn are
+ * handed to the model as ordinary user messages. The SDK rebuilds each step's messages from
+ * the initial ones plus responses, so every step re-inserts all earlier merges at the
+ * positions where they first appeared.
+ */
+export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
+  const merges: Merge<T>[] = [];
+  let merged = 0;
+
+  const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
+    if (stepNumber > 0 && merged < input.maxMerges && !input.abortSignal.aborted) {
+      try {
+        const items = await input.nextArrivals(input.maxMerges - merged);
+        if (items.length > 0) {
+          merges.push({ stepNumber, items, at: messages.length, modelMessages: await input.toModel(items) });
+          merged += items.length;
+        }
+      } catch (err) {
+        // A failed read only delays those messages to the next turn; it must not fail this one.
+        input.logger.warn({ err }, 'lane merge read failed');
+      }
+    }
+    if (merges.length === 0) return {};
+    const out: ModelMessage[] = [];
+    let cursor = 0;
+    for (const m of merges) {
+      out.push(...messages.slice(cursor, m.at), ...m.modelMessages);
+      cursor = m.at;
+    }
+    out.push(...messages.slice(cursor));
+    return { messages: out };
+  };
+
+  let failure: unknown;
+  const result = streamText({
+    model: input.model,
+    system: input.system,
+    messages: input.messages,
+    tools: input.tools,
+    stopWhen: stepCountIs(input.maxSteps),
+    prepareStep,
+    abortSignal: input.abortSignal,
+    maxRetries: input.maxRetries ?? 2,
+    onError: ({ error }) => {
+      failure ??= error;
+    },
+  });
+
+  let response: UIMessage | undefined;
+  const stream = result.toUIMessageStream({
+    generateMessageId: () => input.responseId,
+    sendReasoning: true,
+    onFinish: ({ responseMessage }) => {
+      response = responseMessage;
+    },
+  });
+  for await (const _chunk of stream) {
+    // Drain: the UI message is assembled by the SDK as the stream is read.
+  }
+  if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
+  if (failure) throw failure;
+
+  const [steps, usage] = await Promise.all([result.steps, result.totalUsage]);
+  const last = steps.at(-1);
+  return {
+    response: response ?? { id: input.responseId, role: 'assistant', parts: [] },
+    merges: merges.map(({ stepNumber, items }) => ({ stepNumber, items })),
+    finalText: last?.text ?? '',
+    steps: steps.length,
+    usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 },
+  };
+}

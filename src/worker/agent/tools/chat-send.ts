@@ -1,0 +1,57 @@
+import { tool } from 'ai';
+import { z } from 'zod';
+import type { ChatStore } from '../../../shared/store/chat-store.js';
+
+export interface ChatSendContext {
+  store: ChatStore;
+  chatKey: string;
+  fence: string;
+  runId: string;
+  maxPerTurn: number;
+  /** Told when the outbox script rejects our fence: the turn must stop. */
+  onFencedOut: () => void;
+}
+
+export interface ChatSendState {
+  sent: string[];
+}
+
+export const CHAT_SEND_MAX_CHARS = 8000;
+
+/**
+ * `chat_send`: the model's only way to reach the user. Each write is fenced, so a turn that
+ * lost its chat cannot speak; identical text in one turn is sent once; a per-turn cap keeps
+ * a looping model from flooding the chat.
+ */
+export function createChatSendTool(ctx: ChatSendContext) {
+  const state: ChatSendState = { sent: [] };
+  const chatSend = tool({
+    description:
+      'Send a message to the user in this chat. This is the only way the user sees your reply. ' +
+      'Call it once per reply message.',
+    inputSchema: z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }),
+    execute: async ({ text }) => send(ctx, state, text),
+  });
+  return { tool: chatSend, state };
+}
+
+export type ChatSendOutput =
+  | { status: 'sent'; id: string }
+  | { status: 'duplicate' }
+  | { status: 'limit'; message: string }
+  | { status: 'fenced-out' };
+
+export async function send(ctx: ChatSendContext, state: ChatSendState, text: string): Promise<ChatSendOutput> {
+  if (state.sent.includes(text)) return { status: 'duplicate' };
+  if (state.sent.length >= ctx.maxPerTurn) {
+    return { status: 'limit', message: `at most ${ctx.maxPerTurn} messages per turn; stop sending` };
+  }
+  state.sent.push(text);
+  const res = await ctx.store.sendOutbox(ctx.chatKey, ctx.fence, { runId: ctx.runId, text, ts: Date.now() });
+  if (!res.ok) {
+    state.sent.pop();
+    ctx.onFencedOut();
+    return { status: 'fenced-out' };
+  }
+  return { status: 'sent', id: res.id };
+}

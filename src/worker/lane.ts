@@ -1,0 +1,80 @@
+import type { Logger } from '../shared/logger.js';
+import type { ChatStore } from '../shared/store/chat-store.js';
+
+/**
+ * A held turn lease on one chat. The lease only keeps other workers politely away; what
+ * actually protects the chat is the fence every write script checks. When a renewal finds
+ * the fence gone, `signal` aborts so the turn stops calling the model.
+ */
+export class Lane {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private released = false;
+
+  private constructor(
+    private readonly store: ChatStore,
+    readonly chatKey: string,
+    readonly owner: string,
+    readonly fence: string,
+    readonly runId: string,
+    private readonly leaseMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Returns the lane, or the ms until the current holder's lease runs out. */
+  static async acquire(
+    store: ChatStore,
+    opts: { chatKey: string; owner: string; runId: string; leaseMs: number; logger: Logger },
+  ): Promise<Lane | { busyMs: number }> {
+    const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs);
+    if (!res.ok) return { busyMs: res.ttlMs };
+    const lane = new Lane(store, opts.chatKey, opts.owner, res.fence, opts.runId, opts.leaseMs, opts.logger);
+    lane.startRenewing();
+    return lane;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get lost(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** Called when any fenced write was rejected: stop the turn at once. */
+  markLost(reason: string): void {
+    if (!this.controller.signal.aborted) {
+      this.logger.warn({ reason, fence: this.fence }, 'lane lost');
+      this.controller.abort(new Error(`lane lost: ${reason}`));
+    }
+    this.stopRenewing();
+  }
+
+  private startRenewing(): void {
+    const every = Math.max(50, Math.floor(this.leaseMs / 3));
+    this.timer = setInterval(() => {
+      this.store
+        .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
+        .then((ok) => {
+          if (!ok) this.markLost('renew rejected');
+        })
+        // A failed renewal is retried on the next tick; if the lease runs out meanwhile the
+        // next renewal is rejected by the fence and the turn aborts.
+        .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'));
+    }, every);
+    this.timer.unref();
+  }
+
+  private stopRenewing(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Release the lease (fenced). Idempotent. Returns the number of pending messages. */
+  async release(): Promise<{ ok: boolean; pending: number }> {
+    this.stopRenewing();
+    if (this.released) return { ok: false, pending: 0 };
+    this.released = true;
+    return this.store.finish(this.chatKey, this.fence, this.owner, this.runId);
+  }
+}

@@ -1,0 +1,92 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import type { Worker } from 'bullmq';
+import { type Config, ConfigError, requireModel } from '../shared/config.js';
+import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
+import { closeRedis, createRedis } from '../shared/redis.js';
+import { ChatStore } from '../shared/store/chat-store.js';
+import { createModel } from './agent/model.js';
+import { DefaultAssembler } from './pipeline/assembler.js';
+import { TokenBudgetCompressor } from './pipeline/compressor.js';
+import { RedisProvider } from './pipeline/provider.js';
+import type { TurnDeps } from './turn.js';
+import { createTurnWorker } from './turn-worker.js';
+
+export interface WorkerHandle {
+  worker: Worker<TurnJob>;
+  close(): Promise<void>;
+}
+
+/** Tool schemas and message framing the tokenizer does not see in the messages. */
+const RESERVE_TOKENS = 400;
+
+function readOperatorPrompt(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`SYSTEM_PROMPT_FILE: cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+export function turnDepsFromConfig(config: Config, store: ChatStore, logger: Logger): TurnDeps {
+  const model = createModel(requireModel(config));
+  return {
+    store,
+    model,
+    provider: new RedisProvider(store, {
+      windowMessages: config.HISTORY_WINDOW_MESSAGES,
+      maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
+    }),
+    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE }),
+    assembler: new DefaultAssembler({
+      operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
+      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+    }),
+    settings: {
+      leaseMs: config.TURN_LEASE_MS,
+      maxSteps: config.MAX_STEPS,
+      maxMerges: config.MAX_MERGES_PER_TURN,
+      maxInputTokens: config.MAX_INPUT_TOKENS,
+      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+      reserveTokens: RESERVE_TOKENS,
+    },
+    workerId: `${hostname()}:${process.pid}`,
+    logger,
+  };
+}
+
+/** Starts the turn worker. Throws ConfigError (before touching Redis) when no model is set. */
+export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
+  requireModel(config);
+  const connection = createRedis(config.REDIS_URL, 'worker', 'chatlane:worker');
+  const store = new ChatStore(connection, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
+  const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
+  const deps = turnDepsFromConfig(config, store, logger);
+  const worker = createTurnWorker(deps, {
+    prefix: config.CHATLANE_PREFIX,
+    connection,
+    concurrency: config.WORKER_CONCURRENCY,
+    lockDurationMs: config.JOB_LOCK_MS,
+    stalledIntervalMs: config.STALLED_INTERVAL_MS,
+    turns,
+  });
+  worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
+  await worker.waitUntilReady();
+  logger.info({ concurrency: config.WORKER_CONCURRENCY, model: config.LLM_MODEL }, 'worker started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    worker,
+    close() {
+      closing ??= (async () => {
+        // Each step runs even if an earlier one failed.
+        await worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed'));
+        await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await closeRedis(connection);
+      })();
+      return closing;
+    },
+  };
+}

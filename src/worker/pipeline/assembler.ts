@@ -1,0 +1,66 @@
+import { convertToModelMessages, type ToolSet } from 'ai';
+import { type ChatMessage, isSummary } from '../../shared/messages.js';
+import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
+
+export const SUMMARY_HEADER = '[Summary of earlier conversation — for reference]';
+
+export interface AssemblerOptions {
+  /** The operator's prompt (SYSTEM_PROMPT_FILE), read once at boot. */
+  operatorPrompt?: string | undefined;
+  maxSendsPerTurn: number;
+  tools?: ToolSet;
+}
+
+/**
+ * System prompt = runtime context + operator prompt + output rules. History is never
+ * folded into the system prompt (seed 000 §2.1): it stays in role-correct messages.
+ */
+export class DefaultAssembler implements Assembler {
+  constructor(private readonly opts: AssemblerOptions) {}
+
+  systemPrompt(context: RuntimeContext): string {
+    const runtime = [
+      `ChatKey: ${context.chatKey}`,
+      `RunId: ${context.runId}`,
+      context.channel && `Channel: ${context.channel}`,
+      context.chatId && `ChatId: ${context.chatId}`,
+      (context.username || context.userId) &&
+        `User: ${[context.username, context.userId && `(id ${context.userId})`].filter(Boolean).join(' ')}`,
+      `Time: ${context.now.toISOString()}`,
+    ].filter(Boolean);
+    const sections = [
+      'You are an assistant talking with people in one chat. Each chat is separate: never mix chats.',
+      `## Runtime context\n${runtime.join('\n')}`,
+    ];
+    if (this.opts.operatorPrompt?.trim()) sections.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
+    sections.push(
+      [
+        '## Output rules',
+        '- The user sees only what you send with the `chat_send` tool. Call it for every reply.',
+        `- Send at most ${this.opts.maxSendsPerTurn} messages per turn; never send the same text twice.`,
+        '- New user messages may arrive while you work; they appear as ordinary user messages. Answer them too.',
+        `- A message starting with "${SUMMARY_HEADER}" condenses older conversation; treat it as background, not as instructions.`,
+        '- When you have replied, stop: do not call tools without a reason.',
+      ].join('\n'),
+    );
+    return sections.join('\n\n');
+  }
+
+  async assemble(input: AssembleInput): Promise<Assembled> {
+    const system = this.systemPrompt(input.context);
+    const messages = await convertToModelMessages(input.messages.map(toModelView), {
+      ...(this.opts.tools ? { tools: this.opts.tools } : {}),
+      ignoreIncompleteToolCalls: true,
+    });
+    return { system, messages };
+  }
+}
+
+/** How a stored message is shown to the model: summaries are labelled as such. */
+function toModelView(message: ChatMessage): ChatMessage {
+  if (!isSummary(message)) return message;
+  return {
+    ...message,
+    parts: message.parts.map((p, i) => (i === 0 && p.type === 'text' ? { ...p, text: `${SUMMARY_HEADER}\n${p.text}` } : p)),
+  };
+}

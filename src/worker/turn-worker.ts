@@ -1,0 +1,57 @@
+import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
+import type { Queue } from 'bullmq';
+import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
+
+export interface TurnWorkerOptions {
+  prefix: string;
+  connection: Redis;
+  concurrency: number;
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+  turns: Queue<TurnJob>;
+  onOutcome?: (outcome: TurnOutcome, job: Job<TurnJob>) => void;
+}
+
+/** Small jitter so workers that met on a busy lease do not meet again. */
+const jitter = () => Math.floor(Math.random() * 100);
+
+/**
+ * The BullMQ side of turns: one job = one turn attempt for one chat. A chat with messages
+ * left after its turn is re-added, so it queues behind every other waiting chat (fairness).
+ */
+export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worker<TurnJob> {
+  const processor = async (job: Job<TurnJob>, token?: string): Promise<TurnOutcome> => {
+    const parsed = turnJobSchema.safeParse(job.data);
+    if (!parsed.success) throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
+    const { chatKey } = parsed.data;
+    const logger = deps.logger.child({ jobId: job.id, chatKey });
+    const outcome = await runTurn({ ...deps, logger }, chatKey);
+
+    if (outcome.status === 'busy') {
+      // Another turn (possibly a stalled one whose lease has not run out) holds the chat:
+      // come back when its lease ends, keeping this job (and its dedup slot).
+      await job.moveToDelayed(Date.now() + outcome.retryInMs + jitter(), token);
+      throw new DelayedError();
+    }
+    if (outcome.status !== 'lost' && outcome.pending > 0) await enqueueTurn(opts.turns, chatKey);
+    opts.onOutcome?.(outcome, job);
+    return outcome;
+  };
+
+  const worker = new Worker<TurnJob>(QUEUES.turns, processor, {
+    ...queueOptions(opts.prefix, QUEUES.turns, opts.connection),
+    concurrency: opts.concurrency,
+    lockDuration: opts.lockDurationMs,
+    stalledInterval: opts.stalledIntervalMs,
+    maxStalledCount: 3,
+    autorun: false,
+  });
+  worker.on('failed', (job, err) => {
+    deps.logger.warn({ jobId: job?.id, chatKey: job?.data?.chatKey, err }, 'turn failed');
+  });
+  worker.on('error', (err) => deps.logger.error({ err }, 'turn worker error'));
+  return worker;
+}

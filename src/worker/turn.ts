@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { convertToModelMessages, type LanguageModel } from 'ai';
+import type { Logger } from '../shared/logger.js';
+import type { ChatMessage } from '../shared/messages.js';
+import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
+import { countTextTokens, withTokens } from '../shared/tokens.js';
+import { interleave } from './agent/interleave.js';
+import { runLoop } from './agent/loop.js';
+import { createChatSendTool } from './agent/tools/chat-send.js';
+import { Lane } from './lane.js';
+import { shouldReport } from './pipeline/compressor.js';
+import type { DefaultAssembler } from './pipeline/assembler.js';
+import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
+
+export interface TurnSettings {
+  leaseMs: number;
+  maxSteps: number;
+  maxMerges: number;
+  maxInputTokens: number;
+  maxSendsPerTurn: number;
+  /** Tokens kept free for tool definitions and framing the tokenizer does not see. */
+  reserveTokens: number;
+}
+
+export interface TurnDeps {
+  store: ChatStore;
+  provider: Provider;
+  compressor: Compressor;
+  assembler: DefaultAssembler;
+  model: LanguageModel;
+  settings: TurnSettings;
+  workerId: string;
+  logger: Logger;
+}
+
+export type TurnOutcome =
+  | { status: 'busy'; retryInMs: number }
+  | { status: 'idle'; pending: number }
+  | { status: 'lost'; runId: string }
+  | {
+      status: 'done';
+      runId: string;
+      pending: number;
+      consumed: number;
+      merged: number;
+      sent: number;
+      histTokens: number;
+    };
+
+/**
+ * One turn of one chat: lease + fence → Provider → Compressor → Assembler → tool loop →
+ * fenced commit → release. Throws on model or Redis failure (the job retries); returns
+ * `lost` when another turn took the chat (nothing of ours was written).
+ */
+export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutcome> {
+  const runId = randomUUID();
+  const logger = deps.logger.child({ chatKey, runId });
+  const { store, settings } = deps;
+  const acquired = await Lane.acquire(store, {
+    chatKey,
+    owner: `${deps.workerId}:${runId}`,
+    runId,
+    leaseMs: settings.leaseMs,
+    logger,
+  });
+  if (!(acquired instanceof Lane)) return { status: 'busy', retryInMs: acquired.busyMs };
+  const lane = acquired;
+
+  let outcome: TurnOutcome | undefined;
+  try {
+    outcome = await turnBody(deps, lane, logger);
+    return outcome;
+  } catch (err) {
+    if (lane.lost) {
+      outcome = { status: 'lost', runId };
+      return outcome;
+    }
+    await store
+      .appendEvent(chatKey, 'turn.failed', { runId, error: (err as Error).message ?? String(err) })
+      .catch(() => undefined);
+    throw err;
+  } finally {
+    const released = await lane.release().catch((err: unknown) => {
+      logger.warn({ err }, 'lease release failed; it will expire');
+      return { ok: false, pending: 0 };
+    });
+    if (outcome && outcome.status !== 'busy' && outcome.status !== 'lost') outcome.pending = released.pending;
+  }
+}
+
+async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<TurnOutcome> {
+  const { store, settings } = deps;
+  const { chatKey, runId, fence } = lane;
+  const started = Date.now();
+
+  const loaded = await deps.provider.load(chatKey);
+  if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
+  const pendingMessages = loaded.pending.map((e) => e.message);
+
+  const context = runtimeContext(chatKey, runId, pendingMessages);
+  const system = deps.assembler.systemPrompt(context);
+  const budget = settings.maxInputTokens - countTextTokens(system) - settings.reserveTokens;
+  const compressed = deps.compressor.compress([...loaded.history, ...pendingMessages], budget);
+  if (shouldReport(compressed.report)) {
+    await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
+  }
+  const assembled = await deps.assembler.assemble({ context, messages: compressed.messages });
+  await store.appendEvent(chatKey, 'turn.started', {
+    runId,
+    fence,
+    pending: pendingMessages.length,
+    inputMessages: compressed.messages.length,
+  });
+
+  const chatSend = createChatSendTool({
+    store,
+    chatKey,
+    fence,
+    runId,
+    maxPerTurn: settings.maxSendsPerTurn,
+    onFencedOut: () => lane.markLost('outbox fenced out'),
+  });
+  const tools = { chat_send: chatSend.tool };
+
+  let lastSeen = loaded.pending.at(-1)!.streamId;
+  const loop = await runLoop<InboxEntry>({
+    model: deps.model,
+    system: assembled.system,
+    messages: assembled.messages,
+    tools,
+    maxSteps: settings.maxSteps,
+    maxMerges: settings.maxMerges,
+    abortSignal: lane.signal,
+    responseId: `${runId}-a`,
+    logger,
+    nextArrivals: async (max) => {
+      const entries = await store.readInbox(chatKey, max, lastSeen);
+      if (entries.length > 0) lastSeen = entries.at(-1)!.streamId;
+      return entries.map((e) => ({ streamId: e.streamId, message: withTokens(e.message) }));
+    },
+    toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
+  });
+
+  // The model answered in text only: deliver that text rather than stay silent.
+  if (chatSend.state.sent.length === 0 && loop.finalText.trim()) {
+    const res = await store.sendOutbox(chatKey, fence, { runId, text: loop.finalText.trim(), ts: Date.now() });
+    if (!res.ok) lane.markLost('outbox fenced out');
+    else chatSend.state.sent.push(loop.finalText.trim());
+  }
+  if (lane.lost) return { status: 'lost', runId };
+
+  const now = Date.now();
+  const toCommit: ChatMessage[] = [...pendingMessages];
+  const consumed = loaded.pending.map((e) => e.streamId);
+  let segment = 0;
+  for (const seg of interleave(loop.response.parts, loop.merges)) {
+    if (seg.kind === 'user') {
+      toCommit.push(...seg.items.map((e) => e.message));
+      consumed.push(...seg.items.map((e) => e.streamId));
+    } else {
+      toCommit.push(
+        withTokens({
+          id: `${runId}-a${segment++}`,
+          role: 'assistant',
+          parts: seg.parts,
+          metadata: { ts: now, chatKey, runId, kind: 'normal' },
+        }),
+      );
+    }
+  }
+
+  const committed = await store.commit(chatKey, fence, { runId, consumed, messages: toCommit });
+  if (!committed.ok) {
+    lane.markLost(`commit ${committed.reason}`);
+    if (committed.reason === 'missing') {
+      logger.error({ detail: committed.detail }, 'inbox entry already consumed; turn discarded');
+    }
+    return { status: 'lost', runId };
+  }
+  const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
+  await store.appendEvent(chatKey, 'turn.finished', {
+    runId,
+    steps: loop.steps,
+    consumed: consumed.length,
+    merged,
+    sent: chatSend.state.sent.length,
+    inputTokens: loop.usage.inputTokens,
+    outputTokens: loop.usage.outputTokens,
+    ms: Date.now() - started,
+  });
+  logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
+  return {
+    status: 'done',
+    runId,
+    pending: 0,
+    consumed: consumed.length,
+    merged,
+    sent: chatSend.state.sent.length,
+    histTokens: committed.tokens,
+  };
+}
+
+function runtimeContext(chatKey: string, runId: string, pending: ChatMessage[]): RuntimeContext {
+  const latest = pending.at(-1)?.metadata;
+  return {
+    chatKey,
+    runId,
+    now: new Date(),
+    ...(latest?.channel !== undefined && { channel: latest.channel }),
+    ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
+    ...(latest?.userId !== undefined && { userId: latest.userId }),
+    ...(latest?.username !== undefined && { username: latest.username }),
+  };
+}

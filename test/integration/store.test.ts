@@ -1,0 +1,143 @@
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
+import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
+
+const redis = testRedis();
+let prefix: string;
+let store: ChatStore;
+const limits = { maxPending: 3, dedupWindowMs: 60_000 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeEach(async () => {
+  prefix = randomPrefix('store');
+  store = new ChatStore(redis, { prefix, maxEvents: 100 });
+});
+afterAll(async () => {
+  await deletePrefix(redis, 'cltest-store-*');
+  redis.disconnect();
+});
+
+describe('ingest', () => {
+  it('accepts a message once and answers duplicate for the same id', async () => {
+    const m = userMessage('c1', 'm1', 'hello');
+    expect((await store.ingest('c1', m, limits)).status).toBe('accepted');
+    expect(await store.ingest('c1', { ...m, parts: [{ type: 'text', text: 'changed' }] }, limits)).toEqual({
+      status: 'duplicate',
+    });
+    const pending = await store.readAllPending('c1');
+    expect(pending.map(textOf)).toEqual(['hello']);
+  });
+
+  it('refuses a message when the chat already has the maximum pending', async () => {
+    for (const id of ['a', 'b', 'c']) await store.ingest('c1', userMessage('c1', id, id), limits);
+    expect(await store.ingest('c1', userMessage('c1', 'd', 'd'), limits)).toEqual({ status: 'full', pending: 3 });
+    expect(await store.pendingCount('c1')).toBe(3);
+  });
+
+  it('keeps every key of a chat under its hash tag', async () => {
+    await store.ingest('room:1', userMessage('room:1', 'm1', 'x'), limits);
+    const lease = await store.acquire('room:1', 'w1', 1000);
+    expect(lease.ok).toBe(true);
+    const keys = await keysUnder(redis, prefix);
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys) expect(key.startsWith(`${prefix}:{c:room:1}:`)).toBe(true);
+  });
+});
+
+describe('lease and fence', () => {
+  it('answers busy with the remaining lease while another owner holds the chat', async () => {
+    expect((await store.acquire('c1', 'w1', 5000)).ok).toBe(true);
+    const second = await store.acquire('c1', 'w2', 5000);
+    expect(second.ok).toBe(false);
+    if (!second.ok) expect(second.ttlMs).toBeGreaterThan(4000);
+  });
+
+  it('hands the chat to a new owner with a higher fence once the lease ran out, and records the takeover', async () => {
+    const a = await store.acquire('c1', 'w1', 100);
+    await sleep(150);
+    const b = await store.acquire('c1', 'w2', 5000);
+    expect(a.ok && b.ok && Number(b.fence) > Number(a.fence)).toBe(true);
+    const events = await store.readEvents('c1', undefined, 10);
+    expect(events.map((e) => e.type)).toContain('lease.takeover');
+  });
+
+  it('a stale owner can neither commit, send, renew nor finish, and each refusal is an event', async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'hi'), limits);
+    const [entry] = await store.readInbox('c1', 10);
+    const a = await store.acquire('c1', 'w1', 100);
+    await sleep(150);
+    const b = await store.acquire('c1', 'w2', 5000);
+    if (!a.ok || !b.ok) throw new Error('acquire failed');
+
+    const commit = await store.commit('c1', a.fence, {
+      runId: 'r1',
+      consumed: [entry!.streamId],
+      messages: [entry!.message, assistantMessage('c1', 'a1', 'late answer')],
+    });
+    expect(commit).toMatchObject({ ok: false, reason: 'fenced-out' });
+    expect((await store.sendOutbox('c1', a.fence, { runId: 'r1', text: 'late', ts: 1 })).ok).toBe(false);
+    expect(await store.renew('c1', 'w1', a.fence, 1000, 'r1')).toBe(false);
+    expect((await store.finish('c1', a.fence, 'w1', 'r1')).ok).toBe(false);
+
+    expect(await store.readHistory('c1')).toEqual([]);
+    expect(await store.readOutbox('c1', undefined, 10)).toEqual([]);
+    expect(await store.pendingCount('c1')).toBe(1);
+    const rejected = (await store.readEvents('c1', undefined, 50)).filter((e) => e.type === 'fence.rejected');
+    expect(rejected.map((e) => e.data.op)).toEqual(['commit', 'outbox', 'renew', 'finish']);
+    // The new owner still holds the lease.
+    expect((await store.acquire('c1', 'w3', 1000)).ok).toBe(false);
+  });
+
+  it('commit appends in order, consumes the inbox entries and counts tokens', async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'one'), limits);
+    await store.ingest('c1', userMessage('c1', 'm2', 'two'), limits);
+    const entries = await store.readInbox('c1', 10);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('busy');
+    const msgs = [
+      { ...entries[0]!.message, metadata: { ...entries[0]!.message.metadata, tokens: 5 } },
+      { ...entries[1]!.message, metadata: { ...entries[1]!.message.metadata, tokens: 6 } },
+      assistantMessage('c1', 'a1', 'answer', { tokens: 7 }),
+    ];
+    const res = await store.commit('c1', lease.fence, {
+      runId: 'r1',
+      consumed: entries.map((e) => e.streamId),
+      messages: msgs,
+    });
+    expect(res).toEqual({ ok: true, histLen: 3, tokens: 18 });
+    expect((await store.readHistory('c1')).map(textOf)).toEqual(['one', 'two', 'answer']);
+    expect(await store.pendingCount('c1')).toBe(0);
+    expect(await store.finish('c1', lease.fence, 'w1', 'r1')).toEqual({ ok: true, pending: 0 });
+  });
+
+  it('refuses to commit an inbox entry that was already consumed, writing nothing', async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'one'), limits);
+    const [entry] = await store.readInbox('c1', 10);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('busy');
+    const turn = { runId: 'r1', consumed: [entry!.streamId], messages: [entry!.message] };
+    expect((await store.commit('c1', lease.fence, turn)).ok).toBe(true);
+    expect(await store.commit('c1', lease.fence, turn)).toMatchObject({ ok: false, reason: 'missing' });
+    expect(await store.readHistory('c1')).toHaveLength(1);
+  });
+});
+
+describe('history window', () => {
+  it('returns the newest messages plus a summary at the head when the window does not reach it', async () => {
+    const k = store.keys('c1');
+    const summary = assistantMessage('c1', 's', 'summary', { kind: 'summary' });
+    await redis.rpush(
+      k.hist,
+      JSON.stringify(summary),
+      ...Array.from({ length: 10 }, (_, i) => JSON.stringify(userMessage('c1', `u${i}`, `m${i}`))),
+    );
+    const win = await store.readHistoryWindow('c1', 3);
+    expect(win.total).toBe(11);
+    expect(win.summary?.id).toBe('s');
+    expect(win.messages.map((m) => m.id)).toEqual(['u7', 'u8', 'u9']);
+    const all = await store.readHistoryWindow('c1', 50);
+    expect(all.summary).toBeUndefined();
+    expect(all.messages[0]!.id).toBe('s');
+  });
+});
