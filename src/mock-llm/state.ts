@@ -1,0 +1,317 @@
+/**
+ * Counters, recordings and test controls of the mock model server. Everything a test
+ * asserts on lives here, so the same object serves in-process callers and `GET /stats`.
+ */
+
+export const NO_CHAT_KEY = '(none)';
+
+export const DEFAULT_FAIL_MESSAGE =
+  "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.";
+export const DEFAULT_FAIL_CODE = 'context_length_exceeded';
+
+export interface RecordedRequest {
+  chatKey: string;
+  at: number;
+  stream: boolean;
+  /** The request's `messages`, exactly as received. */
+  messages: unknown[];
+  /** Names of the function tools offered. */
+  tools: string[];
+  promptTokens: number;
+}
+
+export interface Violation {
+  chatKey: string;
+  inFlight: number;
+  at: number;
+}
+
+export interface MockLlmStats {
+  requests: number;
+  inFlight: number;
+  maxInFlightPerChat: number;
+  violations: Violation[];
+  perChat: Record<string, number>;
+}
+
+export interface FailNextInput {
+  /** Only requests of this chat match; omitted, any request does. */
+  chatKey?: string;
+  count: number;
+  status?: number;
+  message?: string;
+  code?: string;
+}
+
+export interface Failure {
+  status: number;
+  message: string;
+  code: string;
+}
+
+interface FailRule extends Failure {
+  chatKey: string | undefined;
+  remaining: number;
+}
+
+interface Gate {
+  promise: Promise<void>;
+  open: () => void;
+}
+
+interface ArrivalWaiter {
+  chatKey: string;
+  n: number;
+  resolve: () => void;
+}
+
+export type LatencyRange = [number, number];
+
+function checkLatency(range: LatencyRange): LatencyRange {
+  const [min, max] = range;
+  if (!Number.isFinite(min) || !Number.isFinite(max) || min < 0 || min > max) {
+    throw new RangeError(`latency must be [min, max] with 0 <= min <= max, got [${min}, ${max}]`);
+  }
+  return [min, max];
+}
+
+/** Violations are few in a healthy run; the cap only guards a badly broken one. */
+const MAX_VIOLATIONS = 10_000;
+
+/** Resolves after `ms`, or early when `signal` aborts: a gone client should not pin a timer. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  return untilOrAbort(
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+    signal,
+  ).finally(() => clearTimeout(timer));
+}
+
+function untilOrAbort(promise: Promise<void>, signal?: AbortSignal): Promise<void> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.resolve();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<void>((resolve) => {
+    onAbort = () => resolve();
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([promise, aborted]).finally(() => {
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  });
+}
+
+export class MockLlmState {
+  private readonly initialLatency: LatencyRange;
+  private readonly maxRecorded: number;
+
+  private requestCount = 0;
+  private maxPerChat = 0;
+  private violationList: Violation[] = [];
+  private arrivals = new Map<string, number>();
+  private recordings: RecordedRequest[] = [];
+
+  // In-flight counts describe live requests, not history, so `reset()` leaves them alone.
+  private inFlightTotal = 0;
+  private readonly inFlightByChat = new Map<string, number>();
+
+  private latency: LatencyRange;
+  private chatLatency = new Map<string, number>();
+  private failRules: FailRule[] = [];
+  private gates = new Map<string, Gate>();
+  private waiters: ArrivalWaiter[] = [];
+
+  constructor(options: { latencyMs?: LatencyRange; maxRecorded?: number } = {}) {
+    this.initialLatency = checkLatency(options.latencyMs ?? [0, 0]);
+    this.latency = this.initialLatency;
+    this.maxRecorded = Math.max(0, options.maxRecorded ?? 10_000);
+  }
+
+  get requests(): number {
+    return this.requestCount;
+  }
+
+  get inFlight(): number {
+    return this.inFlightTotal;
+  }
+
+  get maxInFlightPerChat(): number {
+    return this.maxPerChat;
+  }
+
+  get violations(): Violation[] {
+    return [...this.violationList];
+  }
+
+  get perChat(): Record<string, number> {
+    return Object.fromEntries(this.arrivals);
+  }
+
+  stats(): MockLlmStats {
+    return {
+      requests: this.requests,
+      inFlight: this.inFlight,
+      maxInFlightPerChat: this.maxInFlightPerChat,
+      violations: this.violations,
+      perChat: this.perChat,
+    };
+  }
+
+  /** Recorded requests, oldest first; only those of `chatKey` when given. */
+  recorded(chatKey?: string): RecordedRequest[] {
+    return chatKey === undefined
+      ? [...this.recordings]
+      : this.recordings.filter((r) => r.chatKey === chatKey);
+  }
+
+  setLatency(range: LatencyRange): void {
+    this.latency = checkLatency(range);
+  }
+
+  /** A fixed latency for one chat, replacing the global range; `undefined` removes it. */
+  setChatLatency(chatKey: string, ms: number | undefined): void {
+    if (ms === undefined) {
+      this.chatLatency.delete(chatKey);
+      return;
+    }
+    checkLatency([ms, ms]);
+    this.chatLatency.set(chatKey, ms);
+  }
+
+  failNext(input: FailNextInput): void {
+    if (!Number.isInteger(input.count) || input.count < 0) {
+      throw new RangeError(`failNext count must be a non-negative integer, got ${input.count}`);
+    }
+    if (input.count === 0) return;
+    this.failRules.push({
+      chatKey: input.chatKey,
+      remaining: input.count,
+      status: input.status ?? 400,
+      message: input.message ?? DEFAULT_FAIL_MESSAGE,
+      code: input.code ?? DEFAULT_FAIL_CODE,
+    });
+  }
+
+  /** Requests of `chatKey` that arrive from now on wait until `release(chatKey)`. */
+  hold(chatKey: string): void {
+    if (this.gates.has(chatKey)) return;
+    let open!: () => void;
+    const promise = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    this.gates.set(chatKey, { promise, open });
+  }
+
+  release(chatKey: string): void {
+    const gate = this.gates.get(chatKey);
+    if (!gate) return;
+    this.gates.delete(chatKey);
+    gate.open();
+  }
+
+  releaseAll(): void {
+    for (const chatKey of [...this.gates.keys()]) this.release(chatKey);
+  }
+
+  /** Resolves once `n` requests of `chatKey` have arrived (since the last reset). */
+  waitForRequest(chatKey: string, n = 1): Promise<void> {
+    if ((this.arrivals.get(chatKey) ?? 0) >= n) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push({ chatKey, n, resolve });
+    });
+  }
+
+  /**
+   * Stats, recordings and controls back to a fresh start. Held requests are let go so
+   * nothing stays stuck behind a gate nobody remembers; pending `waitForRequest` calls
+   * keep waiting and count arrivals from zero.
+   */
+  reset(): void {
+    this.requestCount = 0;
+    this.maxPerChat = 0;
+    this.violationList = [];
+    this.arrivals = new Map();
+    this.recordings = [];
+    this.latency = this.initialLatency;
+    this.chatLatency = new Map();
+    this.failRules = [];
+    this.releaseAll();
+  }
+
+  /**
+   * Accounts for a request the moment it arrives and returns its `end` function, which
+   * must run exactly once when the response is done or the client went away (it is
+   * idempotent, so callers may call it from several places). Also decides now whether
+   * the request fails, so "the next N requests" means the next N to arrive.
+   */
+  begin(entry: RecordedRequest): { end: () => void; failure: Failure | undefined } {
+    const { chatKey } = entry;
+    this.requestCount += 1;
+    const arrived = (this.arrivals.get(chatKey) ?? 0) + 1;
+    this.arrivals.set(chatKey, arrived);
+
+    this.inFlightTotal += 1;
+    const live = (this.inFlightByChat.get(chatKey) ?? 0) + 1;
+    this.inFlightByChat.set(chatKey, live);
+    if (live > this.maxPerChat) this.maxPerChat = live;
+    if (live > 1)
+      this.pushBounded(this.violationList, { chatKey, inFlight: live, at: entry.at }, MAX_VIOLATIONS);
+
+    this.pushBounded(this.recordings, entry, this.maxRecorded);
+    const failure = this.takeFailure(chatKey);
+    this.notifyWaiters(chatKey, arrived);
+
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      this.inFlightTotal -= 1;
+      const left = (this.inFlightByChat.get(chatKey) ?? 1) - 1;
+      if (left > 0) this.inFlightByChat.set(chatKey, left);
+      else this.inFlightByChat.delete(chatKey);
+    };
+    return { end, failure };
+  }
+
+  /** The hold gate first, then the latency, so a released request still pays its latency. */
+  async delay(chatKey: string, signal?: AbortSignal): Promise<void> {
+    const gate = this.gates.get(chatKey);
+    if (gate) await untilOrAbort(gate.promise, signal);
+    if (signal?.aborted) return;
+    await sleep(this.pickLatency(chatKey), signal);
+  }
+
+  private pickLatency(chatKey: string): number {
+    const fixed = this.chatLatency.get(chatKey);
+    if (fixed !== undefined) return fixed;
+    const [min, max] = this.latency;
+    return min + Math.random() * (max - min);
+  }
+
+  private takeFailure(chatKey: string): Failure | undefined {
+    const index = this.failRules.findIndex((r) => r.chatKey === undefined || r.chatKey === chatKey);
+    const rule = this.failRules[index];
+    if (!rule) return undefined;
+    rule.remaining -= 1;
+    if (rule.remaining <= 0) this.failRules.splice(index, 1);
+    return { status: rule.status, message: rule.message, code: rule.code };
+  }
+
+  private notifyWaiters(chatKey: string, arrived: number): void {
+    if (this.waiters.length === 0) return;
+    this.waiters = this.waiters.filter((w) => {
+      if (w.chatKey !== chatKey || arrived < w.n) return true;
+      w.resolve();
+      return false;
+    });
+  }
+
+  // Bounded so a long benchmark against the mock cannot grow it without limit.
+  private pushBounded<T>(list: T[], item: T, cap: number): void {
+    if (cap === 0) return;
+    list.push(item);
+    if (list.length > cap) list.splice(0, list.length - cap);
+  }
+}

@@ -1,0 +1,424 @@
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { APICallError, generateText, stepCountIs, streamText, tool } from 'ai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  DEFAULT_FAIL_MESSAGE,
+  type MockLlmState,
+  type RecordedRequest,
+  startMockLlm,
+} from '../../src/mock-llm/server.js';
+import { ConfigError, loadMockLlmConfig } from '../../src/shared/config.js';
+
+let url: string;
+let state: MockLlmState;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  ({ url, state, close } = await startMockLlm({ port: 0 }));
+});
+
+afterAll(async () => {
+  await close();
+});
+
+afterEach(() => {
+  state.reset();
+});
+
+function model() {
+  return createOpenAICompatible({ name: 'mock', baseURL: url }).chatModel('mock');
+}
+
+/** A `chat_send` tool that remembers what the model sent. */
+function chatSend() {
+  const sent: string[] = [];
+  const chat_send = tool({
+    description: 'Send a message to the chat',
+    inputSchema: z.object({ text: z.string() }),
+    execute: async ({ text }) => {
+      sent.push(text);
+      return { ok: true };
+    },
+  });
+  return { sent, tools: { chat_send } };
+}
+
+function system(chatKey: string): string {
+  return `You are a helpful bot.\nChatKey: ${chatKey}\nReply with chat_send.`;
+}
+
+function completionRequest(chatKey: string, text: string, extra: Record<string, unknown> = {}) {
+  return fetch(`${url}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'whatever-model',
+      messages: [
+        { role: 'system', content: system(chatKey) },
+        { role: 'user', content: text },
+      ],
+      ...extra,
+    }),
+  });
+}
+
+const origin = () => url.replace(/\/v1$/, '');
+
+describe('mock-llm with the AI SDK', () => {
+  it('streams a chat_send("echo: hello") call and ends the loop once the tool result is back', async () => {
+    const { sent, tools } = chatSend();
+    const result = streamText({
+      model: model(),
+      system: system('chat-stream'),
+      prompt: 'hello',
+      tools,
+      stopWhen: stepCountIs(4),
+    });
+    await result.consumeStream();
+    const steps = await result.steps;
+
+    expect(sent).toEqual(['echo: hello']);
+    expect(steps).toHaveLength(2);
+    expect(steps[0]?.finishReason).toBe('tool-calls');
+    expect(steps[1]?.finishReason).toBe('stop');
+    expect(await result.text).toBe('');
+    expect(state.perChat).toEqual({ 'chat-stream': 2 });
+    expect(state.recorded('chat-stream').map((r) => r.stream)).toEqual([true, true]);
+  });
+
+  it('does the same without streaming and reports token usage', async () => {
+    const { sent, tools } = chatSend();
+    const result = await generateText({
+      model: model(),
+      system: system('chat-json'),
+      prompt: 'hello',
+      tools,
+      stopWhen: stepCountIs(4),
+    });
+
+    expect(sent).toEqual(['echo: hello']);
+    expect(result.steps).toHaveLength(2);
+    expect(result.text).toBe('');
+    expect(result.steps[0]?.toolCalls[0]?.input).toEqual({ text: 'echo: hello' });
+    expect(result.steps[0]?.usage.inputTokens).toBeGreaterThan(0);
+    expect(result.steps[0]?.usage.outputTokens).toBeGreaterThan(0);
+    expect(state.perChat).toEqual({ 'chat-json': 2 });
+    const [first, second] = state.recorded('chat-json');
+    expect(first?.stream).toBe(false);
+    expect(first?.tools).toEqual(['chat_send']);
+    expect(first?.promptTokens).toBeGreaterThan(0);
+    expect(second?.messages.at(-1)).toMatchObject({ role: 'tool' });
+  });
+
+  it('echoes every user message since the last assistant message, joined with " | "', async () => {
+    const { sent, tools } = chatSend();
+    await generateText({
+      model: model(),
+      system: system('chat-merge'),
+      messages: [
+        { role: 'user', content: 'old' },
+        { role: 'assistant', content: 'earlier answer' },
+        { role: 'user', content: 'first' },
+        { role: 'user', content: [{ type: 'text', text: 'second' }] },
+      ],
+      tools,
+      stopWhen: stepCountIs(4),
+    });
+    expect(sent).toEqual(['echo: first | second']);
+  });
+
+  it('answers plain text without tools, and a summary when asked to summarize', async () => {
+    const echo = await generateText({ model: model(), system: system('chat-text'), prompt: 'ping' });
+    expect(echo.text).toBe('echo: ping');
+
+    const streamed = streamText({ model: model(), system: system('chat-text'), prompt: 'pong' });
+    expect(await streamed.text).toBe('echo: pong');
+
+    const summary = await generateText({
+      model: model(),
+      system: 'Summarize the conversation.\nChatKey: chat-text',
+      messages: [
+        { role: 'user', content: 'hi there' },
+        { role: 'assistant', content: 'hello!' },
+        { role: 'user', content: 'x'.repeat(400) },
+      ],
+    });
+    expect(summary.text.startsWith('## Summary\nhi there\nhello!\nxxx')).toBe(true);
+    expect(summary.text).toHaveLength('## Summary\n'.length + 300);
+    expect(state.perChat).toEqual({ 'chat-text': 3 });
+  });
+
+  it('fails the next request with the context-length error, then succeeds', async () => {
+    state.failNext({ chatKey: 'chat-fail', count: 1 });
+    const { tools } = chatSend();
+    const call = () =>
+      generateText({
+        model: model(),
+        system: system('chat-fail'),
+        prompt: 'hello',
+        tools,
+        stopWhen: stepCountIs(4),
+        maxRetries: 0,
+      });
+
+    const error = await call().catch((e: unknown) => e);
+    expect(APICallError.isInstance(error)).toBe(true);
+    const apiError = error as APICallError;
+    expect(apiError.statusCode).toBe(400);
+    expect(apiError.message).toBe(DEFAULT_FAIL_MESSAGE);
+    expect(apiError.responseBody).toContain('context_length_exceeded');
+
+    const ok = await call();
+    expect(ok.steps).toHaveLength(2);
+    expect(state.requests).toBe(3);
+    expect(state.inFlight).toBe(0);
+  });
+
+  it('does not leak failNext to other chats', async () => {
+    state.failNext({ chatKey: 'chat-other', count: 1, status: 500, message: 'boom', code: 'server_error' });
+    expect((await completionRequest('chat-fine', 'a')).status).toBe(200);
+    const failed = await completionRequest('chat-other', 'b');
+    expect(failed.status).toBe(500);
+    expect(await failed.json()).toEqual({
+      error: { message: 'boom', type: 'invalid_request_error', param: null, code: 'server_error' },
+    });
+  });
+});
+
+describe('mock-llm concurrency tracking', () => {
+  it('records a violation when one chat has two requests in flight', async () => {
+    state.hold('chat-x');
+    const both = [completionRequest('chat-x', 'one'), completionRequest('chat-x', 'two')];
+    await state.waitForRequest('chat-x', 2);
+
+    expect(state.inFlight).toBe(2);
+    expect(state.maxInFlightPerChat).toBe(2);
+    expect(state.violations).toHaveLength(1);
+    expect(state.violations[0]).toMatchObject({ chatKey: 'chat-x', inFlight: 2 });
+
+    state.release('chat-x');
+    const responses = await Promise.all(both);
+    expect(responses.map((r) => r.status)).toEqual([200, 200]);
+    expect(state.inFlight).toBe(0);
+  });
+
+  it('records none for concurrent requests of different chats', async () => {
+    state.hold('chat-a');
+    state.hold('chat-b');
+    const both = [completionRequest('chat-a', 'one'), completionRequest('chat-b', 'two')];
+    await Promise.all([state.waitForRequest('chat-a', 1), state.waitForRequest('chat-b', 1)]);
+
+    expect(state.inFlight).toBe(2);
+    expect(state.maxInFlightPerChat).toBe(1);
+    expect(state.violations).toEqual([]);
+
+    state.release('chat-a');
+    state.release('chat-b');
+    await Promise.all(both);
+    expect(state.inFlight).toBe(0);
+  });
+
+  it('records none when one chat sends its requests one after another', async () => {
+    const { tools } = chatSend();
+    for (const prompt of ['a', 'b', 'c']) {
+      const result = streamText({
+        model: model(),
+        system: system('chat-serial'),
+        prompt,
+        tools,
+        stopWhen: stepCountIs(4),
+      });
+      await result.consumeStream();
+    }
+    expect(state.perChat).toEqual({ 'chat-serial': 6 });
+    expect(state.maxInFlightPerChat).toBe(1);
+    expect(state.violations).toEqual([]);
+  });
+
+  it('holds a chat until released, without holding other chats', async () => {
+    state.hold('chat-held');
+    let done = false;
+    const held = completionRequest('chat-held', 'wait').then((r) => {
+      done = true;
+      return r;
+    });
+    await state.waitForRequest('chat-held', 1);
+
+    const other = await completionRequest('chat-free', 'go');
+    expect(other.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(done).toBe(false);
+
+    state.release('chat-held');
+    const body = (await (await held).json()) as { choices: { message: { content: string } }[] };
+    expect(body.choices[0]?.message.content).toBe('echo: wait');
+  });
+
+  it('stops counting a request in flight when its client goes away', async () => {
+    state.hold('chat-gone');
+    const abort = new AbortController();
+    const request = fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'system', content: system('chat-gone') }] }),
+      signal: abort.signal,
+    }).catch(() => 'aborted');
+    await state.waitForRequest('chat-gone', 1);
+    expect(state.inFlight).toBe(1);
+
+    abort.abort();
+    expect(await request).toBe('aborted');
+    await expect.poll(() => state.inFlight).toBe(0);
+  });
+
+  it('counts a request with no ChatKey line as "(none)"', async () => {
+    const res = await fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'hey' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(state.perChat).toEqual({ '(none)': 1 });
+  });
+
+  it('applies the global latency and a per-chat override', async () => {
+    state.setLatency([60, 60]);
+    state.setChatLatency('chat-fast', 0);
+    let started = Date.now();
+    await completionRequest('chat-slow', 'a');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(55);
+    started = Date.now();
+    await completionRequest('chat-fast', 'b');
+    expect(Date.now() - started).toBeLessThan(55);
+  });
+});
+
+describe('mock-llm HTTP surface', () => {
+  it('streams OpenAI chunks with a final usage chunk when include_usage is set', async () => {
+    const res = await completionRequest('chat-sse', 'hi', {
+      stream: true,
+      stream_options: { include_usage: true },
+      tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
+    });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e !== '')
+      .map((e) => e.replace(/^data: /, ''));
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks[0].choices[0].delta.tool_calls[0]).toMatchObject({
+      index: 0,
+      type: 'function',
+      function: { name: 'chat_send', arguments: '' },
+    });
+    const args = chunks
+      .flatMap((c) => c.choices)
+      .map((c) => c.delta.tool_calls?.[0]?.function.arguments ?? '')
+      .join('');
+    expect(JSON.parse(args)).toEqual({ text: 'echo: hi' });
+    expect(chunks.at(-2).choices[0].finish_reason).toBe('tool_calls');
+    expect(chunks.at(-1).choices).toEqual([]);
+    expect(chunks.at(-1).usage.prompt_tokens).toBeGreaterThan(0);
+  });
+
+  it('serves /stats, /requests, /v1/models and /healthz', async () => {
+    await completionRequest('chat-h', 'one');
+    await completionRequest('chat-i', 'two');
+
+    const stats = await (await fetch(`${origin()}/stats`)).json();
+    expect(stats).toEqual({
+      requests: 2,
+      inFlight: 0,
+      maxInFlightPerChat: 1,
+      violations: [],
+      perChat: { 'chat-h': 1, 'chat-i': 1 },
+    });
+    const recorded = (await (await fetch(`${origin()}/requests?chatKey=chat-h`)).json()) as RecordedRequest[];
+    expect(recorded).toHaveLength(1);
+    expect(recorded[0]).toMatchObject({ chatKey: 'chat-h', stream: false, tools: [] });
+    expect(recorded[0]?.messages[1]).toEqual({ role: 'user', content: 'one' });
+
+    expect(await (await fetch(`${url}/models`)).json()).toMatchObject({
+      data: [{ id: 'mock', object: 'model' }],
+    });
+    expect((await fetch(`${origin()}/healthz`)).status).toBe(200);
+  });
+
+  it('controls latency, failures and holds over POST /control, and clears them with POST /reset', async () => {
+    const control = (body: unknown) =>
+      fetch(`${origin()}/control`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    expect((await control({ failNext: { count: 1 }, chatLatencyMs: { 'chat-c': 5 } })).status).toBe(200);
+    const failed = await completionRequest('chat-c', 'x');
+    expect(failed.status).toBe(400);
+    expect(((await failed.json()) as { error: { code: string } }).error.code).toBe('context_length_exceeded');
+
+    expect((await control({ hold: ['chat-c'] })).status).toBe(200);
+    const held = completionRequest('chat-c', 'y');
+    await state.waitForRequest('chat-c', 2);
+    expect((await control({ release: ['chat-c'] })).status).toBe(200);
+    expect((await held).status).toBe(200);
+
+    await control({ failNext: { count: 5 } });
+    expect((await fetch(`${origin()}/reset`, { method: 'POST' })).status).toBe(200);
+    expect(state.requests).toBe(0);
+    expect(state.recorded()).toEqual([]);
+    expect((await completionRequest('chat-c', 'z')).status).toBe(200);
+  });
+
+  it('rejects bad control input with a 400 error body', async () => {
+    const post = (body: string) =>
+      fetch(`${origin()}/control`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+
+    const badJson = await post('{"latencyMs": [1,');
+    expect(badJson.status).toBe(400);
+    const badJsonBody = (await badJson.json()) as { error: { code: string; message: string } };
+    expect(badJsonBody.error.code).toBe('invalid_json');
+    expect(badJsonBody.error.message).toEqual(expect.any(String));
+
+    const badShape = await post(JSON.stringify({ latencyMs: [10, 1] }));
+    expect(badShape.status).toBe(400);
+    expect(((await badShape.json()) as { error: { code: string } }).error.code).toBe('invalid_request');
+
+    expect((await post(JSON.stringify({ nonsense: true }))).status).toBe(400);
+  });
+
+  it('rejects a malformed completion request with an OpenAI-style 400', async () => {
+    const res = await fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock', messages: 'not a list' }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      error: { type: 'invalid_request_error', param: null, message: expect.stringContaining('messages') },
+    });
+    expect(state.requests).toBe(0);
+  });
+});
+
+describe('loadMockLlmConfig', () => {
+  it('defaults to 127.0.0.1:4010 with no latency', () => {
+    expect(loadMockLlmConfig({})).toEqual({
+      MOCK_LLM_HOST: '127.0.0.1',
+      MOCK_LLM_PORT: 4010,
+      MOCK_LLM_LATENCY_MS: [0, 0],
+    });
+  });
+
+  it('parses a fixed latency and a range', () => {
+    expect(loadMockLlmConfig({ MOCK_LLM_LATENCY_MS: '25' }).MOCK_LLM_LATENCY_MS).toEqual([25, 25]);
+    expect(loadMockLlmConfig({ MOCK_LLM_LATENCY_MS: '10-200' }).MOCK_LLM_LATENCY_MS).toEqual([10, 200]);
+  });
+
+  it('throws a ConfigError naming the bad variable', () => {
+    expect(() => loadMockLlmConfig({ MOCK_LLM_LATENCY_MS: '200-10' })).toThrow(ConfigError);
+    expect(() => loadMockLlmConfig({ MOCK_LLM_LATENCY_MS: 'fast' })).toThrow(/MOCK_LLM_LATENCY_MS/);
+    expect(() => loadMockLlmConfig({ MOCK_LLM_PORT: '70000' })).toThrow(/MOCK_LLM_PORT/);
+  });
+});
