@@ -56,6 +56,8 @@ export async function buildIngress(deps: IngressDeps) {
     // Message ids in paths are user data; a stable router keeps them out of logs by route.
     routerOptions: { maxParamLength: 256 },
   });
+  // JSON only: a text/plain body would otherwise reach the schema as a string.
+  app.removeContentTypeParser('text/plain');
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
 

@@ -1,0 +1,39 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { buildIngress, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
+import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+
+export interface TestIngress {
+  app: IngressApp;
+  store: ChatStore;
+  turns: Queue<TurnJob>;
+  close(): Promise<void>;
+}
+
+export async function testIngress(
+  redis: Redis,
+  prefix: string,
+  opts: { apiToken?: string; limits?: Partial<IngressLimits> } = {},
+): Promise<TestIngress> {
+  const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+  const app = await buildIngress({
+    redis,
+    store,
+    turns,
+    apiToken: opts.apiToken,
+    logger: silentLogger(),
+    limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
+  });
+  return {
+    app,
+    store,
+    turns,
+    async close() {
+      await app.close();
+      await turns.close();
+    },
+  };
+}
