@@ -1,0 +1,76 @@
+import type { LanguageModelV3CallOptions, LanguageModelV3Prompt, LanguageModelV3StreamPart } from '@ai-sdk/provider';
+import { MockLanguageModelV3 } from 'ai/test';
+
+export type Reply = { text: string } | { toolCalls: Array<{ name: string; input: unknown }> };
+export type Script = (prompt: LanguageModelV3Prompt, call: number, options: LanguageModelV3CallOptions) => Promise<Reply> | Reply;
+
+const usage = {
+  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 5, text: 5, reasoning: undefined },
+};
+
+/** Texts of the user messages after the last assistant message. */
+export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
+  const out: string[] = [];
+  for (const m of prompt) {
+    if (m.role === 'assistant') out.length = 0;
+    if (m.role === 'user') for (const p of m.content) if (p.type === 'text') out.push(p.text);
+  }
+  return out;
+}
+
+/** Like the project's mock server: echo new user messages through chat_send, then stop. */
+export const echoScript: Script = (prompt) => {
+  if (prompt.at(-1)?.role === 'tool') return { text: '' };
+  return { toolCalls: [{ name: 'chat_send', input: { text: `echo: ${newUserTexts(prompt).join(' | ')}` } }] };
+};
+
+function toStream(reply: Reply, call: number): LanguageModelV3StreamPart[] {
+  const parts: LanguageModelV3StreamPart[] = [{ type: 'stream-start', warnings: [] }];
+  if ('text' in reply) {
+    if (reply.text) {
+      parts.push({ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: reply.text }, { type: 'text-end', id: 't' });
+    }
+    parts.push({ type: 'finish', usage, finishReason: { unified: 'stop', raw: 'stop' } });
+  } else {
+    reply.toolCalls.forEach((tc, i) => {
+      parts.push({ type: 'tool-call', toolCallId: `call-${call}-${i}`, toolName: tc.name, input: JSON.stringify(tc.input) });
+    });
+    parts.push({ type: 'finish', usage, finishReason: { unified: 'tool-calls', raw: 'tool_calls' } });
+  }
+  return parts;
+}
+
+/** An `ai/test` mock model driven by a script; records every prompt it was given. */
+export function scriptedModel(script: Script = echoScript) {
+  const prompts: LanguageModelV3Prompt[] = [];
+  let calls = 0;
+  const model = new MockLanguageModelV3({
+    doStream: async (options) => {
+      const call = calls++;
+      prompts.push(options.prompt);
+      const reply = await script(options.prompt, call, options);
+      const parts = toStream(reply, call);
+      return {
+        stream: new ReadableStream<LanguageModelV3StreamPart>({
+          start(controller) {
+            for (const p of parts) controller.enqueue(p);
+            controller.close();
+          },
+        }),
+      };
+    },
+  });
+  return { model, prompts, calls: () => calls };
+}
+
+/** The text of every message in a prompt, role-tagged, for assertions on what the model saw. */
+export function promptTranscript(prompt: LanguageModelV3Prompt): string[] {
+  return prompt.map((m) => {
+    if (m.role === 'system') return `system`;
+    const texts = (m.content as Array<{ type: string; text?: string; toolName?: string }>).map((p) =>
+      p.type === 'text' ? p.text : p.type,
+    );
+    return `${m.role}: ${texts.join(' ')}`;
+  });
+}

@@ -1,0 +1,38 @@
+import type { LanguageModel } from 'ai';
+import type { Redis } from 'ioredis';
+import { silentLogger } from '../../src/shared/logger.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
+import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
+import { RedisProvider } from '../../src/worker/pipeline/provider.js';
+import type { TurnDeps, TurnSettings } from '../../src/worker/turn.js';
+
+export function turnDeps(
+  redis: Redis,
+  prefix: string,
+  model: LanguageModel,
+  settings: Partial<TurnSettings> & { maxPendingPerTurn?: number; windowMessages?: number } = {},
+): TurnDeps {
+  const store = new ChatStore(redis, { prefix, maxEvents: 500 });
+  return {
+    store,
+    model,
+    provider: new RedisProvider(store, {
+      windowMessages: settings.windowMessages ?? 200,
+      maxPendingPerTurn: settings.maxPendingPerTurn ?? 20,
+    }),
+    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: 4000 }),
+    assembler: new DefaultAssembler({ maxSendsPerTurn: settings.maxSendsPerTurn ?? 5 }),
+    settings: {
+      leaseMs: 5000,
+      maxSteps: 8,
+      maxMerges: 8,
+      maxInputTokens: 12_000,
+      maxSendsPerTurn: 5,
+      reserveTokens: 200,
+      ...settings,
+    },
+    workerId: 'test-worker',
+    logger: silentLogger(),
+  };
+}

@@ -1,0 +1,220 @@
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { runTurn } from '../../src/worker/turn.js';
+import { textOf, userMessage } from '../helpers/messages.js';
+import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { echoScript, newUserTexts, promptTranscript, scriptedModel } from '../helpers/scripted-model.js';
+import { turnDeps } from '../helpers/turn-deps.js';
+
+const redis = testRedis();
+let prefix: string;
+const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
+
+beforeEach(() => {
+  prefix = randomPrefix('turn');
+});
+afterAll(async () => {
+  await deletePrefix(redis, 'cltest-turn-*');
+  redis.disconnect();
+});
+
+async function ingest(store: ChatStore, chatKey: string, ...texts: string[]) {
+  for (const t of texts) await store.ingest(chatKey, userMessage(chatKey, `id-${t}`, t), limits);
+}
+
+describe('a turn', () => {
+  it('answers pending messages through chat_send and commits user + assistant messages with token counts', async () => {
+    const { model, prompts } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingest(deps.store, 'c1', 'hello', 'how are you');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', consumed: 2, sent: 1, pending: 0 });
+
+    const history = await deps.store.readHistory('c1');
+    expect(history.map((m) => m.role)).toEqual(['user', 'user', 'assistant']);
+    expect(history.slice(0, 2).map(textOf)).toEqual(['hello', 'how are you']);
+    const toolPart = history[2]!.parts.find((p) => p.type === 'tool-chat_send');
+    expect(toolPart).toMatchObject({ state: 'output-available', input: { text: 'echo: hello | how are you' } });
+    for (const m of history) expect(m.metadata.tokens).toBeGreaterThan(0);
+    const outbox = await deps.store.readOutbox('c1', undefined, 10);
+    expect(outbox.map((o) => o.text)).toEqual(['echo: hello | how are you']);
+    expect(await deps.store.pendingCount('c1')).toBe(0);
+    expect(prompts).toHaveLength(2);
+    // The system prompt carries the chat's identity for the model and for the mock server.
+    expect(prompts[0]![0]).toMatchObject({ role: 'system' });
+    expect(String(prompts[0]![0]!.content)).toContain('ChatKey: c1');
+  });
+
+  it('sends the final text when the model never calls chat_send', async () => {
+    const { model } = scriptedModel(() => ({ text: 'plain answer' }));
+    const deps = turnDeps(redis, prefix, model);
+    await ingest(deps.store, 'c1', 'hi');
+    await runTurn(deps, 'c1');
+    expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['plain answer']);
+  });
+
+  it('sends identical text once per turn and stops at the per-turn cap', async () => {
+    const { model } = scriptedModel((prompt, call) => {
+      if (call >= 3) return { text: '' };
+      return { toolCalls: [{ name: 'chat_send', input: { text: 'same' } }, { name: 'chat_send', input: { text: `n${call}` } }] };
+    });
+    const deps = turnDeps(redis, prefix, model, { maxSendsPerTurn: 3 });
+    await ingest(deps.store, 'c1', 'go');
+    await runTurn(deps, 'c1');
+    expect((await deps.store.readOutbox('c1', undefined, 20)).map((o) => o.text)).toEqual(['same', 'n0', 'n1']);
+  });
+
+  it('includes the previous history on the next turn, in order', async () => {
+    const { model, prompts } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingest(deps.store, 'c1', 'first');
+    await runTurn(deps, 'c1');
+    await ingest(deps.store, 'c1', 'second');
+    await runTurn(deps, 'c1');
+    const seen = promptTranscript(prompts[2]!);
+    expect(seen[0]).toBe('system');
+    expect(seen.slice(1)).toEqual(['user: first', 'assistant: tool-call', 'tool: tool-result', 'user: second']);
+  });
+
+  it('does nothing and calls no model when the inbox is empty', async () => {
+    const { model, calls } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'idle' });
+    expect(calls()).toBe(0);
+    expect((await deps.store.acquire('c1', 'other', 1000)).ok).toBe(true);
+  });
+
+  it('answers busy while another live owner holds the chat, without calling the model', async () => {
+    const { model, calls } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingest(deps.store, 'c1', 'hi');
+    await deps.store.acquire('c1', 'someone-else', 5000);
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome.status).toBe('busy');
+    if (outcome.status === 'busy') expect(outcome.retryInMs).toBeGreaterThan(4000);
+    expect(calls()).toBe(0);
+  });
+
+  it('takes at most MAX_MESSAGES_PER_TURN pending messages and reports the rest as pending', async () => {
+    const { model } = scriptedModel();
+    // No merges: between steps a turn takes the oldest pending messages (order demands it),
+    // so the batch cap alone is visible only without them.
+    const deps = turnDeps(redis, prefix, model, { maxPendingPerTurn: 2, maxMerges: 0 });
+    await ingest(deps.store, 'c1', 'a', 'b', 'c', 'd', 'e');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', consumed: 2, pending: 3 });
+    expect((await deps.store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf)).toEqual(['a', 'b']);
+  });
+
+  it('fails cleanly on a model error: event recorded, lease released, messages still pending', async () => {
+    const { model } = scriptedModel(() => {
+      throw new Error('model exploded');
+    });
+    const deps = turnDeps(redis, prefix, model);
+    await ingest(deps.store, 'c1', 'hi');
+    await expect(runTurn(deps, 'c1')).rejects.toThrow('model exploded');
+    expect(await deps.store.pendingCount('c1')).toBe(1);
+    expect(await deps.store.readHistory('c1')).toEqual([]);
+    const events = await deps.store.readEvents('c1', undefined, 50);
+    expect(events.map((e) => e.type)).toContain('turn.failed');
+    expect((await deps.store.acquire('c1', 'next-worker', 1000)).ok).toBe(true);
+  });
+});
+
+describe('lane merge', () => {
+  it('gives a message that arrives mid-turn to the model in the same turn, and stores it before the answer to it', async () => {
+    let store!: ChatStore;
+    const { model, prompts } = scriptedModel(async (prompt, call) => {
+      // While the model works on the first message, the user sends another.
+      if (call === 0) await ingest(store, 'c1', 'also this');
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = turnDeps(redis, prefix, model);
+    store = deps.store;
+    await ingest(store, 'c1', 'first');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', merged: 1, consumed: 2, pending: 0 });
+
+    // Step 1 saw the merged message as an ordinary user message after the tool result.
+    expect(promptTranscript(prompts[1]!).slice(-1)).toEqual(['user: also this']);
+    expect(newUserTexts(prompts[1]!)).toEqual(['also this']);
+
+    const history = await store.readHistory('c1');
+    expect(history.map((m) => `${m.role}:${m.role === 'user' ? textOf(m) : m.parts.filter((p) => p.type === 'tool-chat_send').length}`)).toEqual([
+      'user:first',
+      'assistant:1',
+      'user:also this',
+      'assistant:1',
+    ]);
+    const sends = history
+      .filter((m) => m.role === 'assistant')
+      .map((m) => (m.parts.find((p) => p.type === 'tool-chat_send') as { input: { text: string } }).input.text);
+    expect(sends).toEqual(['echo: first', 'echo: also this']);
+    expect(await store.pendingCount('c1')).toBe(0);
+  });
+
+  it('merges a backlog oldest first, so a later arrival never overtakes an earlier one', async () => {
+    let store!: ChatStore;
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (call === 0) await ingest(store, 'c1', 'late');
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = turnDeps(redis, prefix, model, { maxPendingPerTurn: 1, maxMerges: 2 });
+    store = deps.store;
+    await ingest(store, 'c1', 'b1', 'b2', 'b3');
+    await runTurn(deps, 'c1');
+    const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
+    expect(users).toEqual(['b1', 'b2', 'b3']);
+    expect((await store.readAllPending('c1')).map(textOf)).toEqual(['late']);
+  });
+
+  it('merges at most MAX_MERGES_PER_TURN messages; the rest wait for the next turn', async () => {
+    let store!: ChatStore;
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (call === 0) await ingest(store, 'c1', 'm1', 'm2', 'm3');
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = turnDeps(redis, prefix, model, { maxMerges: 2 });
+    store = deps.store;
+    await ingest(store, 'c1', 'first');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', merged: 2, pending: 1 });
+    expect((await store.readAllPending('c1')).map(textOf)).toEqual(['m3']);
+    const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
+    expect(users).toEqual(['first', 'm1', 'm2']);
+  });
+});
+
+describe('fencing', () => {
+  it('a turn stalled past its lease and taken over can neither send nor commit, and an event records it', async () => {
+    let store!: ChatStore;
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (call === 0) {
+        // Block the event loop past the lease: no renewal can run (a GC pause or a hung
+        // CPU-bound task looks the same), then another worker takes the chat.
+        const until = Date.now() + 400;
+        while (Date.now() < until) {
+          /* stall */
+        }
+        const other = await store.acquire('c1', 'other-worker', 10_000);
+        expect(other.ok).toBe(true);
+      }
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = turnDeps(redis, prefix, model, { leaseMs: 200 });
+    store = deps.store;
+    await ingest(store, 'c1', 'hi');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome.status).toBe('lost');
+
+    expect(await store.readOutbox('c1', undefined, 10)).toEqual([]);
+    expect(await store.readHistory('c1')).toEqual([]);
+    expect(await store.pendingCount('c1')).toBe(1);
+    const events = await store.readEvents('c1', undefined, 50);
+    const types = events.map((e) => e.type);
+    expect(types).toContain('lease.takeover');
+    expect(types).toContain('fence.rejected');
+    // The new owner's lease is intact: the stale turn's release was refused too.
+    expect((await store.acquire('c1', 'third', 1000)).ok).toBe(false);
+  });
+});

@@ -1,0 +1,169 @@
+import type { ModelMessage } from 'ai';
+import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/shared/messages.js';
+import { DefaultAssembler, SUMMARY_HEADER } from '../../src/worker/pipeline/assembler.js';
+import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
+import { assistantMessage, userMessage } from '../helpers/messages.js';
+
+const chatKey = 'telegram-chat-42';
+
+const context: RuntimeContext = {
+  chatKey,
+  runId: 'run-7f3a',
+  channel: 'telegram',
+  chatId: '42',
+  userId: '1001',
+  username: 'alice',
+  now: new Date('2024-05-06T07:08:09.000Z'),
+};
+
+function assembler(operatorPrompt?: string): DefaultAssembler {
+  return new DefaultAssembler({ operatorPrompt, maxSendsPerTurn: 3 });
+}
+
+/** The plain text of a model message (text content only). */
+function contentText(message: ModelMessage): string {
+  if (typeof message.content === 'string') return message.content;
+  return message.content.map((part) => (part.type === 'text' ? part.text : '')).join('');
+}
+
+describe('DefaultAssembler system prompt', () => {
+  it('contains the exact ChatKey line and the runtime context', async () => {
+    const { system } = await assembler().assemble({ context, messages: [] });
+    const lines = system.split('\n');
+    expect(lines).toContain(`ChatKey: ${chatKey}`);
+    expect(lines).toContain('RunId: run-7f3a');
+    expect(lines).toContain('Channel: telegram');
+    expect(lines).toContain('ChatId: 42');
+    expect(lines).toContain('User: alice (id 1001)');
+    expect(lines).toContain('Time: 2024-05-06T07:08:09.000Z');
+  });
+
+  it('omits the optional runtime lines when the context lacks them', async () => {
+    const bare: RuntimeContext = { chatKey: 'k1', runId: 'r1', now: new Date(0) };
+    const { system } = await assembler().assemble({ context: bare, messages: [] });
+    const lines = system.split('\n');
+    expect(lines).toContain('ChatKey: k1');
+    expect(lines).toContain('RunId: r1');
+    expect(system).not.toMatch(/^Channel:/m);
+    expect(system).not.toMatch(/^ChatId:/m);
+    expect(system).not.toMatch(/^User:/m);
+  });
+
+  it('includes the trimmed operator prompt under an Instructions section when given', async () => {
+    const { system } = await assembler('  Always answer like a pirate.\n').assemble({ context, messages: [] });
+    expect(system).toContain('## Instructions\nAlways answer like a pirate.');
+  });
+
+  it('has no Instructions section when no operator prompt is given or it is blank', async () => {
+    for (const prompt of [undefined, '', '   \n']) {
+      const { system } = await assembler(prompt).assemble({ context, messages: [] });
+      expect(system).not.toContain('## Instructions');
+      expect(system).toContain('## Output rules');
+    }
+  });
+
+  it('states the per-turn send limit from its options', async () => {
+    const { system } = await new DefaultAssembler({ maxSendsPerTurn: 9 }).assemble({ context, messages: [] });
+    expect(system).toContain('Send at most 9 messages per turn');
+  });
+
+  it('never folds history text into the system prompt', async () => {
+    const messages = [
+      userMessage(chatKey, 'u1', 'zanzibar quokka marmalade'),
+      assistantMessage(chatKey, 'a1', 'periwinkle xylophone'),
+      assistantMessage(chatKey, 's1', 'obsidian tangerine', { kind: 'summary' }),
+    ];
+    const { system, messages: out } = await assembler('Be brief.').assemble({ context, messages });
+    for (const word of ['zanzibar', 'quokka', 'marmalade', 'periwinkle', 'xylophone', 'obsidian', 'tangerine']) {
+      expect(system).not.toContain(word);
+    }
+    // The words are not lost: they live in the messages.
+    const all = out.map(contentText).join('\n');
+    expect(all).toContain('zanzibar quokka marmalade');
+    expect(all).toContain('periwinkle xylophone');
+    expect(all).toContain('obsidian tangerine');
+  });
+});
+
+describe('DefaultAssembler messages', () => {
+  it('keeps input order and maps user and assistant text to their roles', async () => {
+    const messages = [
+      userMessage(chatKey, 'u1', 'first question'),
+      assistantMessage(chatKey, 'a1', 'first answer'),
+      userMessage(chatKey, 'u2', 'second question'),
+      userMessage(chatKey, 'u3', 'third question'),
+      assistantMessage(chatKey, 'a2', 'second answer'),
+    ];
+    const { messages: out } = await assembler().assemble({ context, messages });
+    expect(out.map((m) => [m.role, contentText(m)])).toEqual([
+      ['user', 'first question'],
+      ['assistant', 'first answer'],
+      ['user', 'second question'],
+      ['user', 'third question'],
+      ['assistant', 'second answer'],
+    ]);
+  });
+
+  it('gives an empty message list for an empty history', async () => {
+    const { messages } = await assembler().assemble({ context, messages: [] });
+    expect(messages).toEqual([]);
+  });
+
+  it('shows a summary message with the summary header before its text', async () => {
+    const summary = assistantMessage(chatKey, 's1', 'They discussed the weather.', { kind: 'summary' });
+    const { messages } = await assembler().assemble({
+      context,
+      messages: [summary, userMessage(chatKey, 'u1', 'and now?')],
+    });
+    expect(messages).toHaveLength(2);
+    expect(messages[0]!.role).toBe('assistant');
+    expect(contentText(messages[0]!)).toBe(`${SUMMARY_HEADER}\nThey discussed the weather.`);
+    expect(contentText(messages[1]!)).toBe('and now?');
+  });
+
+  it('does not add the summary header to ordinary messages nor mutate the input summary', async () => {
+    const summary = assistantMessage(chatKey, 's1', 'Old talk.', { kind: 'summary' });
+    const snapshot = structuredClone(summary);
+    const { messages } = await assembler().assemble({
+      context,
+      messages: [summary, assistantMessage(chatKey, 'a1', 'Plain reply.')],
+    });
+    expect(contentText(messages[1]!)).toBe('Plain reply.');
+    expect(summary).toEqual(snapshot);
+  });
+
+  it('turns an assistant tool part into a tool call followed by its tool result', async () => {
+    const withTool: ChatMessage = {
+      id: 'a1',
+      role: 'assistant',
+      parts: [
+        { type: 'step-start' },
+        {
+          type: 'tool-chat_send',
+          toolCallId: 'c1',
+          state: 'output-available',
+          input: { text: 'hi' },
+          output: { status: 'sent', id: '1-0' },
+        },
+      ],
+      metadata: { ts: 1, chatKey, kind: 'normal' },
+    };
+    const { messages } = await assembler().assemble({
+      context,
+      messages: [userMessage(chatKey, 'u1', 'hello'), withTool],
+    });
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(messages[1]!.content).toEqual([
+      { type: 'tool-call', toolCallId: 'c1', toolName: 'chat_send', input: { text: 'hi' } },
+    ]);
+    expect(messages[2]!.content).toEqual([
+      {
+        type: 'tool-result',
+        toolCallId: 'c1',
+        toolName: 'chat_send',
+        output: { type: 'json', value: { status: 'sent', id: '1-0' } },
+      },
+    ]);
+  });
+});

@@ -1,0 +1,157 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, requireModel } from '../../src/shared/config.js';
+
+/** The ConfigError thrown by `fn`; fails the test when nothing or something else is thrown. */
+function configErrorOf(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError, nothing was thrown');
+}
+
+/** The variable names a ConfigError lists, one per `  NAME: reason` line. */
+function namedVariables(err: ConfigError): string[] {
+  return [...err.message.matchAll(/^ {2}([A-Z_]+):/gm)].map((m) => m[1]!);
+}
+
+describe('loadConfig defaults', () => {
+  it('gives the documented defaults for an empty environment', () => {
+    expect(loadConfig({})).toMatchObject({
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      CHATLANE_PREFIX: 'chatlane',
+      PORT: 3000,
+      WORKER_CONCURRENCY: 32,
+      MAX_STEPS: 16,
+      MAX_MERGES_PER_TURN: 8,
+      MAX_PENDING_PER_CHAT: 1000,
+      MAX_INPUT_TOKENS: 12_000,
+      HISTORY_KEEP_LAST_MESSAGES: 30,
+      MAX_CHARS_PER_MESSAGE: 4000,
+    });
+  });
+
+  it('leaves the optional model and auth settings unset by default', () => {
+    const config = loadConfig({});
+    expect(config.LLM_BASE_URL).toBeUndefined();
+    expect(config.LLM_MODEL).toBeUndefined();
+    expect(config.LLM_API_KEY).toBeUndefined();
+    expect(config.API_TOKEN).toBeUndefined();
+    expect(config.SYSTEM_PROMPT_FILE).toBeUndefined();
+    expect(config.DEV_REDIS_AUTOSTART).toBe(false);
+  });
+
+  it('ignores variables it does not know', () => {
+    const config = loadConfig({ HOME: '/root', PATH: '/usr/bin' });
+    expect(config).not.toHaveProperty('HOME');
+    expect(config).not.toHaveProperty('PATH');
+  });
+});
+
+describe('loadConfig parsing', () => {
+  it('coerces numbers from their string form', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      WORKER_CONCURRENCY: '4',
+      MAX_STEPS: '3',
+      MAX_MERGES_PER_TURN: '0',
+      MAX_INPUT_TOKENS: '50000',
+      MAX_CHARS_PER_MESSAGE: '100',
+    });
+    expect(config.PORT).toBe(8080);
+    expect(config.WORKER_CONCURRENCY).toBe(4);
+    expect(config.MAX_STEPS).toBe(3);
+    expect(config.MAX_MERGES_PER_TURN).toBe(0);
+    expect(config.MAX_INPUT_TOKENS).toBe(50_000);
+    expect(config.MAX_CHARS_PER_MESSAGE).toBe(100);
+  });
+
+  it('keeps given strings and parses booleans', () => {
+    const config = loadConfig({
+      REDIS_URL: 'redis://cache:6380/2',
+      CHATLANE_PREFIX: 'prod.v2_a-b',
+      DEV_REDIS_AUTOSTART: 'yes',
+    });
+    expect(config.REDIS_URL).toBe('redis://cache:6380/2');
+    expect(config.CHATLANE_PREFIX).toBe('prod.v2_a-b');
+    expect(config.DEV_REDIS_AUTOSTART).toBe(true);
+    expect(loadConfig({ DEV_REDIS_AUTOSTART: '0' }).DEV_REDIS_AUTOSTART).toBe(false);
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '65536'],
+    ['PORT', '3.5'],
+    ['WORKER_CONCURRENCY', '0'],
+    ['MAX_STEPS', '-1'],
+    ['CHATLANE_PREFIX', 'a{b}'],
+    ['CHATLANE_PREFIX', 'a:b'],
+    ['REDIS_URL', 'not a url'],
+    ['LLM_BASE_URL', 'not a url'],
+    ['DEV_REDIS_AUTOSTART', 'maybe'],
+  ])('throws a ConfigError naming %s for the bad value %j', (name, value) => {
+    const err = configErrorOf(() => loadConfig({ [name]: value }));
+    expect(err.name).toBe('ConfigError');
+    expect(namedVariables(err)).toEqual([name]);
+  });
+
+  it('names every bad variable when several are wrong', () => {
+    const err = configErrorOf(() => loadConfig({ PORT: 'abc', REDIS_URL: 'nope', MAX_STEPS: '1' }));
+    expect(namedVariables(err).sort()).toEqual(['PORT', 'REDIS_URL']);
+  });
+
+  it('treats empty or blank optional strings as unset', () => {
+    const config = loadConfig({
+      LLM_BASE_URL: '',
+      LLM_MODEL: '   ',
+      LLM_API_KEY: '',
+      API_TOKEN: '',
+      SYSTEM_PROMPT_FILE: ' ',
+    });
+    expect(config.LLM_BASE_URL).toBeUndefined();
+    expect(config.LLM_MODEL).toBeUndefined();
+    expect(config.LLM_API_KEY).toBeUndefined();
+    expect(config.API_TOKEN).toBeUndefined();
+    expect(config.SYSTEM_PROMPT_FILE).toBeUndefined();
+  });
+
+  // Compose files pass `${VAR:-}`, i.e. an empty string, for variables the operator did not
+  // set. An empty numeric variable must mean "unset" (its default) or be refused; today
+  // z.coerce.number turns '' into 0, so PORT becomes a random port and merges are disabled.
+  it('treats an empty numeric variable as unset and uses its default', () => {
+    const config = loadConfig({ PORT: '', MAX_MERGES_PER_TURN: '' });
+    expect(config.PORT).toBe(3000);
+    expect(config.MAX_MERGES_PER_TURN).toBe(8);
+  });
+});
+
+describe('requireModel', () => {
+  it('throws a ConfigError naming both LLM_BASE_URL and LLM_MODEL when neither is set', () => {
+    const err = configErrorOf(() => requireModel(loadConfig({})));
+    expect(err.message).toContain('set LLM_BASE_URL and LLM_MODEL ');
+  });
+
+  it('names only the missing variable when one of the two is set', () => {
+    const noModel = configErrorOf(() => requireModel(loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1' })));
+    expect(noModel.message).toContain('set LLM_MODEL (');
+    const noUrl = configErrorOf(() => requireModel(loadConfig({ LLM_MODEL: 'gpt-4o-mini' })));
+    expect(noUrl.message).toContain('set LLM_BASE_URL (');
+  });
+
+  it('counts empty strings as missing', () => {
+    const err = configErrorOf(() => requireModel(loadConfig({ LLM_BASE_URL: '', LLM_MODEL: '' })));
+    expect(err.message).toContain('set LLM_BASE_URL and LLM_MODEL ');
+  });
+
+  it('returns the model config when both are set', () => {
+    const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1', LLM_MODEL: 'mock', LLM_API_KEY: 'sk-1' });
+    expect(requireModel(config)).toEqual({ baseURL: 'http://127.0.0.1:4010/v1', apiKey: 'sk-1', model: 'mock' });
+  });
+
+  it('returns an undefined api key when none is set', () => {
+    const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1', LLM_MODEL: 'mock' });
+    expect(requireModel(config)).toEqual({ baseURL: 'http://127.0.0.1:4010/v1', apiKey: undefined, model: 'mock' });
+  });
+});
