@@ -51,7 +51,10 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('includes the trimmed operator prompt under an Instructions section when given', async () => {
-    const { system } = await assembler('  Always answer like a pirate.\n').assemble({ context, messages: [] });
+    const { system } = await assembler('  Always answer like a pirate.\n').assemble({
+      context,
+      messages: [],
+    });
     expect(system).toContain('## Instructions\nAlways answer like a pirate.');
   });
 
@@ -75,7 +78,15 @@ describe('DefaultAssembler system prompt', () => {
       assistantMessage(chatKey, 's1', 'obsidian tangerine', { kind: 'summary' }),
     ];
     const { system, messages: out } = await assembler('Be brief.').assemble({ context, messages });
-    for (const word of ['zanzibar', 'quokka', 'marmalade', 'periwinkle', 'xylophone', 'obsidian', 'tangerine']) {
+    for (const word of [
+      'zanzibar',
+      'quokka',
+      'marmalade',
+      'periwinkle',
+      'xylophone',
+      'obsidian',
+      'tangerine',
+    ]) {
       expect(system).not.toContain(word);
     }
     // The words are not lost: they live in the messages.

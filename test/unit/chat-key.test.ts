@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { CHAT_KEY_PATTERN, chatKeySchema, isValidChatKey, telegramChatKey } from '../../src/shared/chat-key.js';
+import {
+  CHAT_KEY_PATTERN,
+  chatKeySchema,
+  isValidChatKey,
+  telegramChatKey,
+} from '../../src/shared/chat-key.js';
 
 const valid = ['telegram-chat-123', 'a', 'k'.repeat(200), 'user@example.com', 'x:y.z_w-1'];
 

@@ -134,7 +134,9 @@ describe('requireModel', () => {
   });
 
   it('names only the missing variable when one of the two is set', () => {
-    const noModel = configErrorOf(() => requireModel(loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1' })));
+    const noModel = configErrorOf(() =>
+      requireModel(loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1' })),
+    );
     expect(noModel.message).toContain('set LLM_MODEL (');
     const noUrl = configErrorOf(() => requireModel(loadConfig({ LLM_MODEL: 'gpt-4o-mini' })));
     expect(noUrl.message).toContain('set LLM_BASE_URL (');
@@ -146,12 +148,24 @@ describe('requireModel', () => {
   });
 
   it('returns the model config when both are set', () => {
-    const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1', LLM_MODEL: 'mock', LLM_API_KEY: 'sk-1' });
-    expect(requireModel(config)).toEqual({ baseURL: 'http://127.0.0.1:4010/v1', apiKey: 'sk-1', model: 'mock' });
+    const config = loadConfig({
+      LLM_BASE_URL: 'http://127.0.0.1:4010/v1',
+      LLM_MODEL: 'mock',
+      LLM_API_KEY: 'sk-1',
+    });
+    expect(requireModel(config)).toEqual({
+      baseURL: 'http://127.0.0.1:4010/v1',
+      apiKey: 'sk-1',
+      model: 'mock',
+    });
   });
 
   it('returns an undefined api key when none is set', () => {
     const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1', LLM_MODEL: 'mock' });
-    expect(requireModel(config)).toEqual({ baseURL: 'http://127.0.0.1:4010/v1', apiKey: undefined, model: 'mock' });
+    expect(requireModel(config)).toEqual({
+      baseURL: 'http://127.0.0.1:4010/v1',
+      apiKey: undefined,
+      model: 'mock',
+    });
   });
 });
