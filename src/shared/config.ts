@@ -61,8 +61,15 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** An empty variable means unset (compose's `${VAR:-}` passes empty strings). */
+function withoutBlanks(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== '') out[k] = v;
+  return out;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(env);
+  const parsed = configSchema.safeParse(withoutBlanks(env));
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
@@ -120,7 +127,7 @@ export const mockLlmConfigSchema = z.object({
 export type MockLlmConfig = z.infer<typeof mockLlmConfigSchema>;
 
 export function loadMockLlmConfig(env: NodeJS.ProcessEnv = process.env): MockLlmConfig {
-  const parsed = mockLlmConfigSchema.safeParse(env);
+  const parsed = mockLlmConfigSchema.safeParse(withoutBlanks(env));
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new ConfigError(`invalid mock-llm configuration:\n${lines.join('\n')}`);
