@@ -108,6 +108,7 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
   await store.appendEvent(chatKey, 'turn.started', {
     runId,
     fence,
+    worker: deps.workerId,
     pending: pendingMessages.length,
     inputMessages: compressed.messages.length,
   });

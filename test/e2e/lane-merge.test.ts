@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMockLlm } from '../../src/mock-llm/server.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { textOf } from '../helpers/messages.js';
+import { postMessage, type RoleProcess, startRole } from '../helpers/processes.js';
+import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+
+interface WireMessage {
+  role: string;
+  content?: string | Array<{ type: string; text?: string }> | null;
+}
+
+const wireText = (m: WireMessage) =>
+  typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text ?? '').join('');
+
+describe('lane merge across processes', () => {
+  const redis = testRedis();
+  const prefix = randomPrefix('e2e-merge');
+  const store = new ChatStore(redis, { prefix, maxEvents: 1000 });
+  let mock: Awaited<ReturnType<typeof startMockLlm>>;
+  const procs: RoleProcess[] = [];
+
+  beforeAll(async () => {
+    mock = await startMockLlm({ port: 0, latencyMs: [0, 0] });
+    const env = { CHATLANE_PREFIX: prefix, LLM_BASE_URL: mock.url, LLM_MODEL: 'mock' };
+    procs.push(await startRole('ingress', env), await startRole('worker', env));
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.kill()));
+    await mock?.close();
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+
+  it('a message posted while the model is mid-turn is seen in that turn and stored before the answer to it', async () => {
+    const ingress = procs[0]!.url!;
+    mock.state.hold('merge');
+    await postMessage(ingress, 'merge', 'm1', 'book a table');
+    await mock.state.waitForRequest('merge', 1);
+    await postMessage(ingress, 'merge', 'm2', 'for four people');
+    mock.state.release('merge');
+
+    await waitFor(
+      async () =>
+        (await store.pendingCount('merge')) === 0 &&
+        (await store.readHistoryWindow('merge', 1)).messages[0]?.role === 'assistant',
+      { what: 'merged turn committed' },
+    );
+
+    const requests = mock.state.recorded('merge');
+    // Step 2 of the same turn: after the chat_send result, the new message as a user message.
+    const second = requests[1]!.messages as WireMessage[];
+    expect(second.at(-1)).toMatchObject({ role: 'user' });
+    expect(wireText(second.at(-1)!)).toBe('for four people');
+    expect(second.at(-2)?.role).toBe('tool');
+
+    const history = await store.readHistory('merge');
+    expect(history.map((m) => (m.role === 'user' ? `user:${textOf(m)}` : 'assistant'))).toEqual([
+      'user:book a table',
+      'assistant',
+      'user:for four people',
+      'assistant',
+    ]);
+    const commits = (await store.readEvents('merge', undefined, 100)).filter((e) => e.type === 'turn.committed');
+    expect(commits).toHaveLength(1);
+    const outbox = (await store.readOutbox('merge', undefined, 10)).map((o) => o.text);
+    expect(outbox).toEqual(['echo: book a table', 'echo: for four people']);
+  }, 30_000);
+});

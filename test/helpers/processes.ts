@@ -1,0 +1,99 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { REDIS_URL } from './redis.js';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+
+export interface RoleProcess {
+  child: ChildProcess;
+  pid: number;
+  /** pino JSON lines the process wrote so far. */
+  logs: Array<Record<string, unknown>>;
+  url?: string;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/**
+ * Start `node dist/cli.js <role>` as a real process and wait until it says it is up
+ * ('ingress listening' / 'worker started'). Tests kill only what they started, by pid.
+ */
+export async function startRole(
+  role: 'ingress' | 'worker',
+  env: Record<string, string>,
+  { timeoutMs = 20_000 } = {},
+): Promise<RoleProcess> {
+  if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
+  const child = spawn(process.execPath, [CLI, role], {
+    env: { ...process.env, REDIS_URL, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  let buffer = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const ready = new Promise<string | undefined>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${role} did not start in ${timeoutMs}ms: ${stderr}`)), timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${role} exited with ${code} before it was ready: ${stderr}`));
+    });
+    child.stdout!.on('data', (d: Buffer) => {
+      buffer += d.toString();
+      let nl = buffer.indexOf('\n');
+      while (nl >= 0) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        nl = buffer.indexOf('\n');
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          logs.push(entry);
+          if (entry.msg === 'ingress listening' || entry.msg === 'worker started') {
+            clearTimeout(timer);
+            resolve(typeof entry.url === 'string' ? entry.url : undefined);
+          }
+        } catch {
+          // Not a log line.
+        }
+      }
+    });
+  });
+  const url = await ready;
+  const proc: RoleProcess = {
+    child,
+    pid: child.pid!,
+    logs,
+    ...(url ? { url } : {}),
+    async kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill(signal);
+      await exited;
+    },
+  };
+  child.removeAllListeners('exit');
+  return proc;
+}
+
+/** Post with a bounded number of requests in flight. */
+export async function inParallel<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      await fn(item);
+    }
+  });
+  await Promise.all(runners);
+}
+
+export async function postMessage(baseUrl: string, chatKey: string, id: string, text: string): Promise<void> {
+  const res = await fetch(`${baseUrl}/v1/chats/${chatKey}/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id, text }),
+  });
+  if (res.status !== 202) throw new Error(`POST ${chatKey}/${id} → ${res.status} ${await res.text()}`);
+}
