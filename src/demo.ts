@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { ensureRedis } from './dev-redis.js';
 import { startIngress } from './ingress/main.js';
 import { startMockLlm } from './mock-llm/server.js';
-import { ensureRedis } from './dev-redis.js';
 import { loadConfig } from './shared/config.js';
 import { silentLogger } from './shared/logger.js';
 import type { ChatMessage } from './shared/messages.js';
@@ -25,7 +25,8 @@ function render(m: ChatMessage): string {
   return m.parts
     .map((p) => {
       if (p.type === 'text') return p.text;
-      if (p.type === 'tool-chat_send') return `[chat_send ${JSON.stringify((p as { input?: unknown }).input)}]`;
+      if (p.type === 'tool-chat_send')
+        return `[chat_send ${JSON.stringify((p as { input?: unknown }).input)}]`;
       return p.type === 'step-start' ? '' : `[${p.type}]`;
     })
     .filter(Boolean)
@@ -37,13 +38,22 @@ export async function runDemo(): Promise<number> {
   const redisServer = await ensureRedis(base.REDIS_URL);
   const mock = await startMockLlm({ port: 0, latencyMs: [200, 400] });
   const prefix = `chatlane-demo-${randomBytes(3).toString('hex')}`;
-  const config = { ...base, CHATLANE_PREFIX: prefix, HOST: '127.0.0.1', PORT: 0, LLM_BASE_URL: mock.url, LLM_MODEL: 'mock' };
+  const config = {
+    ...base,
+    CHATLANE_PREFIX: prefix,
+    HOST: '127.0.0.1',
+    PORT: 0,
+    LLM_BASE_URL: mock.url,
+    LLM_MODEL: 'mock',
+  };
   const logger = silentLogger();
   const worker = await startWorker(config, logger);
   const ingress = await startIngress(config, logger);
   const admin = new Redis(config.REDIS_URL);
   const api = `${ingress.url}/v1`;
-  console.log(`chatlane demo — Redis ${config.REDIS_URL}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${ingress.url}\n`);
+  console.log(
+    `chatlane demo — Redis ${config.REDIS_URL}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${ingress.url}\n`,
+  );
 
   try {
     for (const m of CONVERSATION) {
@@ -60,7 +70,13 @@ export async function runDemo(): Promise<number> {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const states = await Promise.all(
-        chats.map(async (c) => (await fetch(`${api}/chats/${c}/messages`)).json() as Promise<{ pending: unknown[]; messages: ChatMessage[] }>),
+        chats.map(
+          async (c) =>
+            (await fetch(`${api}/chats/${c}/messages`)).json() as Promise<{
+              pending: unknown[];
+              messages: ChatMessage[];
+            }>,
+        ),
       );
       const settled = states.every((s) => s.pending.length === 0 && s.messages.at(-1)?.role === 'assistant');
       if (settled) break;
@@ -69,14 +85,20 @@ export async function runDemo(): Promise<number> {
     }
 
     for (const chatKey of chats) {
-      const { messages } = (await (await fetch(`${api}/chats/${chatKey}/messages`)).json()) as { messages: ChatMessage[] };
-      const { items } = (await (await fetch(`${api}/chats/${chatKey}/outbox`)).json()) as { items: Array<{ text: string }> };
+      const { messages } = (await (await fetch(`${api}/chats/${chatKey}/messages`)).json()) as {
+        messages: ChatMessage[];
+      };
+      const { items } = (await (await fetch(`${api}/chats/${chatKey}/outbox`)).json()) as {
+        items: Array<{ text: string }>;
+      };
       console.log(`\n── ${chatKey}: history (${messages.length} messages)`);
       for (const m of messages) console.log(`  ${m.role.padEnd(9)} ${render(m)}`);
       console.log(`── ${chatKey}: outbox`);
       for (const o of items) console.log(`  → ${o.text}`);
     }
-    console.log(`\nmodel requests: ${mock.state.requests}, most in flight for one chat: ${mock.state.maxInFlightPerChat}`);
+    console.log(
+      `\nmodel requests: ${mock.state.requests}, most in flight for one chat: ${mock.state.maxInFlightPerChat}`,
+    );
     return 0;
   } catch (err) {
     console.error(`demo failed: ${(err as Error).message}`);

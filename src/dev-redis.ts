@@ -11,7 +11,12 @@ export interface DevRedis {
 }
 
 async function pings(url: string): Promise<boolean> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1000,
+  });
   redis.on('error', () => undefined);
   try {
     await redis.connect();
@@ -30,11 +35,24 @@ export async function ensureRedis(url: string): Promise<DevRedis> {
     throw new Error(`no Redis answers at ${url}, and it is not local, so the demo will not start one`);
   }
   if (spawnSync('redis-server', ['--version']).status !== 0) {
-    throw new Error(`no Redis answers at ${url} and redis-server is not installed (apt-get install redis-server)`);
+    throw new Error(
+      `no Redis answers at ${url} and redis-server is not installed (apt-get install redis-server)`,
+    );
   }
   const child: ChildProcess = spawn(
     'redis-server',
-    ['--port', port || '6379', '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'],
+    [
+      '--port',
+      port || '6379',
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory-policy',
+      'noeviction',
+    ],
     { stdio: 'ignore' },
   );
   for (let i = 0; i < 50; i++) {

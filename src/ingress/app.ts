@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import type { Redis } from 'ioredis';
-import type { Logger } from '../shared/logger.js';
 import type { TurnJob } from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { bearerAuth } from './auth.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
@@ -88,14 +88,17 @@ export async function buildIngress(deps: IngressDeps) {
   );
 
   await app.register(healthRoutes);
-  await app.register(async (api) => {
-    api.addHook('onRequest', async () => {
-      if (app.lifecycle.shuttingDown) throw new HttpError('SHUTTING_DOWN', 'ingress is shutting down');
-    });
-    if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
-    await api.register(messageRoutes);
-    await api.register(outboxRoutes);
-  }, { prefix: '/v1' });
+  await app.register(
+    async (api) => {
+      api.addHook('onRequest', async () => {
+        if (app.lifecycle.shuttingDown) throw new HttpError('SHUTTING_DOWN', 'ingress is shutting down');
+      });
+      if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
+      await api.register(messageRoutes);
+      await api.register(outboxRoutes);
+    },
+    { prefix: '/v1' },
+  );
 
   return app;
 }

@@ -10,7 +10,9 @@ export function bearerAuth(token: string) {
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? '';
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    if (!match?.[1]) throw new HttpError('UNAUTHORIZED', 'missing bearer token (Authorization: Bearer <API_TOKEN>)');
-    if (!timingSafeEqual(digest(match[1].trim()), expected)) throw new HttpError('UNAUTHORIZED', 'wrong bearer token');
+    if (!match?.[1])
+      throw new HttpError('UNAUTHORIZED', 'missing bearer token (Authorization: Bearer <API_TOKEN>)');
+    if (!timingSafeEqual(digest(match[1].trim()), expected))
+      throw new HttpError('UNAUTHORIZED', 'wrong bearer token');
   };
 }

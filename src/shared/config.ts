@@ -6,54 +6,47 @@ import { z } from 'zod';
  */
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-const bool = (def: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default(def ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1' || v === 'yes');
 const optionalString = z
   .string()
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
-export const configSchema = z
-  .object({
-    REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
-    // Braces would let a prefix steal the hash tag of every key; colons are our separator.
-    CHATLANE_PREFIX: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 chars of [A-Za-z0-9._-]')
-      .default('chatlane'),
-    HOST: z.string().min(1).default('0.0.0.0'),
-    PORT: int(3000).pipe(z.number().max(65535)),
-    API_TOKEN: optionalString,
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+export const configSchema = z.object({
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  // Braces would let a prefix steal the hash tag of every key; colons are our separator.
+  CHATLANE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 chars of [A-Za-z0-9._-]')
+    .default('chatlane'),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PORT: int(3000).pipe(z.number().max(65535)),
+  API_TOKEN: optionalString,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
-    LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
-    LLM_API_KEY: optionalString,
-    LLM_MODEL: optionalString,
-    LLM_TIMEOUT_MS: int(120_000, 1000),
+  LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
+  LLM_API_KEY: optionalString,
+  LLM_MODEL: optionalString,
+  LLM_TIMEOUT_MS: int(120_000, 1000),
 
-    WORKER_CONCURRENCY: int(32, 1),
-    MAX_STEPS: int(16, 1),
-    MAX_MERGES_PER_TURN: int(8, 0),
-    MAX_MESSAGES_PER_TURN: int(20, 1),
-    MAX_PENDING_PER_CHAT: int(1000, 1),
-    MAX_INPUT_TOKENS: int(12_000, 256),
-    HISTORY_KEEP_LAST_MESSAGES: int(30, 1),
-    HISTORY_WINDOW_MESSAGES: int(200, 1),
-    MAX_CHARS_PER_MESSAGE: int(4000, 100),
-    CHAT_SEND_MAX_PER_TURN: int(5, 1),
-    SYSTEM_PROMPT_FILE: optionalString,
+  WORKER_CONCURRENCY: int(32, 1),
+  MAX_STEPS: int(16, 1),
+  MAX_MERGES_PER_TURN: int(8, 0),
+  MAX_MESSAGES_PER_TURN: int(20, 1),
+  MAX_PENDING_PER_CHAT: int(1000, 1),
+  MAX_INPUT_TOKENS: int(12_000, 256),
+  HISTORY_KEEP_LAST_MESSAGES: int(30, 1),
+  HISTORY_WINDOW_MESSAGES: int(200, 1),
+  MAX_CHARS_PER_MESSAGE: int(4000, 100),
+  CHAT_SEND_MAX_PER_TURN: int(5, 1),
+  SYSTEM_PROMPT_FILE: optionalString,
 
-    TURN_LEASE_MS: int(30_000, 100),
-    JOB_LOCK_MS: int(30_000, 100),
-    STALLED_INTERVAL_MS: int(30_000, 100),
-    DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
-    EVENTS_MAX_LEN: int(1000, 10),
-    BODY_LIMIT_BYTES: int(256 * 1024, 1024),
-    DEV_REDIS_AUTOSTART: bool(false),
-  });
+  TURN_LEASE_MS: int(30_000, 100),
+  JOB_LOCK_MS: int(30_000, 100),
+  STALLED_INTERVAL_MS: int(30_000, 100),
+  DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
+  EVENTS_MAX_LEN: int(1000, 10),
+  BODY_LIMIT_BYTES: int(256 * 1024, 1024),
+});
 
 export type Config = z.infer<typeof configSchema>;
 

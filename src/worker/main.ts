@@ -51,6 +51,7 @@ export function turnDepsFromConfig(config: Config, store: ChatStore, logger: Log
       maxInputTokens: config.MAX_INPUT_TOKENS,
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
       reserveTokens: RESERVE_TOKENS,
+      stepTimeoutMs: config.LLM_TIMEOUT_MS,
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
@@ -61,7 +62,10 @@ export function turnDepsFromConfig(config: Config, store: ChatStore, logger: Log
 export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
   requireModel(config);
   const connection = createRedis(config.REDIS_URL, 'worker', 'chatlane:worker');
-  const store = new ChatStore(connection, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
+  const store = new ChatStore(connection, {
+    prefix: config.CHATLANE_PREFIX,
+    maxEvents: config.EVENTS_MAX_LEN,
+  });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const deps = turnDepsFromConfig(config, store, logger);
   const worker = createTurnWorker(deps, {

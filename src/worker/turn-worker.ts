@@ -1,8 +1,6 @@
-import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
-import type { Logger } from '../shared/logger.js';
-import type { Queue } from 'bullmq';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {
@@ -25,7 +23,8 @@ const jitter = () => Math.floor(Math.random() * 100);
 export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worker<TurnJob> {
   const processor = async (job: Job<TurnJob>, token?: string): Promise<TurnOutcome> => {
     const parsed = turnJobSchema.safeParse(job.data);
-    if (!parsed.success) throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
     const { chatKey } = parsed.data;
     const logger = deps.logger.child({ jobId: job.id, chatKey });
     const outcome = await runTurn({ ...deps, logger }, chatKey);

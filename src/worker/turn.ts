@@ -8,8 +8,8 @@ import { interleave } from './agent/interleave.js';
 import { runLoop } from './agent/loop.js';
 import { createChatSendTool } from './agent/tools/chat-send.js';
 import { Lane } from './lane.js';
-import { shouldReport } from './pipeline/compressor.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
+import { shouldReport } from './pipeline/compressor.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
 
 export interface TurnSettings {
@@ -20,6 +20,8 @@ export interface TurnSettings {
   maxSendsPerTurn: number;
   /** Tokens kept free for tool definitions and framing the tokenizer does not see. */
   reserveTokens: number;
+  /** Longest a single model step may take. */
+  stepTimeoutMs?: number;
 }
 
 export interface TurnDeps {
@@ -131,6 +133,7 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
     tools,
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
+    ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
     abortSignal: lane.signal,
     responseId: `${runId}-a`,
     logger,
@@ -144,7 +147,11 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
 
   // The model answered in text only: deliver that text rather than stay silent.
   if (chatSend.state.sent.length === 0 && loop.finalText.trim()) {
-    const res = await store.sendOutbox(chatKey, fence, { runId, text: loop.finalText.trim(), ts: Date.now() });
+    const res = await store.sendOutbox(chatKey, fence, {
+      runId,
+      text: loop.finalText.trim(),
+      ts: Date.now(),
+    });
     if (!res.ok) lane.markLost('outbox fenced out');
     else chatSend.state.sent.push(loop.finalText.trim());
   }

@@ -62,7 +62,9 @@ describe('lane merge across processes', () => {
       'user:for four people',
       'assistant',
     ]);
-    const commits = (await store.readEvents('merge', undefined, 100)).filter((e) => e.type === 'turn.committed');
+    const commits = (await store.readEvents('merge', undefined, 100)).filter(
+      (e) => e.type === 'turn.committed',
+    );
     expect(commits).toHaveLength(1);
     const outbox = (await store.readOutbox('merge', undefined, 10)).map((o) => o.text);
     expect(outbox).toEqual(['echo: book a table', 'echo: for four people']);

@@ -1,6 +1,11 @@
 import type { ChatMessage } from '../../src/shared/messages.js';
 
-export function userMessage(chatKey: string, id: string, text: string, extra: Partial<ChatMessage['metadata']> = {}): ChatMessage {
+export function userMessage(
+  chatKey: string,
+  id: string,
+  text: string,
+  extra: Partial<ChatMessage['metadata']> = {},
+): ChatMessage {
   return {
     id,
     role: 'user',
@@ -9,7 +14,12 @@ export function userMessage(chatKey: string, id: string, text: string, extra: Pa
   };
 }
 
-export function assistantMessage(chatKey: string, id: string, text: string, extra: Partial<ChatMessage['metadata']> = {}): ChatMessage {
+export function assistantMessage(
+  chatKey: string,
+  id: string,
+  text: string,
+  extra: Partial<ChatMessage['metadata']> = {},
+): ChatMessage {
   return {
     id,
     role: 'assistant',

@@ -35,7 +35,10 @@ export async function startRole(
     stderr += d.toString();
   });
   const ready = new Promise<string | undefined>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${role} did not start in ${timeoutMs}ms: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${role} did not start in ${timeoutMs}ms: ${stderr}`)),
+      timeoutMs,
+    );
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`${role} exited with ${code} before it was ready: ${stderr}`));
@@ -78,7 +81,11 @@ export async function startRole(
 }
 
 /** Post with a bounded number of requests in flight. */
-export async function inParallel<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+export async function inParallel<T>(
+  items: T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
     while (next < items.length) {

@@ -1,8 +1,16 @@
-import type { LanguageModelV3CallOptions, LanguageModelV3Prompt, LanguageModelV3StreamPart } from '@ai-sdk/provider';
+import type {
+  LanguageModelV3CallOptions,
+  LanguageModelV3Prompt,
+  LanguageModelV3StreamPart,
+} from '@ai-sdk/provider';
 import { MockLanguageModelV3 } from 'ai/test';
 
 export type Reply = { text: string } | { toolCalls: Array<{ name: string; input: unknown }> };
-export type Script = (prompt: LanguageModelV3Prompt, call: number, options: LanguageModelV3CallOptions) => Promise<Reply> | Reply;
+export type Script = (
+  prompt: LanguageModelV3Prompt,
+  call: number,
+  options: LanguageModelV3CallOptions,
+) => Promise<Reply> | Reply;
 
 const usage = {
   inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
@@ -29,12 +37,21 @@ function toStream(reply: Reply, call: number): LanguageModelV3StreamPart[] {
   const parts: LanguageModelV3StreamPart[] = [{ type: 'stream-start', warnings: [] }];
   if ('text' in reply) {
     if (reply.text) {
-      parts.push({ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: reply.text }, { type: 'text-end', id: 't' });
+      parts.push(
+        { type: 'text-start', id: 't' },
+        { type: 'text-delta', id: 't', delta: reply.text },
+        { type: 'text-end', id: 't' },
+      );
     }
     parts.push({ type: 'finish', usage, finishReason: { unified: 'stop', raw: 'stop' } });
   } else {
     reply.toolCalls.forEach((tc, i) => {
-      parts.push({ type: 'tool-call', toolCallId: `call-${call}-${i}`, toolName: tc.name, input: JSON.stringify(tc.input) });
+      parts.push({
+        type: 'tool-call',
+        toolCallId: `call-${call}-${i}`,
+        toolName: tc.name,
+        input: JSON.stringify(tc.input),
+      });
     });
     parts.push({ type: 'finish', usage, finishReason: { unified: 'tool-calls', raw: 'tool_calls' } });
   }

@@ -1,10 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createRedis, waitReady } from '../../src/shared/redis.js';
-import { testIngress, type TestIngress } from '../helpers/ingress.js';
+import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, randomPrefix } from '../helpers/redis.js';
-import { REDIS_URL } from '../helpers/redis.js';
+import { deletePrefix, keysUnder, REDIS_URL, randomPrefix } from '../helpers/redis.js';
 
 const redis = createRedis(REDIS_URL, 'ingress');
 let prefix: string;
@@ -31,16 +30,25 @@ const post = (chatKey: string, payload: unknown, headers: Record<string, string>
   });
 
 /** Chat-level keys (not BullMQ's queue bookkeeping) written under this test's prefix. */
-const chatKeysWritten = async () => (await keysUnder(redis, prefix)).filter((k) => k.includes(':{c:') || k.endsWith(':chats'));
+const chatKeysWritten = async () =>
+  (await keysUnder(redis, prefix)).filter((k) => k.includes(':{c:') || k.endsWith(':chats'));
 
 describe('POST /v1/chats/:chatKey/messages', () => {
   it('stores the message, enqueues one turn job for the chat and answers 202 accepted', async () => {
-    const res = await post('alice', { id: 'm1', text: 'hello', metadata: { userId: 'u1', username: 'Alice' } });
+    const res = await post('alice', {
+      id: 'm1',
+      text: 'hello',
+      metadata: { userId: 'u1', username: 'Alice' },
+    });
     expect(res.statusCode).toBe(202);
     expect(res.json()).toEqual({ chatKey: 'alice', messageId: 'm1', status: 'accepted' });
     const pending = await ing.store.readAllPending('alice');
     expect(pending).toHaveLength(1);
-    expect(pending[0]).toMatchObject({ id: 'm1', role: 'user', metadata: { chatKey: 'alice', userId: 'u1', username: 'Alice', channel: 'api' } });
+    expect(pending[0]).toMatchObject({
+      id: 'm1',
+      role: 'user',
+      metadata: { chatKey: 'alice', userId: 'u1', username: 'Alice', channel: 'api' },
+    });
     expect(textOf(pending[0]!)).toBe('hello');
     const jobs = await ing.turns.getJobs(['waiting', 'delayed', 'active']);
     expect(jobs.map((j) => j.data)).toEqual([{ chatKey: 'alice' }]);
@@ -56,7 +64,12 @@ describe('POST /v1/chats/:chatKey/messages', () => {
   });
 
   it('gives a message without id a fresh one and accepts parts', async () => {
-    const res = await post('bob', { parts: [{ type: 'text', text: 'a' }, { type: 'file', mediaType: 'image/png', url: 'https://example.com/x.png' }] });
+    const res = await post('bob', {
+      parts: [
+        { type: 'text', text: 'a' },
+        { type: 'file', mediaType: 'image/png', url: 'https://example.com/x.png' },
+      ],
+    });
     expect(res.statusCode).toBe(202);
     const { messageId } = res.json();
     expect(messageId).toMatch(/^[0-9a-f-]{36}$/);
@@ -72,7 +85,8 @@ describe('POST /v1/chats/:chatKey/messages', () => {
   });
 
   it('answers 429 CHAT_FULL at MAX_PENDING_PER_CHAT and stores nothing more', async () => {
-    for (let i = 0; i < 3; i++) expect((await post('alice', { id: `m${i}`, text: 'x' })).statusCode).toBe(202);
+    for (let i = 0; i < 3; i++)
+      expect((await post('alice', { id: `m${i}`, text: 'x' })).statusCode).toBe(202);
     const res = await post('alice', { id: 'm3', text: 'x' });
     expect(res.statusCode).toBe(429);
     expect(res.json().error.code).toBe('CHAT_FULL');
@@ -83,20 +97,40 @@ describe('POST /v1/chats/:chatKey/messages', () => {
 });
 
 describe('bad input is refused whole', () => {
-  const cases: Array<[string, () => Promise<{ statusCode: number; json: () => { error: { code: string; message: string } } }>, number, string, RegExp?]> = [
+  const cases: Array<
+    [
+      string,
+      () => Promise<{ statusCode: number; json: () => { error: { code: string; message: string } } }>,
+      number,
+      string,
+      RegExp?,
+    ]
+  > = [
     ['malformed JSON', () => post('alice', '{"text": "hi"'), 400, 'INVALID_JSON'],
     ['empty JSON body', () => post('alice', ''), 400, 'INVALID_JSON'],
     ['text of the wrong type', () => post('alice', { text: 42 }), 400, 'VALIDATION_FAILED', /^text:/],
     ['neither text nor parts', () => post('alice', { id: 'x' }), 400, 'VALIDATION_FAILED', /text or parts/],
     ['an unknown field', () => post('alice', { text: 'hi', role: 'assistant' }), 400, 'VALIDATION_FAILED'],
-    ['a bad part', () => post('alice', { parts: [{ type: 'tool-x', input: {} }] }), 400, 'VALIDATION_FAILED', /^parts\.0/],
+    [
+      'a bad part',
+      () => post('alice', { parts: [{ type: 'tool-x', input: {} }] }),
+      400,
+      'VALIDATION_FAILED',
+      /^parts\.0/,
+    ],
     ['an id with braces', () => post('alice', { id: 'a{b}', text: 'hi' }), 400, 'VALIDATION_FAILED', /^id:/],
     ['an illegal chatKey', () => post('a%7Bb%7D', { text: 'hi' }), 400, 'INVALID_CHAT_KEY'],
     ['a chatKey over 200 chars', () => post('x'.repeat(201), { text: 'hi' }), 400, 'INVALID_CHAT_KEY'],
     ['a body over the limit', () => post('alice', { text: 'x'.repeat(300 * 1024) }), 413, 'BODY_TOO_LARGE'],
     [
       'a non-JSON content type',
-      () => ing.app.inject({ method: 'POST', url: '/v1/chats/alice/messages', headers: { 'content-type': 'text/plain' }, payload: 'hi' }),
+      () =>
+        ing.app.inject({
+          method: 'POST',
+          url: '/v1/chats/alice/messages',
+          headers: { 'content-type': 'text/plain' },
+          payload: 'hi',
+        }),
       415,
       'UNSUPPORTED_MEDIA_TYPE',
     ],
@@ -121,12 +155,19 @@ describe('bearer token', () => {
     const secured = await testIngress(redis, prefix, { apiToken: 's3cret' });
     try {
       const send = (headers: Record<string, string>) =>
-        secured.app.inject({ method: 'POST', url: '/v1/chats/alice/messages', headers: { 'content-type': 'application/json', ...headers }, payload: { text: 'hi' } });
+        secured.app.inject({
+          method: 'POST',
+          url: '/v1/chats/alice/messages',
+          headers: { 'content-type': 'application/json', ...headers },
+          payload: { text: 'hi' },
+        });
       const missing = await send({});
       expect(missing.statusCode).toBe(401);
       expect(missing.json().error.code).toBe('UNAUTHORIZED');
       expect((await send({ authorization: 'Bearer nope' })).statusCode).toBe(401);
-      expect((await secured.app.inject({ method: 'GET', url: '/v1/chats/alice/messages' })).statusCode).toBe(401);
+      expect((await secured.app.inject({ method: 'GET', url: '/v1/chats/alice/messages' })).statusCode).toBe(
+        401,
+      );
       expect(await chatKeysWritten()).toEqual([]);
       expect((await send({ authorization: 'Bearer s3cret' })).statusCode).toBe(202);
       // Health endpoints stay open for probes.
@@ -141,7 +182,15 @@ describe('GET /v1/chats/:chatKey/messages', () => {
   it('lists history in order, then pending messages', async () => {
     await post('alice', { id: 'p1', text: 'pending one' });
     const k = ing.store.keys('alice');
-    await redis.rpush(k.hist, JSON.stringify({ id: 'h1', role: 'user', parts: [{ type: 'text', text: 'old' }], metadata: { ts: 1, chatKey: 'alice', kind: 'normal' } }));
+    await redis.rpush(
+      k.hist,
+      JSON.stringify({
+        id: 'h1',
+        role: 'user',
+        parts: [{ type: 'text', text: 'old' }],
+        metadata: { ts: 1, chatKey: 'alice', kind: 'normal' },
+      }),
+    );
     const res = await ing.app.inject({ method: 'GET', url: '/v1/chats/alice/messages' });
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -167,13 +216,18 @@ describe('GET /v1/chats/:chatKey/outbox', () => {
   it('pages through replies oldest first with the next cursor', async () => {
     const lease = await ing.store.acquire('alice', 'w', 5000);
     if (!lease.ok) throw new Error('busy');
-    for (const text of ['one', 'two', 'three']) await ing.store.sendOutbox('alice', lease.fence, { runId: 'r1', text, ts: 5 });
+    for (const text of ['one', 'two', 'three'])
+      await ing.store.sendOutbox('alice', lease.fence, { runId: 'r1', text, ts: 5 });
     const first = (await ing.app.inject({ method: 'GET', url: '/v1/chats/alice/outbox?limit=2' })).json();
     expect(first.items.map((i: { text: string }) => i.text)).toEqual(['one', 'two']);
     expect(first.items[0]).toMatchObject({ runId: 'r1', ts: 5 });
-    const second = (await ing.app.inject({ method: 'GET', url: `/v1/chats/alice/outbox?after=${first.next}` })).json();
+    const second = (
+      await ing.app.inject({ method: 'GET', url: `/v1/chats/alice/outbox?after=${first.next}` })
+    ).json();
     expect(second.items.map((i: { text: string }) => i.text)).toEqual(['three']);
-    const empty = (await ing.app.inject({ method: 'GET', url: `/v1/chats/alice/outbox?after=${second.next}` })).json();
+    const empty = (
+      await ing.app.inject({ method: 'GET', url: `/v1/chats/alice/outbox?after=${second.next}` })
+    ).json();
     expect(empty).toEqual({ items: [], next: second.next });
   });
 
@@ -203,12 +257,22 @@ describe('health', () => {
 describe('Redis unavailable', () => {
   it('answers 503 REDIS_UNAVAILABLE quickly instead of hanging', async () => {
     // Nothing listens on port 1: the fail-fast connection never becomes ready.
-    const dead = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => 200 });
+    const dead = new Redis('redis://127.0.0.1:1', {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      retryStrategy: () => 200,
+    });
     dead.on('error', () => undefined);
     const down = await testIngress(dead, prefix);
     try {
       const started = Date.now();
-      const res = await down.app.inject({ method: 'POST', url: '/v1/chats/alice/messages', headers: { 'content-type': 'application/json' }, payload: { text: 'hi' } });
+      const res = await down.app.inject({
+        method: 'POST',
+        url: '/v1/chats/alice/messages',
+        headers: { 'content-type': 'application/json' },
+        payload: { text: 'hi' },
+      });
       expect(res.statusCode).toBe(503);
       expect(res.json().error.code).toBe('REDIS_UNAVAILABLE');
       expect(Date.now() - started).toBeLessThan(5000);

@@ -31,7 +31,10 @@ describe('ingest', () => {
 
   it('refuses a message when the chat already has the maximum pending', async () => {
     for (const id of ['a', 'b', 'c']) await store.ingest('c1', userMessage('c1', id, id), limits);
-    expect(await store.ingest('c1', userMessage('c1', 'd', 'd'), limits)).toEqual({ status: 'full', pending: 3 });
+    expect(await store.ingest('c1', userMessage('c1', 'd', 'd'), limits)).toEqual({
+      status: 'full',
+      pending: 3,
+    });
     expect(await store.pendingCount('c1')).toBe(3);
   });
 

@@ -34,7 +34,10 @@ describe('a turn', () => {
     expect(history.map((m) => m.role)).toEqual(['user', 'user', 'assistant']);
     expect(history.slice(0, 2).map(textOf)).toEqual(['hello', 'how are you']);
     const toolPart = history[2]!.parts.find((p) => p.type === 'tool-chat_send');
-    expect(toolPart).toMatchObject({ state: 'output-available', input: { text: 'echo: hello | how are you' } });
+    expect(toolPart).toMatchObject({
+      state: 'output-available',
+      input: { text: 'echo: hello | how are you' },
+    });
     for (const m of history) expect(m.metadata.tokens).toBeGreaterThan(0);
     const outbox = await deps.store.readOutbox('c1', undefined, 10);
     expect(outbox.map((o) => o.text)).toEqual(['echo: hello | how are you']);
@@ -54,14 +57,23 @@ describe('a turn', () => {
   });
 
   it('sends identical text once per turn and stops at the per-turn cap', async () => {
-    const { model } = scriptedModel((prompt, call) => {
+    const { model } = scriptedModel((_prompt, call) => {
       if (call >= 3) return { text: '' };
-      return { toolCalls: [{ name: 'chat_send', input: { text: 'same' } }, { name: 'chat_send', input: { text: `n${call}` } }] };
+      return {
+        toolCalls: [
+          { name: 'chat_send', input: { text: 'same' } },
+          { name: 'chat_send', input: { text: `n${call}` } },
+        ],
+      };
     });
     const deps = turnDeps(redis, prefix, model, { maxSendsPerTurn: 3 });
     await ingest(deps.store, 'c1', 'go');
     await runTurn(deps, 'c1');
-    expect((await deps.store.readOutbox('c1', undefined, 20)).map((o) => o.text)).toEqual(['same', 'n0', 'n1']);
+    expect((await deps.store.readOutbox('c1', undefined, 20)).map((o) => o.text)).toEqual([
+      'same',
+      'n0',
+      'n1',
+    ]);
   });
 
   it('includes the previous history on the next turn, in order', async () => {
@@ -73,7 +85,12 @@ describe('a turn', () => {
     await runTurn(deps, 'c1');
     const seen = promptTranscript(prompts[2]!);
     expect(seen[0]).toBe('system');
-    expect(seen.slice(1)).toEqual(['user: first', 'assistant: tool-call', 'tool: tool-result', 'user: second']);
+    expect(seen.slice(1)).toEqual([
+      'user: first',
+      'assistant: tool-call',
+      'tool: tool-result',
+      'user: second',
+    ]);
   });
 
   it('does nothing and calls no model when the inbox is empty', async () => {
@@ -103,7 +120,10 @@ describe('a turn', () => {
     await ingest(deps.store, 'c1', 'a', 'b', 'c', 'd', 'e');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', consumed: 2, pending: 3 });
-    expect((await deps.store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf)).toEqual(['a', 'b']);
+    expect((await deps.store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf)).toEqual([
+      'a',
+      'b',
+    ]);
   });
 
   it('fails cleanly on a model error: event recorded, lease released, messages still pending', async () => {
@@ -140,15 +160,17 @@ describe('lane merge', () => {
     expect(newUserTexts(prompts[1]!)).toEqual(['also this']);
 
     const history = await store.readHistory('c1');
-    expect(history.map((m) => `${m.role}:${m.role === 'user' ? textOf(m) : m.parts.filter((p) => p.type === 'tool-chat_send').length}`)).toEqual([
-      'user:first',
-      'assistant:1',
-      'user:also this',
-      'assistant:1',
-    ]);
+    expect(
+      history.map(
+        (m) =>
+          `${m.role}:${m.role === 'user' ? textOf(m) : m.parts.filter((p) => p.type === 'tool-chat_send').length}`,
+      ),
+    ).toEqual(['user:first', 'assistant:1', 'user:also this', 'assistant:1']);
     const sends = history
       .filter((m) => m.role === 'assistant')
-      .map((m) => (m.parts.find((p) => p.type === 'tool-chat_send') as { input: { text: string } }).input.text);
+      .map(
+        (m) => (m.parts.find((p) => p.type === 'tool-chat_send') as { input: { text: string } }).input.text,
+      );
     expect(sends).toEqual(['echo: first', 'echo: also this']);
     expect(await store.pendingCount('c1')).toBe(0);
   });

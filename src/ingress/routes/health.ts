@@ -13,11 +13,15 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
     try {
       await Promise.race([
         app.deps.redis.ping(),
-        new Promise((_, reject) => setTimeout(() => reject(new Error('ping timeout')), PING_TIMEOUT_MS).unref()),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error('ping timeout')), PING_TIMEOUT_MS).unref(),
+        ),
       ]);
       return { status: 'ready' };
     } catch (err) {
-      return reply.code(503).send(errorBody('REDIS_UNAVAILABLE', `redis is not reachable: ${(err as Error).message}`));
+      return reply
+        .code(503)
+        .send(errorBody('REDIS_UNAVAILABLE', `redis is not reachable: ${(err as Error).message}`));
     }
   });
 }

@@ -83,7 +83,10 @@ export async function messageRoutes(app: FastifyInstance): Promise<void> {
     const message = toUserMessage(chatKey, body, Date.now());
 
     const result = await withRedis(() =>
-      store.ingest(chatKey, message, { maxPending: limits.maxPendingPerChat, dedupWindowMs: limits.dedupWindowMs }),
+      store.ingest(chatKey, message, {
+        maxPending: limits.maxPendingPerChat,
+        dedupWindowMs: limits.dedupWindowMs,
+      }),
     );
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);

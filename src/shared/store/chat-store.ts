@@ -21,7 +21,9 @@ export type IngestResult =
 
 export type AcquireResult = { ok: true; fence: string } | { ok: false; ttlMs: number };
 
-export type FencedResult<T> = ({ ok: true } & T) | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
+export type FencedResult<T> =
+  | ({ ok: true } & T)
+  | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
 
 export interface InboxEntry {
   streamId: string;
@@ -113,7 +115,13 @@ export class ChatStore {
     return raw[0] === 'ok' ? { ok: true, fence: String(raw[1]) } : { ok: false, ttlMs: Number(raw[1]) };
   }
 
-  async renew(chatKey: string, owner: string, fence: string, leaseMs: number, runId: string): Promise<boolean> {
+  async renew(
+    chatKey: string,
+    owner: string,
+    fence: string,
+    leaseMs: number,
+    runId: string,
+  ): Promise<boolean> {
     const k = this.keys(chatKey);
     const res = await scripts.renew.run(
       this.redis,
@@ -174,7 +182,11 @@ export class ChatStore {
   ): Promise<{ ok: boolean; pending: number }> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
-      await scripts.finish.run(this.redis, [k.meta, k.inbox, k.events], [fence, owner, this.maxEvents, runId]),
+      await scripts.finish.run(
+        this.redis,
+        [k.meta, k.inbox, k.events],
+        [fence, owner, this.maxEvents, runId],
+      ),
     );
     return { ok: raw[0] === 'ok', pending: Number(raw[1]) };
   }
@@ -183,7 +195,13 @@ export class ChatStore {
   async readInbox(chatKey: string, count: number, afterStreamId?: string): Promise<InboxEntry[]> {
     if (count <= 0) return [];
     const start = afterStreamId ? `(${afterStreamId}` : '-';
-    const entries = (await this.redis.xrange(this.keys(chatKey).inbox, start, '+', 'COUNT', count)) as StreamEntry[];
+    const entries = (await this.redis.xrange(
+      this.keys(chatKey).inbox,
+      start,
+      '+',
+      'COUNT',
+      count,
+    )) as StreamEntry[];
     return entries.map(([streamId, fields]) => ({
       streamId,
       message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
@@ -228,10 +246,21 @@ export class ChatStore {
 
   async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
     const start = after ? `(${after}` : '-';
-    const entries = (await this.redis.xrange(this.keys(chatKey).outbox, start, '+', 'COUNT', limit)) as StreamEntry[];
+    const entries = (await this.redis.xrange(
+      this.keys(chatKey).outbox,
+      start,
+      '+',
+      'COUNT',
+      limit,
+    )) as StreamEntry[];
     return entries.map(([id, fields]) => {
       const f = fieldsOf(fields);
-      return { id, text: f.get('text') ?? '', ts: Number(f.get('ts') ?? streamIdTime(id)), runId: f.get('runId') ?? '' };
+      return {
+        id,
+        text: f.get('text') ?? '',
+        ts: Number(f.get('ts') ?? streamIdTime(id)),
+        runId: f.get('runId') ?? '',
+      };
     });
   }
 
@@ -252,13 +281,20 @@ export class ChatStore {
 
   async readEvents(chatKey: string, after: string | undefined, limit: number): Promise<ChatEvent[]> {
     const start = after ? `(${after}` : '-';
-    const entries = (await this.redis.xrange(this.keys(chatKey).events, start, '+', 'COUNT', limit)) as StreamEntry[];
+    const entries = (await this.redis.xrange(
+      this.keys(chatKey).events,
+      start,
+      '+',
+      'COUNT',
+      limit,
+    )) as StreamEntry[];
     return entries.map(([id, fields]) => {
       const f = fieldsOf(fields);
       let data: Record<string, unknown> = {};
       try {
         const parsed: unknown = JSON.parse(f.get('data') ?? '{}');
-        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) data = parsed as Record<string, unknown>;
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+          data = parsed as Record<string, unknown>;
       } catch {
         // An unreadable event payload is shown empty rather than failing the listing.
       }

@@ -25,6 +25,8 @@ export interface LoopInput<T> {
   /** How arrivals look to the model. */
   toModel: (items: T[]) => Promise<ModelMessage[]>;
   maxRetries?: number;
+  /** Per model step: a hung provider must not hold the chat's lane forever. */
+  stepTimeoutMs?: number;
 }
 
 export interface LoopResult<T> {
@@ -87,6 +89,7 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     prepareStep,
     abortSignal: input.abortSignal,
     maxRetries: input.maxRetries ?? 2,
+    ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
     onError: ({ error }) => {
       failure ??= error;
     },

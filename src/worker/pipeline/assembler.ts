@@ -32,7 +32,8 @@ export class DefaultAssembler implements Assembler {
       'You are an assistant talking with people in one chat. Each chat is separate: never mix chats.',
       `## Runtime context\n${runtime.join('\n')}`,
     ];
-    if (this.opts.operatorPrompt?.trim()) sections.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
+    if (this.opts.operatorPrompt?.trim())
+      sections.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
     sections.push(
       [
         '## Output rules',
@@ -61,6 +62,8 @@ function toModelView(message: ChatMessage): ChatMessage {
   if (!isSummary(message)) return message;
   return {
     ...message,
-    parts: message.parts.map((p, i) => (i === 0 && p.type === 'text' ? { ...p, text: `${SUMMARY_HEADER}\n${p.text}` } : p)),
+    parts: message.parts.map((p, i) =>
+      i === 0 && p.type === 'text' ? { ...p, text: `${SUMMARY_HEADER}\n${p.text}` } : p,
+    ),
   };
 }

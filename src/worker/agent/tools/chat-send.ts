@@ -41,7 +41,11 @@ export type ChatSendOutput =
   | { status: 'limit'; message: string }
   | { status: 'fenced-out' };
 
-export async function send(ctx: ChatSendContext, state: ChatSendState, text: string): Promise<ChatSendOutput> {
+export async function send(
+  ctx: ChatSendContext,
+  state: ChatSendState,
+  text: string,
+): Promise<ChatSendOutput> {
   if (state.sent.includes(text)) return { status: 'duplicate' };
   if (state.sent.length >= ctx.maxPerTurn) {
     return { status: 'limit', message: `at most ${ctx.maxPerTurn} messages per turn; stop sending` };
