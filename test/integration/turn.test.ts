@@ -208,6 +208,19 @@ describe('lane merge', () => {
 });
 
 describe('fencing', () => {
+  it('a turn longer than its lease keeps the chat: the lease is renewed while the model works', async () => {
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (call === 0) await new Promise((r) => setTimeout(r, 700));
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = turnDeps(redis, prefix, model, { leaseMs: 200 });
+    await ingest(deps.store, 'c1', 'slow one');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', sent: 1 });
+    const types = (await deps.store.readEvents('c1', undefined, 50)).map((e) => e.type);
+    expect(types).not.toContain('fence.rejected');
+  });
+
   it('a turn stalled past its lease and taken over can neither send nor commit, and an event records it', async () => {
     let store!: ChatStore;
     const { model } = scriptedModel(async (prompt, call) => {

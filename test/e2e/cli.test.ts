@@ -1,0 +1,32 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const run = (args: string[], env: Record<string, string>) =>
+  spawnSync(process.execPath, [CLI, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+
+describe('chatlane CLI', () => {
+  it('a worker with no model configured exits non-zero naming the variables to set', () => {
+    const res = run(['worker'], { LLM_BASE_URL: '', LLM_MODEL: '' });
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain('no model configured');
+    expect(res.stderr).toMatch(/LLM_BASE_URL and LLM_MODEL/);
+  });
+
+  it('a bad configuration value stops the process with a message naming the variable', () => {
+    const res = run(['ingress'], { PORT: 'not-a-port' });
+    expect(res.status).toBe(2);
+    expect(res.stderr).toMatch(/PORT:/);
+  });
+
+  it('an unknown role prints the usage and exits 2', () => {
+    const res = run(['bogus'], {});
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain('usage: chatlane <role>');
+  });
+});
