@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
+import type { RedisClient } from '../shared/redis.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { bearerAuth } from './auth.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
@@ -17,7 +17,7 @@ export interface IngressLimits {
 }
 
 export interface IngressDeps {
-  redis: Redis;
+  redis: RedisClient;
   store: ChatStore;
   turns: Queue<TurnJob>;
   limits: IngressLimits;

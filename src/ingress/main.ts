@@ -1,7 +1,7 @@
 import type { Config } from '../shared/config.js';
 import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { closeRedis, createRedis, waitReady } from '../shared/redis.js';
+import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { buildIngress, type IngressApp } from './app.js';
 
@@ -12,9 +12,10 @@ export interface IngressHandle {
 }
 
 export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
-  const redis = createRedis(config.REDIS_URL, 'ingress', 'chatlane:ingress');
+  const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
   await waitReady(redis, 10_000);
+  await checkRedisPolicy(redis, logger);
   const store = new ChatStore(redis, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
   const app = await buildIngress({

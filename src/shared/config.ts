@@ -11,8 +11,35 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
+export interface ClusterNode {
+  host: string;
+  port: number;
+}
+
+/** `host:port,host:port` (IPv6 as `[::1]:7000`): startup nodes of a Redis Cluster. */
+const clusterNodes = z
+  .string()
+  .optional()
+  .transform((v, ctx): ClusterNode[] | undefined => {
+    if (v === undefined || v.trim() === '') return undefined;
+    const nodes: ClusterNode[] = [];
+    for (const item of v.split(',').map((s) => s.trim())) {
+      const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(item);
+      const port = Number(m?.[3]);
+      if (!m || port < 1 || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: `'${item}' is not host:port (comma-separated list)` });
+        return z.NEVER;
+      }
+      nodes.push({ host: (m[1] ?? m[2])!, port });
+    }
+    return nodes;
+  });
+
 export const configSchema = z.object({
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  // When set, every connection is an ioredis Cluster over these nodes (REDIS_URL then only
+  // lends its username, password and rediss: TLS to every node).
+  REDIS_CLUSTER_NODES: clusterNodes,
   // Braces would let a prefix steal the hash tag of every key; colons are our separator.
   CHATLANE_PREFIX: z
     .string()

@@ -1,4 +1,9 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+
+/** A single Redis or a Redis Cluster: what every connection of chatlane is. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * Connection roles differ in how they fail (DESIGN §5): workers wait out a Redis blip
@@ -21,8 +26,46 @@ export function createRedis(url: string, role: ConnectionRole, connectionName?: 
   return new Redis(url, { ...redisOptions(role), ...(connectionName ? { connectionName } : {}) });
 }
 
+/**
+ * The same roles on a Cluster. ioredis takes `enableOfflineQueue` only at the Cluster level
+ * (its per-node connections always queue): with it off, a command fails at once while the
+ * cluster is not ready or the node owning the slot is not connected. `maxRetriesPerRequest`,
+ * `connectTimeout` and the name go to every node connection (`redisOptions`), which is
+ * also where BullMQ looks for `maxRetriesPerRequest: null`.
+ */
+export function clusterOptions(role: ConnectionRole, url?: string): ClusterOptions {
+  const node: NonNullable<ClusterOptions['redisOptions']> = {};
+  if (url) {
+    // REDIS_URL lends credentials and TLS to every node; its host and db are not used.
+    const u = new URL(url);
+    if (u.username) node.username = decodeURIComponent(u.username);
+    if (u.password) node.password = decodeURIComponent(u.password);
+    if (u.protocol === 'rediss:') node.tls = {};
+  }
+  if (role === 'worker') {
+    return { enableReadyCheck: true, redisOptions: { ...node, maxRetriesPerRequest: null } };
+  }
+  return {
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    redisOptions: { ...node, maxRetriesPerRequest: 1, connectTimeout: 2000 },
+  };
+}
+
+/** One connection for `role`: an ioredis Cluster when REDIS_CLUSTER_NODES is set, else Redis at REDIS_URL. */
+export function createRedisClient(
+  config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
+  role: ConnectionRole,
+  connectionName?: string,
+): RedisClient {
+  if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName);
+  const options = clusterOptions(role, config.REDIS_URL);
+  if (connectionName) options.redisOptions = { ...options.redisOptions, connectionName };
+  return new Cluster(config.REDIS_CLUSTER_NODES, options);
+}
+
 /** Wait until a fail-fast connection is ready (it queues nothing while offline). */
-export async function waitReady(redis: Redis, timeoutMs = 5000): Promise<void> {
+export async function waitReady(redis: RedisClient, timeoutMs = 5000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -42,11 +85,68 @@ export async function waitReady(redis: Redis, timeoutMs = 5000): Promise<void> {
 }
 
 /** quit() that never throws and can be called twice. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
   try {
     await redis.quit();
   } catch {
     redis.disconnect();
+  }
+}
+
+const POLICY_CHECK_TIMEOUT_MS = 3000;
+
+/**
+ * Warn when Redis may evict keys: chat state and BullMQ jobs must never vanish under memory
+ * pressure (DESIGN §5). Reads `CONFIG GET maxmemory-policy` from the server, or from every
+ * master of a Cluster. Managed services often disable or rename CONFIG: then it logs at
+ * debug and moves on. Never throws and never waits more than a few seconds.
+ */
+export async function checkRedisPolicy(client: RedisClient, logger: Logger): Promise<void> {
+  const check = async (): Promise<void> => {
+    let nodes: Redis[];
+    if (client instanceof Cluster) {
+      await waitReady(client, POLICY_CHECK_TIMEOUT_MS);
+      nodes = client.nodes('master');
+    } else {
+      nodes = [client];
+    }
+    await Promise.all(
+      nodes.map(async (node) => {
+        const where = `${node.options.host}:${node.options.port}`;
+        let policy: string | undefined;
+        try {
+          const reply = (await node.config('GET', 'maxmemory-policy')) as unknown;
+          if (Array.isArray(reply) && typeof reply[1] === 'string') policy = reply[1];
+        } catch (err) {
+          logger.debug({ redis: where, err: (err as Error).message }, 'cannot read maxmemory-policy');
+          return;
+        }
+        if (policy === undefined) {
+          logger.debug({ redis: where }, 'cannot read maxmemory-policy (CONFIG GET answered nothing)');
+        } else if (policy !== 'noeviction') {
+          logger.warn(
+            { redis: where, maxmemoryPolicy: policy },
+            'Redis maxmemory-policy is not noeviction: under memory pressure Redis may evict chat state and queued jobs',
+          );
+        }
+      }),
+    );
+  };
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      check(),
+      new Promise<void>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer in ${POLICY_CHECK_TIMEOUT_MS}ms`)),
+          POLICY_CHECK_TIMEOUT_MS,
+        );
+      }),
+    ]);
+  } catch (err) {
+    logger.debug({ err: (err as Error).message }, 'cannot read maxmemory-policy');
+  } finally {
+    clearTimeout(timer);
   }
 }

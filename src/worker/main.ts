@@ -4,7 +4,7 @@ import type { Worker } from 'bullmq';
 import { type Config, ConfigError, requireModel } from '../shared/config.js';
 import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { closeRedis, createRedis } from '../shared/redis.js';
+import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { createModel } from './agent/model.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
@@ -61,7 +61,7 @@ export function turnDepsFromConfig(config: Config, store: ChatStore, logger: Log
 /** Starts the turn worker. Throws ConfigError (before touching Redis) when no model is set. */
 export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
   requireModel(config);
-  const connection = createRedis(config.REDIS_URL, 'worker', 'chatlane:worker');
+  const connection = createRedisClient(config, 'worker', 'chatlane:worker');
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
@@ -78,6 +78,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
   });
   worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
   await worker.waitUntilReady();
+  await checkRedisPolicy(connection, logger);
   logger.info({ concurrency: config.WORKER_CONCURRENCY, model: config.LLM_MODEL }, 'worker started');
 
   let closing: Promise<void> | undefined;

@@ -1,11 +1,11 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
+import type { RedisClient } from '../shared/redis.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {
   prefix: string;
-  connection: Redis;
+  connection: RedisClient;
   concurrency: number;
   lockDurationMs: number;
   stalledIntervalMs: number;

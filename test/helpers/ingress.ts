@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { buildIngress, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 
 export interface TestIngress {
@@ -13,7 +13,7 @@ export interface TestIngress {
 }
 
 export async function testIngress(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   opts: { apiToken?: string; limits?: Partial<IngressLimits> } = {},
 ): Promise<TestIngress> {

@@ -1,35 +1,60 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { loadConfig } from '../../src/shared/config.js';
+import {
+  type ConnectionRole,
+  createRedisClient,
+  type RedisClient,
+  waitReady,
+} from '../../src/shared/redis.js';
 
-export const REDIS_URL = loadConfig().REDIS_URL;
+const config = loadConfig();
+export const REDIS_URL = config.REDIS_URL;
+/** Set when the run targets a Redis Cluster (`REDIS_CLUSTER_NODES`); spawned roles inherit it via env. */
+export const REDIS_CLUSTER_NODES = config.REDIS_CLUSTER_NODES;
 
 /** Every test gets its own key space. */
 export function randomPrefix(label = 't'): string {
   return `cltest-${label}-${randomBytes(4).toString('hex')}`;
 }
 
-export function testRedis(): Redis {
-  return new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+/** A connection to the Redis or Cluster the config names; waiting (worker role) unless asked to fail fast. */
+export function testRedis(role: ConnectionRole = 'worker'): RedisClient {
+  return createRedisClient(config, role);
 }
 
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+/** The servers holding data: the Redis itself, or every master of a Cluster. */
+export async function dataNodes(redis: RedisClient): Promise<Redis[]> {
+  if (!(redis instanceof Cluster)) return [redis];
+  await waitReady(redis, 10_000);
+  return redis.nodes('master');
+}
+
+async function scanNode(node: Redis, prefix: string, each: (keys: string[]) => Promise<void>): Promise<void> {
   let cursor = '0';
   do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
     cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
+    if (keys.length > 0) await each(keys);
   } while (cursor !== '0');
 }
 
-export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+export async function deletePrefix(redis: RedisClient, prefix: string): Promise<void> {
+  for (const node of await dataNodes(redis)) {
+    // One DEL per key: keys of one Cluster node still live in many slots (no CROSSSLOT).
+    await scanNode(node, prefix, async (keys) => {
+      await node.pipeline(keys.map((k) => ['del', k])).exec();
+    });
+  }
+}
+
+export async function keysUnder(redis: RedisClient, prefix: string): Promise<string[]> {
   const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    out.push(...keys);
-  } while (cursor !== '0');
+  for (const node of await dataNodes(redis)) {
+    await scanNode(node, prefix, async (keys) => {
+      out.push(...keys);
+    });
+  }
   return out.sort();
 }
 

@@ -1,6 +1,6 @@
 import type { LanguageModel } from 'ai';
-import type { Redis } from 'ioredis';
 import { silentLogger } from '../../src/shared/logger.js';
+import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
@@ -8,7 +8,7 @@ import { RedisProvider } from '../../src/worker/pipeline/provider.js';
 import type { TurnDeps, TurnSettings } from '../../src/worker/turn.js';
 
 export function turnDeps(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   model: LanguageModel,
   settings: Partial<TurnSettings> & { maxPendingPerTurn?: number; windowMessages?: number } = {},

@@ -1,11 +1,11 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createRedis, waitReady } from '../../src/shared/redis.js';
+import { waitReady } from '../../src/shared/redis.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, REDIS_URL, randomPrefix } from '../helpers/redis.js';
+import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 
-const redis = createRedis(REDIS_URL, 'ingress');
+const redis = testRedis('ingress');
 let prefix: string;
 let ing: TestIngress;
 

@@ -1,0 +1,61 @@
+--[[
+  Replace the head of the history with a summary, iff the head is still what was
+  summarised (compare-and-swap). Compaction holds no turn lease: turns append meanwhile,
+  and appends never touch the head, so they survive; any rewrite bumps the version.
+
+  KEYS[1] meta
+  KEYS[2] hist
+  KEYS[3] archive
+  KEYS[4] events
+
+  ARGV[1]  expected history version
+  ARGV[2]  n = number of head messages summarised (the previous summary included)
+  ARGV[3]  id of the first of them
+  ARGV[4]  id of the last of them (= sourceRange.toId)
+  ARGV[5]  summary message JSON
+  ARGV[6]  archive entry JSON ('' = do not archive)
+  ARGV[7]  tokens of the n messages
+  ARGV[8]  tokens of the summary
+  ARGV[9]  max events
+  ARGV[10] event data JSON (model, duration, ...) merged into compaction.applied
+
+  Returns { 'ok', version } | { 'noop' } (this range was already applied)
+        | { 'stale', reason }
+]]
+-- @include "now"
+-- @include "events"
+if redis.call('HGET', KEYS[1], 'compactedToId') == ARGV[4] then
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'already-applied', toId = ARGV[4] })
+  return { 'noop' }
+end
+
+local version = redis.call('HGET', KEYS[1], 'version') or '0'
+if version ~= ARGV[1] then
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'version', expected = ARGV[1], actual = version })
+  return { 'stale', 'version' }
+end
+
+local n = tonumber(ARGV[2])
+local first = redis.call('LINDEX', KEYS[2], 0)
+local last = redis.call('LINDEX', KEYS[2], n - 1)
+if not first or not last or cjson.decode(first).id ~= ARGV[3] or cjson.decode(last).id ~= ARGV[4] then
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'prefix-changed', toId = ARGV[4] })
+  return { 'stale', 'prefix' }
+end
+
+redis.call('LTRIM', KEYS[2], n, -1)
+redis.call('LPUSH', KEYS[2], ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('RPUSH', KEYS[3], ARGV[6])
+end
+local newVersion = redis.call('HINCRBY', KEYS[1], 'version', 1)
+local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[8]) - tonumber(ARGV[7]))
+redis.call('HSET', KEYS[1], 'compactedToId', ARGV[4], 'lastCompactAt', nowMs())
+
+local data = cjson.decode(ARGV[10])
+data.tokensBefore = tokens - tonumber(ARGV[8]) + tonumber(ARGV[7])
+data.tokensAfter = tokens
+data.toId = ARGV[4]
+data.version = newVersion
+addEvent(KEYS[4], ARGV[9], 'compaction.applied', data)
+return { 'ok', newVersion }

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import { generateText, type LanguageModel } from 'ai';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatMessage } from '../../shared/messages.js';
+import { type ArchiveEntry, applyCompaction, rangeOf, readSnapshot } from '../../shared/store/archive.js';
+import type { ChatStore } from '../../shared/store/chat-store.js';
+import { withTokens } from '../../shared/tokens.js';
+import { selectCut } from './cut.js';
+import { SUMMARY_SYSTEM, updatePrompt } from './prompt.js';
+
+export interface CompactionSettings {
+  keepLast: number;
+  keepRecentTokens: number;
+  maxOutputTokens: number;
+  archive: boolean;
+  maxEvents: number;
+}
+
+export interface CompactionDeps {
+  store: ChatStore;
+  model: LanguageModel;
+  modelName: string;
+  settings: CompactionSettings;
+  logger: Logger;
+  onApplied?: (tokensSaved: number) => void;
+}
+
+export type CompactionResult =
+  | { status: 'applied'; tokensBefore: number; tokensAfter: number; summaryId: string; replaced: number }
+  | { status: 'nothing-to-cut' }
+  | { status: 'noop' }
+  | { status: 'stale'; reason: string };
+
+/** The summary changed nothing because the history moved on: recompute (the job retries). */
+export class StaleCompactionError extends Error {
+  override name = 'StaleCompactionError';
+}
+
+/**
+ * Summarise the head of one chat's history and swap it in with a compare-and-swap. Holds
+ * no lease: turns keep running. Throws when the model fails — nothing is changed then, and
+ * nothing lossy is ever written in place of a summary.
+ */
+export async function compactChat(deps: CompactionDeps, chatKey: string): Promise<CompactionResult> {
+  const { store, settings } = deps;
+  const snapshot = await readSnapshot(store, chatKey);
+  const cut = selectCut(snapshot.history.map(withTokens), settings);
+  if (!cut) return { status: 'nothing-to-cut' };
+
+  const started = Date.now();
+  const tokensBefore = cut.replaced.reduce((n, m) => n + (m.metadata.tokens ?? 0), 0);
+  await store.appendEvent(chatKey, 'compaction.started', {
+    messages: cut.newMessages.length,
+    tokens: tokensBefore,
+    previousSummaryId: cut.previousSummary?.id ?? null,
+  });
+
+  const { text } = await generateText({
+    model: deps.model,
+    system: SUMMARY_SYSTEM,
+    prompt: updatePrompt(cut.previousSummary, cut.newMessages),
+    maxOutputTokens: settings.maxOutputTokens,
+    maxRetries: 2,
+  });
+  if (!text.trim()) throw new Error('the model returned an empty summary');
+
+  const sourceRange = rangeOf(cut.newMessages);
+  const summary: ChatMessage = withTokens({
+    id: `summary-${randomUUID()}`,
+    role: 'assistant',
+    parts: [{ type: 'text', text: text.trim() }],
+    metadata: {
+      ts: Date.now(),
+      chatKey,
+      kind: 'summary',
+      sourceRange,
+      ...(cut.previousSummary ? { previousSummaryId: cut.previousSummary.id } : {}),
+    },
+  });
+  const archive: ArchiveEntry | undefined = settings.archive
+    ? {
+        id: `archive-${randomUUID()}`,
+        kind: 'compaction',
+        createdAt: Date.now(),
+        sourceRange,
+        summaryId: summary.id,
+        messages: cut.newMessages,
+      }
+    : undefined;
+
+  const res = await applyCompaction(store, chatKey, {
+    expectedVersion: snapshot.version,
+    replaced: cut.replaced,
+    summary,
+    archive,
+    maxEvents: settings.maxEvents,
+    eventData: {
+      summaryId: summary.id,
+      sourceRange,
+      model: deps.modelName,
+      ms: Date.now() - started,
+      summaryTokens: summary.metadata.tokens ?? 0,
+      replacedTokens: tokensBefore,
+    },
+  });
+  if (res.status === 'noop') return res;
+  if (res.status === 'stale') return res;
+  const tokensAfter = summary.metadata.tokens ?? 0;
+  deps.onApplied?.(tokensBefore - tokensAfter);
+  deps.logger.info({ chatKey, replaced: cut.replaced.length, tokensBefore, tokensAfter }, 'compaction applied');
+  return { status: 'applied', tokensBefore, tokensAfter, summaryId: summary.id, replaced: cut.replaced.length };
+}

@@ -1,0 +1,39 @@
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
+import type { RedisClient } from '../../shared/redis.js';
+import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
+
+export interface CompactorOptions {
+  prefix: string;
+  connection: RedisClient;
+  concurrency: number;
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+}
+
+/**
+ * The `compaction` queue's consumer. A stale result (the history moved while the model
+ * summarised) is thrown so BullMQ retries with backoff and the next attempt recomputes.
+ */
+export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOptions): Worker<CompactionJob> {
+  const processor = async (job: Job<CompactionJob>): Promise<CompactionResult> => {
+    const parsed = compactionJobSchema.safeParse(job.data);
+    if (!parsed.success) throw new UnrecoverableError(`bad compaction job: ${parsed.error.issues[0]?.message}`);
+    const logger = deps.logger.child({ jobId: job.id, chatKey: parsed.data.chatKey });
+    const result = await compactChat({ ...deps, logger }, parsed.data.chatKey);
+    if (result.status === 'stale') throw new StaleCompactionError(`history changed (${result.reason}); recomputing`);
+    return result;
+  };
+  const worker = new Worker<CompactionJob>(QUEUES.compaction, processor, {
+    ...queueOptions(opts.prefix, QUEUES.compaction, opts.connection),
+    concurrency: opts.concurrency,
+    lockDuration: opts.lockDurationMs,
+    stalledInterval: opts.stalledIntervalMs,
+    autorun: false,
+  });
+  worker.on('failed', (job, err) =>
+    deps.logger.warn({ jobId: job?.id, chatKey: job?.data?.chatKey, err: err.message }, 'compaction failed'),
+  );
+  worker.on('error', (err) => deps.logger.error({ err }, 'compaction worker error'));
+  return worker;
+}

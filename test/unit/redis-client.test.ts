@@ -1,0 +1,133 @@
+import { Cluster, Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/shared/config.js';
+import type { Logger } from '../../src/shared/logger.js';
+import {
+  checkRedisPolicy,
+  clusterOptions,
+  createRedisClient,
+  type RedisClient,
+} from '../../src/shared/redis.js';
+
+describe('REDIS_CLUSTER_NODES', () => {
+  it('is unset by default: a single Redis at REDIS_URL', () => {
+    expect(loadConfig({}).REDIS_CLUSTER_NODES).toBeUndefined();
+    expect(loadConfig({ REDIS_CLUSTER_NODES: '  ' }).REDIS_CLUSTER_NODES).toBeUndefined();
+  });
+
+  it('parses a comma-separated host:port list, IPv6 in brackets', () => {
+    expect(
+      loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7101, redis-b.internal:7000,[::1]:7002' })
+        .REDIS_CLUSTER_NODES,
+    ).toEqual([
+      { host: '127.0.0.1', port: 7101 },
+      { host: 'redis-b.internal', port: 7000 },
+      { host: '::1', port: 7002 },
+    ]);
+  });
+
+  it.each(['127.0.0.1', '127.0.0.1:0', 'a:70000', 'a:7000,', 'redis://a:7000', 'a b:7000'])(
+    'refuses %j, naming the variable',
+    (value) => {
+      expect(() => loadConfig({ REDIS_CLUSTER_NODES: value })).toThrow(ConfigError);
+      expect(() => loadConfig({ REDIS_CLUSTER_NODES: value })).toThrow(/REDIS_CLUSTER_NODES/);
+    },
+  );
+});
+
+describe('createRedisClient', () => {
+  const lazy = <T extends RedisClient>(c: T): T => {
+    c.disconnect();
+    return c;
+  };
+
+  it('builds a Redis without cluster nodes and a Cluster with them', () => {
+    const single = lazy(createRedisClient(loadConfig({}), 'worker'));
+    expect(single).toBeInstanceOf(Redis);
+    const cluster = lazy(
+      createRedisClient(loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:1,127.0.0.1:2' }), 'worker'),
+    );
+    expect(cluster).toBeInstanceOf(Cluster);
+  });
+
+  it('keeps the role semantics on a Cluster: workers wait, the ingress fails fast', () => {
+    const worker = clusterOptions('worker');
+    expect(worker.redisOptions?.maxRetriesPerRequest).toBeNull();
+    expect(worker.enableOfflineQueue).toBeUndefined(); // ioredis default: queue while reconnecting
+    const ingress = clusterOptions('ingress');
+    expect(ingress.enableOfflineQueue).toBe(false);
+    expect(ingress.redisOptions?.maxRetriesPerRequest).toBe(1);
+    expect(ingress.redisOptions?.connectTimeout).toBe(2000);
+  });
+
+  it('lends REDIS_URL credentials and TLS to every cluster node, never its host', () => {
+    const opts = clusterOptions('worker', 'rediss://app:s%40cret@ignored.example:6380/3');
+    expect(opts.redisOptions).toMatchObject({ username: 'app', password: 's@cret', tls: {} });
+    expect(opts.redisOptions).not.toHaveProperty('host');
+    expect(clusterOptions('ingress', 'redis://127.0.0.1:6379').redisOptions).not.toHaveProperty('password');
+  });
+});
+
+describe('checkRedisPolicy', () => {
+  type Entry = { level: 'warn' | 'debug'; obj: Record<string, unknown>; msg: string };
+  function recorder() {
+    const entries: Entry[] = [];
+    const logger = {
+      warn: (obj: Record<string, unknown>, msg: string) => entries.push({ level: 'warn', obj, msg }),
+      debug: (obj: Record<string, unknown>, msg: string) => entries.push({ level: 'debug', obj, msg }),
+    } as unknown as Logger;
+    return { entries, logger };
+  }
+  // A stand-in for one server: only what the check calls.
+  const fakeRedis = (config: () => Promise<unknown>) =>
+    ({ options: { host: 'r1', port: 6379 }, config }) as unknown as Redis;
+
+  it('says nothing for noeviction', async () => {
+    const { entries, logger } = recorder();
+    await checkRedisPolicy(
+      fakeRedis(async () => ['maxmemory-policy', 'noeviction']),
+      logger,
+    );
+    expect(entries).toEqual([]);
+  });
+
+  it('warns, naming the server and the policy, for anything else', async () => {
+    const { entries, logger } = recorder();
+    await checkRedisPolicy(
+      fakeRedis(async () => ['maxmemory-policy', 'allkeys-lru']),
+      logger,
+    );
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({
+      level: 'warn',
+      obj: { redis: 'r1:6379', maxmemoryPolicy: 'allkeys-lru' },
+    });
+    expect(entries[0]!.msg).toMatch(/not noeviction/);
+  });
+
+  it('logs at debug only when CONFIG is disabled or renamed (managed Redis)', async () => {
+    const { entries, logger } = recorder();
+    await checkRedisPolicy(
+      fakeRedis(async () => {
+        throw new Error("ERR unknown command 'CONFIG'");
+      }),
+      logger,
+    );
+    await checkRedisPolicy(
+      fakeRedis(async () => []),
+      logger,
+    );
+    expect(entries.map((e) => e.level)).toEqual(['debug', 'debug']);
+  });
+
+  it('gives up quietly on a server that does not answer', async () => {
+    const { entries, logger } = recorder();
+    const started = Date.now();
+    await checkRedisPolicy(
+      fakeRedis(() => new Promise(() => undefined)),
+      logger,
+    );
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(entries.map((e) => e.level)).toEqual(['debug']);
+  }, 10_000);
+});
