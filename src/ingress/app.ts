@@ -2,10 +2,13 @@ import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
+import { type Metrics, processMetrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
+import { instrumentIngress } from './metrics.js';
 import { healthRoutes } from './routes/health.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
@@ -23,6 +26,12 @@ export interface IngressDeps {
   limits: IngressLimits;
   apiToken?: string | undefined;
   logger: Logger;
+  /** Queues shown on the Bull Board and exported on /metrics (default: `turns` only). */
+  queues?: Queue[];
+  /** Default: the process's registry. */
+  metrics?: Metrics;
+  /** Bull Board credentials; without user and password the board is not mounted. */
+  admin?: AdminOptions;
 }
 
 export interface IngressState {
@@ -61,6 +70,8 @@ export async function buildIngress(deps: IngressDeps) {
   app.removeContentTypeParser('text/plain');
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
+  const queues = deps.queues ?? [deps.turns];
+  instrumentIngress(app, deps.metrics ?? processMetrics(), queues);
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof HttpError) {
@@ -88,6 +99,7 @@ export async function buildIngress(deps: IngressDeps) {
   );
 
   await app.register(healthRoutes);
+  await registerAdmin(app, queues, deps.admin ?? {}, deps.logger);
   await app.register(
     async (api) => {
       api.addHook('onRequest', async () => {

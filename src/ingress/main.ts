@@ -18,12 +18,18 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
   await checkRedisPolicy(redis, logger);
   const store = new ChatStore(redis, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
+  // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
+  const watched = [QUEUES.compaction, QUEUES.deliveries].map((name) =>
+    createQueue(config.CHATLANE_PREFIX, name, redis),
+  );
   const app = await buildIngress({
     redis,
     store,
     turns,
     apiToken: config.API_TOKEN,
     logger,
+    queues: [turns, ...watched],
+    admin: { user: config.ADMIN_USER, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,
@@ -43,6 +49,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
         app.lifecycle.shuttingDown = true;
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await Promise.all(watched.map((q) => q.close().catch(() => undefined)));
         await closeRedis(redis);
       })();
       return closing;

@@ -48,6 +48,15 @@ export const configSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0'),
   PORT: int(3000).pipe(z.number().max(65535)),
   API_TOKEN: optionalString,
+  // Bull Board at /admin/queues: mounted only when both are set (basic auth).
+  ADMIN_USER: optionalString,
+  ADMIN_PASSWORD: optionalString,
+  ADMIN_READ_ONLY: z
+    .enum(['true', 'false', '1', '0'])
+    .default('false')
+    .transform((v) => v === 'true' || v === '1'),
+  // Worker / compactor side port for /metrics, /healthz, /readyz (0 = any free port).
+  METRICS_PORT: int(9100).pipe(z.number().max(65535)),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
   LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),

@@ -63,6 +63,19 @@ export function scriptedModel(script: Script = echoScript) {
   const prompts: LanguageModelV3Prompt[] = [];
   let calls = 0;
   const model = new MockLanguageModelV3({
+    // generateText (the compactor) calls doGenerate; the turn loop streams.
+    doGenerate: async (options) => {
+      const call = calls++;
+      prompts.push(options.prompt);
+      const reply = await script(options.prompt, call, options);
+      const text = 'text' in reply ? reply.text : '';
+      return {
+        content: text ? [{ type: 'text' as const, text }] : [],
+        finishReason: { unified: 'stop' as const, raw: 'stop' },
+        usage,
+        warnings: [],
+      };
+    },
     doStream: async (options) => {
       const call = calls++;
       prompts.push(options.prompt);

@@ -1,0 +1,81 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import type { Queue } from 'bullmq';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { Logger } from '../shared/logger.js';
+import { errorBody } from './errors.js';
+
+export const BOARD_PATH = '/admin/queues';
+
+export interface AdminOptions {
+  user?: string | undefined;
+  password?: string | undefined;
+  readOnly?: boolean | undefined;
+}
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/**
+ * HTTP Basic auth for the board. Both user and password are hashed first, so comparing
+ * takes the same time whatever was sent; both comparisons always run.
+ */
+export function basicAuth(user: string, password: string) {
+  const expectedUser = digest(user);
+  const expectedPassword = digest(password);
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(request.headers.authorization ?? '');
+    const decoded = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
+    const colon = decoded.indexOf(':');
+    const givenUser = colon >= 0 ? decoded.slice(0, colon) : '';
+    const givenPassword = colon >= 0 ? decoded.slice(colon + 1) : '';
+    const userOk = timingSafeEqual(digest(givenUser), expectedUser);
+    const passwordOk = timingSafeEqual(digest(givenPassword), expectedPassword);
+    if (colon >= 0 && userOk && passwordOk) return;
+    // Replied here rather than thrown: the board installs its own error handler.
+    return reply
+      .code(401)
+      .header('www-authenticate', 'Basic realm="chatlane admin", charset="UTF-8"')
+      .send(errorBody('UNAUTHORIZED', match ? 'wrong admin user or password' : 'admin credentials required'));
+  };
+}
+
+/**
+ * Bull Board at /admin/queues, behind basic auth that covers the board's routes only (an
+ * encapsulated scope: /v1, /healthz and /metrics do not see the hook). Without both
+ * credentials the board is not mounted.
+ */
+export async function registerAdmin(
+  app: FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>,
+  queues: readonly Queue[],
+  options: AdminOptions,
+  logger: Logger,
+): Promise<boolean> {
+  const { user, password } = options;
+  if (!user || !password) {
+    const missing = [!user && 'ADMIN_USER', !password && 'ADMIN_PASSWORD'].filter(Boolean).join(' and ');
+    logger.warn(`Bull Board not mounted at ${BOARD_PATH}: set ${missing} to enable it`);
+    return false;
+  }
+  const serverAdapter = new FastifyAdapter();
+  serverAdapter.setBasePath(BOARD_PATH);
+  createBullBoard({
+    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode: options.readOnly === true })),
+    serverAdapter,
+    options: { uiConfig: { boardTitle: 'chatlane queues' } },
+  });
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', basicAuth(user, password));
+    await scope.register(serverAdapter.registerPlugin(), { prefix: BOARD_PATH });
+  });
+  logger.info({ path: BOARD_PATH, readOnly: options.readOnly === true }, 'Bull Board mounted');
+  return true;
+}

@@ -1,0 +1,67 @@
+import type { Queue } from 'bullmq';
+import type {
+  FastifyInstance,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { Logger } from '../shared/logger.js';
+import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
+
+type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
+
+/** The route whose outcomes `chatlane_messages_total` counts. */
+const POST_MESSAGE_ROUTE = '/v1/chats/:chatKey/messages';
+
+/** Routes without a match (404s) share one label so raw URLs never become label values. */
+const UNMATCHED = 'unmatched';
+
+function resultOf(statusCode: number, payload: unknown): { result: string; reason?: string } | undefined {
+  let body: { status?: unknown; error?: { code?: unknown } } | undefined;
+  if (typeof payload === 'string') {
+    try {
+      body = JSON.parse(payload) as typeof body;
+    } catch {
+      body = undefined;
+    }
+  }
+  if (statusCode === 202) {
+    const status = body?.status;
+    return status === 'accepted' || status === 'duplicate' ? { result: status } : undefined;
+  }
+  if (statusCode < 400) return undefined;
+  // The error code the client was told: errors are `{ error: { code, message } }` (README).
+  const code = body?.error?.code;
+  return { result: 'rejected', reason: typeof code === 'string' ? code : `HTTP_${statusCode}` };
+}
+
+/**
+ * Adds the request-duration histogram and the message counter to every route of `app`, and
+ * `GET /metrics` (registry + BullMQ's own queue metrics, read on scrape). Call on the root
+ * instance before routes are registered.
+ */
+export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Queue[]): void {
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (request.method === 'POST' && request.routeOptions.url === POST_MESSAGE_ROUTE) {
+      const outcome = resultOf(reply.statusCode, payload);
+      if (outcome) metrics.messages.inc(outcome);
+    }
+    return payload;
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpRequestDuration.observe(
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? UNMATCHED,
+        status: String(reply.statusCode),
+      },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = await renderMetrics(metrics, queues);
+    return reply.header('content-type', metricsContentType(metrics)).send(text);
+  });
+}

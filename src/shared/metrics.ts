@@ -1,0 +1,201 @@
+import type { Queue } from 'bullmq';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Prometheus metrics: one `Registry` per process (`processMetrics()`), shared by every role
+ * the process runs (`all` = ingress + worker). Tests build their own with `createMetrics()`.
+ * Queue depth comes from BullMQ's own exporter, collected on scrape (`renderMetrics`).
+ */
+
+export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed';
+export type MessageResult = 'accepted' | 'duplicate' | 'rejected';
+export type CompactionResult = 'applied' | 'conflict' | 'skipped' | 'failed';
+
+export interface Metrics {
+  registry: Registry;
+  httpRequestDuration: Histogram<'method' | 'route' | 'status'>;
+  messages: Counter<'result' | 'reason'>;
+  turnDuration: Histogram<'outcome'>;
+  queueWait: Histogram<'queue'>;
+  modelCallDuration: Histogram<'result'>;
+  modelTokens: Counter<'type'>;
+  fenceRejections: Counter;
+  deliveryFailures: Counter<'channel'>;
+  compactionRuns: Counter<'result'>;
+  compactionTokensSaved: Counter;
+  queueMetricsUp: Gauge<'queue'>;
+}
+
+export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (defaultMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    httpRequestDuration: new Histogram({
+      name: 'chatlane_http_request_duration_seconds',
+      help: 'HTTP request duration by route pattern (never the raw URL) and status code',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    messages: new Counter({
+      name: 'chatlane_messages_total',
+      help: 'Messages posted to the ingress by result (accepted, duplicate, rejected); reason = error code of a rejection',
+      labelNames: ['result', 'reason'],
+      registers,
+    }),
+    turnDuration: new Histogram({
+      name: 'chatlane_turn_duration_seconds',
+      help: 'Turn job duration by outcome (done, idle, busy, lost, failed)',
+      labelNames: ['outcome'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300],
+      registers,
+    }),
+    queueWait: new Histogram({
+      name: 'chatlane_queue_wait_seconds',
+      help: 'Time a job waited from being added (job.timestamp) to its first start (job.processedOn)',
+      labelNames: ['queue'],
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+      registers,
+    }),
+    modelCallDuration: new Histogram({
+      name: 'chatlane_model_call_duration_seconds',
+      help: 'One model call (one tool-loop step), from request to the end of its stream, by result (ok, error)',
+      labelNames: ['result'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120],
+      registers,
+    }),
+    modelTokens: new Counter({
+      name: 'chatlane_model_tokens_total',
+      help: 'Tokens the model reported, by type (input, output)',
+      labelNames: ['type'],
+      registers,
+    }),
+    fenceRejections: new Counter({
+      name: 'chatlane_fence_rejections_total',
+      help: 'Turns that lost their chat: a fenced write (commit, outbox, renew) was refused because another turn took over',
+      registers,
+    }),
+    // Defined for the delivery issue: nothing increments it yet (delivery stops at the outbox).
+    deliveryFailures: new Counter({
+      name: 'chatlane_delivery_failures_total',
+      help: 'Outbox deliveries to a platform that failed, by channel',
+      labelNames: ['channel'],
+      registers,
+    }),
+    // Incremented by the compactor through recordCompactionRun().
+    compactionRuns: new Counter({
+      name: 'chatlane_compaction_runs_total',
+      help: 'Compaction runs by result (applied, conflict, skipped, failed)',
+      labelNames: ['result'],
+      registers,
+    }),
+    compactionTokensSaved: new Counter({
+      name: 'chatlane_compaction_tokens_saved_total',
+      help: 'History tokens removed by applied compactions (originals minus summary)',
+      registers,
+    }),
+    queueMetricsUp: new Gauge({
+      name: 'chatlane_queue_metrics_up',
+      help: '1 when the last scrape read the queue counts from Redis, 0 when it could not',
+      labelNames: ['queue'],
+      registers,
+    }),
+  };
+}
+
+let shared: Metrics | undefined;
+
+/** The process's registry (default process metrics included), created on first use. */
+export function processMetrics(): Metrics {
+  shared ??= createMetrics();
+  return shared;
+}
+
+export function recordCompactionRun(metrics: Metrics, result: CompactionResult, tokensSaved = 0): void {
+  metrics.compactionRuns.inc({ result });
+  if (result === 'applied' && tokensSaved > 0) metrics.compactionTokensSaved.inc(tokensSaved);
+}
+
+export function recordDeliveryFailure(metrics: Metrics, channel: string): void {
+  metrics.deliveryFailures.inc({ channel });
+}
+
+export function recordModelCall(
+  metrics: Metrics,
+  call: { seconds: number; ok: boolean; inputTokens?: number | undefined; outputTokens?: number | undefined },
+): void {
+  metrics.modelCallDuration.observe({ result: call.ok ? 'ok' : 'error' }, call.seconds);
+  if (call.inputTokens) metrics.modelTokens.inc({ type: 'input' }, call.inputTokens);
+  if (call.outputTokens) metrics.modelTokens.inc({ type: 'output' }, call.outputTokens);
+}
+
+const QUEUE_SCRAPE_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`timed out after ${ms}ms`)), ms).unref(),
+    ),
+  ]);
+}
+
+/**
+ * BullMQ writes `# HELP`/`# TYPE` once per queue; the text format allows each family once,
+ * with its samples together. Regroup the queues' outputs by metric family.
+ */
+export function mergeExpositions(texts: string[]): string {
+  const families = new Map<string, { meta: string[]; samples: string[] }>();
+  const family = (name: string) => {
+    let f = families.get(name);
+    if (!f) {
+      f = { meta: [], samples: [] };
+      families.set(name, f);
+    }
+    return f;
+  };
+  for (const text of texts) {
+    for (const line of text.split('\n')) {
+      if (line.trim() === '') continue;
+      const meta = /^# (HELP|TYPE) (\S+)/.exec(line);
+      if (meta) {
+        const f = family(meta[2]!);
+        if (!f.meta.some((m) => m.startsWith(`# ${meta[1]} `))) f.meta.push(line);
+        continue;
+      }
+      if (line.startsWith('#')) continue;
+      const name = /^[^{\s]+/.exec(line)?.[0];
+      if (name) family(name).samples.push(line);
+    }
+  }
+  return [...families.values()].flatMap((f) => [...f.meta, ...f.samples]).join('\n');
+}
+
+/**
+ * The scrape: the registry, then each queue's depth by state from BullMQ's exporter. A queue
+ * whose counts cannot be read (Redis down) is left out and `chatlane_queue_metrics_up` says so,
+ * so a scrape never fails because of Redis.
+ */
+export async function renderMetrics(metrics: Metrics, queues: readonly Queue[] = []): Promise<string> {
+  const exported = await Promise.all(
+    queues.map(async (queue) => {
+      try {
+        const text = await withTimeout(queue.exportPrometheusMetrics(), QUEUE_SCRAPE_TIMEOUT_MS);
+        metrics.queueMetricsUp.set({ queue: queue.name }, 1);
+        return text;
+      } catch {
+        metrics.queueMetricsUp.set({ queue: queue.name }, 0);
+        return '';
+      }
+    }),
+  );
+  const own = await metrics.registry.metrics();
+  const merged = mergeExpositions(exported);
+  return merged ? `${own}${own.endsWith('\n') ? '' : '\n'}${merged}\n` : own;
+}
+
+export function metricsContentType(metrics: Metrics): string {
+  return metrics.registry.contentType;
+}

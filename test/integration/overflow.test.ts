@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startMockLlm } from '../../src/mock-llm/server.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { ChatMessage } from '../../src/shared/messages.js';
+import { readArchive } from '../../src/shared/store/archive.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { withTokens } from '../../src/shared/tokens.js';
+import { createModel } from '../../src/worker/agent/model.js';
+import { compactChat } from '../../src/worker/compaction/compact.js';
+import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
+import { assistantMessage, userMessage } from '../helpers/messages.js';
+import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { turnDeps } from '../helpers/turn-deps.js';
+
+const redis = testRedis();
+let mock: Awaited<ReturnType<typeof startMockLlm>>;
+let prefix: string;
+let deps: TurnDeps;
+
+beforeAll(async () => {
+  mock = await startMockLlm({ port: 0 });
+});
+beforeEach(() => {
+  prefix = randomPrefix('overflow');
+  mock.state.reset();
+  // The real HTTP model: the provider's 400 arrives as a real APICallError.
+  const model = createModel({ baseURL: mock.url, apiKey: undefined, model: 'mock' });
+  deps = turnDeps(redis, prefix, model);
+  const compaction = {
+    store: deps.store,
+    model,
+    modelName: 'mock',
+    logger: silentLogger(),
+    settings: { keepLast: 4, keepRecentTokens: 0, maxOutputTokens: 300, archive: true, maxEvents: 500 },
+  };
+  deps.compactNow = (chatKey) => compactChat(compaction, chatKey);
+});
+afterAll(async () => {
+  await mock.close();
+  await deletePrefix(redis, 'cltest-overflow-*');
+  redis.disconnect();
+});
+
+async function seed(store: ChatStore, chatKey: string, n: number): Promise<void> {
+  const lease = await store.acquire(chatKey, 'seeder', 5000);
+  if (!lease.ok) throw new Error('busy');
+  const messages: ChatMessage[] = Array.from({ length: n }, (_, i) =>
+    withTokens(i % 2 === 0 ? userMessage(chatKey, `h${i}`, `old question ${i}`) : assistantMessage(chatKey, `h${i}`, `old answer ${i}`)),
+  );
+  await store.commit(chatKey, lease.fence, { runId: 'seed', consumed: [], messages });
+  await store.finish(chatKey, lease.fence, 'seeder', 'seed');
+  await store.ingest(chatKey, userMessage(chatKey, 'q', 'the new question'), { maxPending: 100, dedupWindowMs: 60_000 });
+}
+
+describe('context overflow recovery', () => {
+  it('a context-length refusal triggers one synchronous compaction and the retried turn succeeds', async () => {
+    await seed(deps.store, 'c1', 20);
+    mock.state.failNext({ chatKey: 'c1', count: 1 });
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', consumed: 1, sent: 1 });
+
+    const history = await deps.store.readHistory('c1');
+    expect(history[0]?.metadata.kind).toBe('summary');
+    expect(history.at(-2)?.id).toBe('q');
+    const types = (await deps.store.readEvents('c1', undefined, 100)).map((e) => e.type);
+    expect(types).toEqual(expect.arrayContaining(['turn.overflow', 'compaction.applied', 'turn.committed']));
+    expect(types).not.toContain('turn.failed');
+    expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: the new question']);
+  });
+
+  it('a second refusal fails the turn cleanly: an event, the message still pending, nothing lost', async () => {
+    await seed(deps.store, 'c1', 20);
+    mock.state.failNext({ chatKey: 'c1', count: 2 });
+    await expect(runTurn(deps, 'c1')).rejects.toThrow(/maximum context length/);
+
+    const pending = await deps.store.readAllPending('c1');
+    expect(pending.map((m) => m.id)).toEqual(['q']);
+    const history = await deps.store.readHistory('c1');
+    const archived = (await readArchive(deps.store, 'c1', undefined, 10)).flatMap((a) => a.entry.messages.map((m) => m.id));
+    const kept = history.filter((m) => m.metadata.kind !== 'summary').map((m) => m.id);
+    expect([...archived, ...kept].sort()).toEqual(Array.from({ length: 20 }, (_, i) => `h${i}`).sort());
+    const types = (await deps.store.readEvents('c1', undefined, 100)).map((e) => e.type);
+    expect(types.filter((t) => t === 'turn.overflow')).toHaveLength(1);
+    expect(types).toContain('turn.failed');
+    expect(await deps.store.readOutbox('c1', undefined, 10)).toEqual([]);
+    // The lease was released: the next attempt can start at once.
+    expect((await deps.store.acquire('c1', 'next', 1000)).ok).toBe(true);
+  });
+});
