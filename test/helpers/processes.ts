@@ -5,6 +5,8 @@ import { REDIS_URL } from './redis.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
+const READY_MESSAGES = ['ingress listening', 'worker started', 'compactor started'];
+
 export interface RoleProcess {
   child: ChildProcess;
   pid: number;
@@ -19,13 +21,13 @@ export interface RoleProcess {
  * ('ingress listening' / 'worker started'). Tests kill only what they started, by pid.
  */
 export async function startRole(
-  role: 'ingress' | 'worker',
+  role: 'ingress' | 'worker' | 'compactor',
   env: Record<string, string>,
   { timeoutMs = 20_000 } = {},
 ): Promise<RoleProcess> {
   if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
   const child = spawn(process.execPath, [CLI, role], {
-    env: { ...process.env, REDIS_URL, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, REDIS_URL, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Array<Record<string, unknown>> = [];
@@ -53,7 +55,7 @@ export async function startRole(
         try {
           const entry = JSON.parse(line) as Record<string, unknown>;
           logs.push(entry);
-          if (entry.msg === 'ingress listening' || entry.msg === 'worker started') {
+          if (READY_MESSAGES.includes(String(entry.msg))) {
             clearTimeout(timer);
             resolve(typeof entry.url === 'string' ? entry.url : undefined);
           }
