@@ -8,8 +8,8 @@ type Role = (typeof ROLES)[number];
 const USAGE = `usage: chatlane <role>
   ingress    HTTP API and webhooks
   worker     turn worker (needs LLM_BASE_URL and LLM_MODEL)
-  compactor  history compaction worker (not yet available)
-  all        ingress + worker in one process (development)
+  compactor  history compaction worker (needs LLM_BASE_URL and LLM_MODEL)
+  all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo
   demo       end-to-end demo on a local Redis and the mock model`;
 
@@ -30,11 +30,15 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
     case 'all': {
       const { startWorker } = await import('./worker/main.js');
       const { startIngress } = await import('./ingress/main.js');
+      const { startCompactor } = await import('./worker/compaction/main.js');
       const worker = await startWorker(config, logger);
-      return [await startIngress(config, logger), worker];
+      const compactor = await startCompactor(config, logger);
+      return [await startIngress(config, logger), worker, compactor];
     }
-    case 'compactor':
-      throw new ConfigError('the compactor role is not implemented yet (see issue: asynchronous compaction)');
+    case 'compactor': {
+      const { startCompactor } = await import('./worker/compaction/main.js');
+      return [await startCompactor(config, logger)];
+    }
     case 'mock-llm':
     case 'demo':
       throw new Error('unreachable');

@@ -11,6 +11,7 @@ import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { instrumentIngress } from './metrics.js';
 import { healthRoutes } from './routes/health.js';
 import { messageRoutes } from './routes/messages.js';
+import { inspectRoutes } from './routes/inspect.js';
 import { outboxRoutes } from './routes/outbox.js';
 
 export interface IngressLimits {
@@ -108,6 +109,7 @@ export async function buildIngress(deps: IngressDeps) {
       if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
       await api.register(messageRoutes);
       await api.register(outboxRoutes);
+      await api.register(inspectRoutes);
     },
     { prefix: '/v1' },
   );

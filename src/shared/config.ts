@@ -79,12 +79,45 @@ export const configSchema = z.object({
   TURN_LEASE_MS: int(30_000, 100),
   JOB_LOCK_MS: int(30_000, 100),
   STALLED_INTERVAL_MS: int(30_000, 100),
+  // Sweeper (DESIGN §5): re-enqueues chats with pending messages, no live job and no live lease.
+  SWEEP_INTERVAL_MS: int(30_000, 100),
+  SWEEP_BATCH: int(1000, 1),
+  // Graceful shutdown: running turns get this long to finish. Keep it below the orchestrator's
+  // kill deadline (docker-compose stop_grace_period: 40s for workers).
+  SHUTDOWN_GRACE_MS: int(25_000, 0),
+  // Turns running at once across the whole fleet (BullMQ global concurrency on `turns`):
+  // unset leaves the value stored in Redis alone, 0 removes the cap.
+  TURNS_GLOBAL_CONCURRENCY: z.coerce.number().int().min(0).optional(),
   DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
   EVENTS_MAX_LEN: int(1000, 10),
   BODY_LIMIT_BYTES: int(256 * 1024, 1024),
+
+  // Compaction (DESIGN §7). Token thresholds default to fractions of MAX_INPUT_TOKENS.
+  COMPACT_AT_TOKENS: z.coerce.number().int().min(1).optional(),
+  KEEP_RECENT_TOKENS: z.coerce.number().int().min(0).optional(),
+  COMPACTION_MODEL: optionalString,
+  COMPACTION_MAX_TOKENS: int(1500, 64),
+  COMPACTION_CONCURRENCY: int(4, 1),
+  ARCHIVE_ON_COMPACT: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
 });
 
-export type Config = z.infer<typeof configSchema>;
+type RawConfig = z.infer<typeof configSchema>;
+export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'> & {
+  COMPACT_AT_TOKENS: number;
+  KEEP_RECENT_TOKENS: number;
+};
+
+/** Values that default to a share of another one. */
+function derive(raw: RawConfig): Config {
+  return {
+    ...raw,
+    COMPACT_AT_TOKENS: raw.COMPACT_AT_TOKENS ?? Math.floor(0.8 * raw.MAX_INPUT_TOKENS),
+    KEEP_RECENT_TOKENS: raw.KEEP_RECENT_TOKENS ?? Math.floor(0.4 * raw.MAX_INPUT_TOKENS),
+  };
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -103,7 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  return parsed.data;
+  return derive(parsed.data);
 }
 
 export interface ModelConfig {

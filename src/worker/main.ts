@@ -2,19 +2,26 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
 import { type Config, ConfigError, requireModel } from '../shared/config.js';
-import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
+import { type CompactionJob, createQueue, enqueueCompaction, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
+import { type Metrics, processMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { createModel } from './agent/model.js';
+import { compactChat } from './compaction/compact.js';
+import { compactionDepsFromConfig } from './compaction/main.js';
+import { meteredModel } from './instrument.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
+import { startSideServer } from './side-server.js';
 import type { TurnDeps } from './turn.js';
 import { createTurnWorker } from './turn-worker.js';
 
 export interface WorkerHandle {
   worker: Worker<TurnJob>;
+  /** The side server: /metrics, /healthz, /readyz on METRICS_PORT. */
+  metricsUrl: string;
   close(): Promise<void>;
 }
 
@@ -30,8 +37,13 @@ function readOperatorPrompt(path: string | undefined): string | undefined {
   }
 }
 
-export function turnDepsFromConfig(config: Config, store: ChatStore, logger: Logger): TurnDeps {
-  const model = createModel(requireModel(config));
+export function turnDepsFromConfig(
+  config: Config,
+  store: ChatStore,
+  logger: Logger,
+  metrics: Metrics = processMetrics(),
+): TurnDeps {
+  const model = meteredModel(createModel(requireModel(config)), metrics);
   return {
     store,
     model,
@@ -67,7 +79,15 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     maxEvents: config.EVENTS_MAX_LEN,
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
-  const deps = turnDepsFromConfig(config, store, logger);
+  const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
+  const compactionDeps = compactionDepsFromConfig(config, store, logger);
+  const deps: TurnDeps = {
+    ...turnDepsFromConfig(config, store, logger),
+    afterCommit: async (chatKey, historyTokens) => {
+      if (historyTokens >= config.COMPACT_AT_TOKENS) await enqueueCompaction(compaction, chatKey);
+    },
+    compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
+  };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
     connection,
@@ -75,20 +95,41 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     lockDurationMs: config.JOB_LOCK_MS,
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
     turns,
+    metrics: processMetrics(),
   });
   worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
   await worker.waitUntilReady();
   await checkRedisPolicy(connection, logger);
-  logger.info({ concurrency: config.WORKER_CONCURRENCY, model: config.LLM_MODEL }, 'worker started');
+  const side = await startSideServer({
+    host: config.HOST,
+    port: config.METRICS_PORT,
+    metrics: processMetrics(),
+    redis: connection,
+    isRunning: () => worker.isRunning() && !worker.closing,
+    queues: [turns],
+    logger,
+  }).catch(async (err: unknown) => {
+    await worker.close().catch(() => undefined);
+    await Promise.all([turns.close(), compaction.close()]).catch(() => undefined);
+    await closeRedis(connection);
+    throw err;
+  });
+  logger.info(
+    { concurrency: config.WORKER_CONCURRENCY, model: config.LLM_MODEL, metricsUrl: side.url },
+    'worker started',
+  );
 
   let closing: Promise<void> | undefined;
   return {
     worker,
+    metricsUrl: side.url,
     close() {
       closing ??= (async () => {
         // Each step runs even if an earlier one failed.
         await worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed'));
+        await side.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await closeRedis(connection);
       })();
       return closing;

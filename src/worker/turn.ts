@@ -6,7 +6,9 @@ import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import { countTextTokens, withTokens } from '../shared/tokens.js';
 import { interleave } from './agent/interleave.js';
 import { runLoop } from './agent/loop.js';
-import { createChatSendTool } from './agent/tools/chat-send.js';
+import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
+import { createHistorySearchTool } from './agent/tools/history-search.js';
+import { isContextOverflowError } from './compaction/overflow.js';
 import { Lane } from './lane.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
@@ -33,7 +35,14 @@ export interface TurnDeps {
   settings: TurnSettings;
   workerId: string;
   logger: Logger;
+  /** After a commit, with the history's token total (compaction trigger). Must not throw. */
+  afterCommit?: (chatKey: string, historyTokens: number) => Promise<void>;
+  /** Compact the chat now; used once when the provider rejects a turn as too long. */
+  compactNow?: (chatKey: string) => Promise<unknown>;
 }
+
+/** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
+const OVERFLOW_BUDGET_SCALE = 0.7;
 
 export type TurnOutcome =
   | { status: 'busy'; retryInMs: number }
@@ -69,8 +78,18 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   const lane = acquired;
 
   let outcome: TurnOutcome | undefined;
+  // One send state for the whole turn: a retry after an overflow never repeats a reply.
+  const sent: ChatSendState = { sent: [] };
   try {
-    outcome = await turnBody(deps, lane, logger);
+    try {
+      outcome = await turnBody(deps, lane, logger, sent, 1);
+    } catch (err) {
+      if (lane.lost || !deps.compactNow || !isContextOverflowError(err)) throw err;
+      await store.appendEvent(chatKey, 'turn.overflow', { runId, error: (err as Error).message });
+      // If compaction cannot run, the retry still goes out under a smaller hard budget.
+      await deps.compactNow(chatKey).catch((e: unknown) => logger.warn({ err: e }, 'overflow compaction failed'));
+      outcome = await turnBody(deps, lane, logger, sent, OVERFLOW_BUDGET_SCALE);
+    }
     return outcome;
   } catch (err) {
     if (lane.lost) {
@@ -90,7 +109,13 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   }
 }
 
-async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<TurnOutcome> {
+async function turnBody(
+  deps: TurnDeps,
+  lane: Lane,
+  logger: Logger,
+  sendState: ChatSendState,
+  budgetScale: number,
+): Promise<TurnOutcome> {
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
@@ -101,7 +126,9 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
 
   const context = runtimeContext(chatKey, runId, pendingMessages);
   const system = deps.assembler.systemPrompt(context);
-  const budget = settings.maxInputTokens - countTextTokens(system) - settings.reserveTokens;
+  const budget = Math.floor(
+    (settings.maxInputTokens - countTextTokens(system) - settings.reserveTokens) * budgetScale,
+  );
   const compressed = deps.compressor.compress([...loaded.history, ...pendingMessages], budget);
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
@@ -122,8 +149,9 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
     runId,
     maxPerTurn: settings.maxSendsPerTurn,
     onFencedOut: () => lane.markLost('outbox fenced out'),
+    state: sendState,
   });
-  const tools = { chat_send: chatSend.tool };
+  const tools = { chat_send: chatSend.tool, chat_history_search: createHistorySearchTool(store, chatKey) };
 
   let lastSeen = loaded.pending.at(-1)!.streamId;
   const loop = await runLoop<InboxEntry>({
@@ -185,6 +213,7 @@ async function turnBody(deps: TurnDeps, lane: Lane, logger: Logger): Promise<Tur
     }
     return { status: 'lost', runId };
   }
+  await deps.afterCommit?.(chatKey, committed.tokens).catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
   const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
   await store.appendEvent(chatKey, 'turn.finished', {
     runId,

@@ -55,4 +55,6 @@ export const scripts = {
   commit: new LuaScript('commit', 4),
   outbox: new LuaScript('outbox', 3),
   finish: new LuaScript('finish', 3),
+  sweepCheck: new LuaScript('sweep-check', 2),
+  compact: new LuaScript('compact', 4),
 };

@@ -10,6 +10,8 @@ export interface ChatSendContext {
   maxPerTurn: number;
   /** Told when the outbox script rejects our fence: the turn must stop. */
   onFencedOut: () => void;
+  /** Shared across attempts of one turn, so a retried attempt never repeats a reply. */
+  state?: ChatSendState;
 }
 
 export interface ChatSendState {
@@ -24,7 +26,7 @@ export const CHAT_SEND_MAX_CHARS = 8000;
  * a looping model from flooding the chat.
  */
 export function createChatSendTool(ctx: ChatSendContext) {
-  const state: ChatSendState = { sent: [] };
+  const state: ChatSendState = ctx.state ?? { sent: [] };
   const chatSend = tool({
     description:
       'Send a message to the user in this chat. This is the only way the user sees your reply. ' +
