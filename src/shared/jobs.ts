@@ -11,6 +11,8 @@ export const QUEUES = {
   turns: 'turns',
   compaction: 'compaction',
   deliveries: 'deliveries',
+  /** Fleet-wide periodic jobs (the sweeper), kept off `turns` so they never wait behind turns. */
+  maintenance: 'maintenance',
 } as const;
 export type QueueName = (typeof QUEUES)[keyof typeof QUEUES];
 

@@ -21,6 +21,14 @@ export type IngestResult =
 
 export type AcquireResult = { ok: true; fence: string } | { ok: false; ttlMs: number };
 
+/** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
+export interface SweepState {
+  pending: number;
+  /** `free`: no owner; `live`: held, `leaseMs` left; `expired`: ran out `leaseMs` ago, never released. */
+  lease: 'free' | 'live' | 'expired';
+  leaseMs: number;
+}
+
 export type FencedResult<T> =
   | ({ ok: true } & T)
   | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
@@ -210,6 +218,14 @@ export class ChatStore {
 
   async pendingCount(chatKey: string): Promise<number> {
     return this.redis.xlen(this.keys(chatKey).inbox);
+  }
+
+  /** Pending count and lease state in one read (sweep-check.lua). */
+  async sweepCheck(chatKey: string): Promise<SweepState> {
+    const k = this.keys(chatKey);
+    const raw = tuple.parse(await scripts.sweepCheck.run(this.redis, [k.meta, k.inbox], []));
+    const lease = raw[0] === 'live' || raw[0] === 'expired' ? raw[0] : 'free';
+    return { lease, pending: Number(raw[1] ?? 0), leaseMs: Number(raw[2] ?? 0) };
   }
 
   /**
