@@ -1,6 +1,8 @@
-import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
+import type { Metrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
+import { instrumentTurnProcessor } from './instrument.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {
@@ -11,6 +13,8 @@ export interface TurnWorkerOptions {
   stalledIntervalMs: number;
   turns: Queue<TurnJob>;
   onOutcome?: (outcome: TurnOutcome, job: Job<TurnJob>) => void;
+  /** Turn duration by outcome, queue wait and fence rejections go here when given. */
+  metrics?: Metrics;
 }
 
 /** Small jitter so workers that met on a busy lease do not meet again. */
@@ -40,12 +44,15 @@ export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worke
     return outcome;
   };
 
-  const worker = new Worker<TurnJob>(QUEUES.turns, processor, {
+  const run = opts.metrics ? instrumentTurnProcessor(processor, opts.metrics, QUEUES.turns) : processor;
+  const worker = new Worker<TurnJob>(QUEUES.turns, run, {
     ...queueOptions(opts.prefix, QUEUES.turns, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
     stalledInterval: opts.stalledIntervalMs,
     maxStalledCount: 3,
+    // BullMQ's per-minute completed/failed counts: bullmq_job_*_total on /metrics, Bull Board's graphs.
+    metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
     autorun: false,
   });
   worker.on('failed', (job, err) => {

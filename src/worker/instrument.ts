@@ -1,0 +1,112 @@
+import { performance } from 'node:perf_hooks';
+import { type LanguageModel, type LanguageModelMiddleware, wrapLanguageModel } from 'ai';
+import { DelayedError, type Job } from 'bullmq';
+import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/metrics.js';
+
+/**
+ * Worker-side metrics, kept outside the turn code: the model is wrapped in an AI SDK
+ * middleware (one observation per model call = per tool-loop step, with the usage the
+ * provider reported) and the BullMQ processor in a timer (duration by outcome, queue wait).
+ */
+
+type WrapStream = NonNullable<LanguageModelMiddleware['wrapStream']>;
+type StreamResult = Awaited<ReturnType<Parameters<WrapStream>[0]['doStream']>>;
+type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
+type Usage = Extract<StreamPart, { type: 'finish' }>['usage'];
+
+export function meteringMiddleware(metrics: Metrics): LanguageModelMiddleware {
+  return {
+    specificationVersion: 'v3',
+    wrapGenerate: async ({ doGenerate }) => {
+      const started = performance.now();
+      try {
+        const result = await doGenerate();
+        recordModelCall(metrics, {
+          seconds: (performance.now() - started) / 1000,
+          ok: true,
+          inputTokens: result.usage.inputTokens.total,
+          outputTokens: result.usage.outputTokens.total,
+        });
+        return result;
+      } catch (err) {
+        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+        throw err;
+      }
+    },
+    wrapStream: async ({ doStream }) => {
+      const started = performance.now();
+      let result: StreamResult;
+      try {
+        result = await doStream();
+      } catch (err) {
+        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+        throw err;
+      }
+      let usage: Usage | undefined;
+      let failed = false;
+      const stream = result.stream.pipeThrough(
+        new TransformStream<StreamPart, StreamPart>({
+          transform(part, controller) {
+            if (part.type === 'finish') usage = part.usage;
+            else if (part.type === 'error') failed = true;
+            controller.enqueue(part);
+          },
+          flush() {
+            recordModelCall(metrics, {
+              seconds: (performance.now() - started) / 1000,
+              ok: !failed && usage !== undefined,
+              inputTokens: usage?.inputTokens.total,
+              outputTokens: usage?.outputTokens.total,
+            });
+          },
+        }),
+      );
+      return { ...result, stream };
+    },
+  };
+}
+
+/** The model with call latency and token counters; a model id string is returned as is. */
+export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageModel {
+  if (typeof model === 'string' || model.specificationVersion !== 'v3') return model;
+  return wrapLanguageModel({ model, middleware: meteringMiddleware(metrics) });
+}
+
+/** What a processor's result or error says about the turn. */
+function outcomeOf(result: unknown, error: unknown): TurnOutcomeLabel {
+  if (error !== undefined) return error instanceof DelayedError ? 'busy' : 'failed';
+  const status = (result as { status?: unknown } | undefined)?.status;
+  return status === 'done' || status === 'idle' || status === 'lost' || status === 'busy' ? status : 'done';
+}
+
+/**
+ * Wraps a turn processor: turn duration by outcome, queue wait (job.timestamp → first
+ * job.processedOn; later starts after a retry or delay are not queue wait), and a fence
+ * rejection for every `lost` turn (its commit, outbox write or lease renewal was fenced out).
+ */
+export function instrumentTurnProcessor<J extends Job, R>(
+  processor: (job: J, token?: string) => Promise<R>,
+  metrics: Metrics,
+  queue: string,
+): (job: J, token?: string) => Promise<R> {
+  return async (job, token) => {
+    const started = performance.now();
+    if (job.attemptsStarted <= 1) {
+      const wait = (job.processedOn ?? Date.now()) - job.timestamp;
+      metrics.queueWait.observe({ queue }, Math.max(0, wait) / 1000);
+    }
+    let result: R | undefined;
+    let error: unknown;
+    try {
+      result = await processor(job, token);
+      return result;
+    } catch (err) {
+      error = err ?? new Error('processor failed');
+      throw err;
+    } finally {
+      const outcome = outcomeOf(result, error);
+      metrics.turnDuration.observe({ outcome }, (performance.now() - started) / 1000);
+      if (outcome === 'lost') metrics.fenceRejections.inc();
+    }
+  };
+}

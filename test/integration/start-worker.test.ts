@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMockLlm } from '../../src/mock-llm/server.js';
+import { ConfigError, loadConfig } from '../../src/shared/config.js';
+import { createQueue, QUEUES } from '../../src/shared/jobs.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { startWorker } from '../../src/worker/main.js';
+import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+
+describe('startWorker and its side server', () => {
+  const redis = testRedis();
+  const prefix = randomPrefix('startw');
+  let mock: Awaited<ReturnType<typeof startMockLlm>>;
+  const config = () =>
+    loadConfig({
+      ...process.env,
+      CHATLANE_PREFIX: prefix,
+      HOST: '127.0.0.1',
+      METRICS_PORT: '0',
+      LLM_BASE_URL: mock.url,
+      LLM_MODEL: 'mock',
+    });
+
+  beforeAll(async () => {
+    mock = await startMockLlm({ port: 0 });
+  });
+  afterAll(async () => {
+    await mock?.close();
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+
+  it('serves /readyz on METRICS_PORT while running, and close() shuts the side server with the worker', async () => {
+    const handle = await startWorker(config(), silentLogger());
+    try {
+      expect((await fetch(`${handle.metricsUrl}/readyz`)).status).toBe(200);
+      const metrics = await (await fetch(`${handle.metricsUrl}/metrics`)).text();
+      expect(metrics).toContain('# TYPE chatlane_turn_duration_seconds histogram');
+      expect(metrics).toContain('bullmq_job_count{queue="turns"');
+    } finally {
+      await handle.close();
+    }
+    expect(handle.worker.isRunning()).toBe(false);
+    await expect(fetch(`${handle.metricsUrl}/healthz`)).rejects.toThrow();
+  });
+
+  it('refuses to start, and leaves nothing running, when METRICS_PORT is taken', async () => {
+    const first = await startWorker(config(), silentLogger());
+    try {
+      const port = new URL(first.metricsUrl).port;
+      const taken = { ...config(), METRICS_PORT: Number(port) };
+      await expect(startWorker(taken, silentLogger())).rejects.toThrow(ConfigError);
+      await expect(startWorker(taken, silentLogger())).rejects.toThrow(/METRICS_PORT/);
+      // The first worker is untouched, and the refused ones left no BullMQ worker behind.
+      expect((await fetch(`${first.metricsUrl}/readyz`)).status).toBe(200);
+      const turns = createQueue(prefix, QUEUES.turns, redis);
+      try {
+        expect(await turns.getWorkersCount()).toBe(1);
+      } finally {
+        await turns.close();
+      }
+    } finally {
+      await first.close();
+    }
+  });
+});

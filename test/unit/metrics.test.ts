@@ -1,0 +1,130 @@
+import { DelayedError, type Job } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/shared/config.js';
+import {
+  createMetrics,
+  mergeExpositions,
+  recordCompactionRun,
+  recordDeliveryFailure,
+} from '../../src/shared/metrics.js';
+import { instrumentTurnProcessor } from '../../src/worker/instrument.js';
+import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
+
+const job = (over: Partial<Job> = {}) =>
+  ({ timestamp: 1000, processedOn: 3500, attemptsStarted: 1, ...over }) as Job;
+
+const scrape = (metrics: ReturnType<typeof createMetrics>) => metrics.registry.metrics();
+
+describe('instrumentTurnProcessor', () => {
+  it('observes turn duration by the outcome the processor returned, and a lost turn as a fence rejection', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const outcomes = ['done', 'idle', 'lost', 'lost'];
+    const run = instrumentTurnProcessor(async () => ({ status: outcomes.shift() }), metrics, 'turns');
+    for (let i = 0; i < 4; i++) await run(job());
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'done' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'idle' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'lost' })).toBe(2);
+    expect(sampleValue(text, 'chatlane_fence_rejections_total')).toBe(2);
+  });
+
+  it('counts a DelayedError as busy and any other error as failed, and rethrows both', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const busy = instrumentTurnProcessor(
+      async () => {
+        throw new DelayedError();
+      },
+      metrics,
+      'turns',
+    );
+    const failing = instrumentTurnProcessor(
+      async () => {
+        throw new Error('model down');
+      },
+      metrics,
+      'turns',
+    );
+    await expect(busy(job())).rejects.toBeInstanceOf(DelayedError);
+    await expect(failing(job())).rejects.toThrow('model down');
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'busy' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'failed' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_fence_rejections_total')).toBe(0);
+  });
+
+  it('observes queue wait from job.timestamp to job.processedOn on the first start only', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const run = instrumentTurnProcessor(async () => ({ status: 'done' }), metrics, 'turns');
+    await run(job({ timestamp: 1000, processedOn: 3500, attemptsStarted: 1 }));
+    await run(job({ timestamp: 1000, processedOn: 90_000, attemptsStarted: 2 }));
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_queue_wait_seconds_count', { queue: 'turns' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_queue_wait_seconds_sum', { queue: 'turns' })).toBe(2.5);
+  });
+});
+
+describe('compaction and delivery helpers', () => {
+  it('count compaction runs by result and tokens saved only for applied runs', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    recordCompactionRun(metrics, 'applied', 1200);
+    recordCompactionRun(metrics, 'conflict', 999);
+    recordCompactionRun(metrics, 'applied', 300);
+    recordDeliveryFailure(metrics, 'telegram');
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_compaction_runs_total', { result: 'applied' })).toBe(2);
+    expect(sampleValue(text, 'chatlane_compaction_runs_total', { result: 'conflict' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_compaction_tokens_saved_total')).toBe(1500);
+    expect(sampleValue(text, 'chatlane_delivery_failures_total', { channel: 'telegram' })).toBe(1);
+  });
+});
+
+describe('mergeExpositions', () => {
+  it('keeps one HELP and TYPE per family and groups the samples of several queues under it', () => {
+    const queue = (name: string, n: number) =>
+      [
+        '# HELP bullmq_job_count Number of jobs in the queue by state',
+        '# TYPE bullmq_job_count gauge',
+        `bullmq_job_count{queue="${name}", state="waiting"} ${n}`,
+        '# HELP bullmq_job_failed_total Total number of failed jobs',
+        '# TYPE bullmq_job_failed_total counter',
+        `bullmq_job_failed_total{queue="${name}"} 0`,
+      ].join('\n');
+    const merged = mergeExpositions([queue('turns', 3), queue('compaction', 1)]);
+    expect(duplicateFamilies(merged)).toEqual([]);
+    expect(merged.split('\n')).toEqual([
+      '# HELP bullmq_job_count Number of jobs in the queue by state',
+      '# TYPE bullmq_job_count gauge',
+      'bullmq_job_count{queue="turns", state="waiting"} 3',
+      'bullmq_job_count{queue="compaction", state="waiting"} 1',
+      '# HELP bullmq_job_failed_total Total number of failed jobs',
+      '# TYPE bullmq_job_failed_total counter',
+      'bullmq_job_failed_total{queue="turns"} 0',
+      'bullmq_job_failed_total{queue="compaction"} 0',
+    ]);
+  });
+});
+
+describe('operations config', () => {
+  it('defaults: no board credentials, read-write board, metrics on port 9100', () => {
+    const config = loadConfig({});
+    expect(config.ADMIN_USER).toBeUndefined();
+    expect(config.ADMIN_PASSWORD).toBeUndefined();
+    expect(config.ADMIN_READ_ONLY).toBe(false);
+    expect(config.METRICS_PORT).toBe(9100);
+  });
+
+  it('parses ADMIN_READ_ONLY as a boolean and METRICS_PORT 0 as any free port', () => {
+    expect(loadConfig({ ADMIN_READ_ONLY: 'true' }).ADMIN_READ_ONLY).toBe(true);
+    expect(loadConfig({ ADMIN_READ_ONLY: '0' }).ADMIN_READ_ONLY).toBe(false);
+    expect(loadConfig({ METRICS_PORT: '0' }).METRICS_PORT).toBe(0);
+  });
+
+  it.each([
+    ['ADMIN_READ_ONLY', 'yes please'],
+    ['METRICS_PORT', '70000'],
+    ['METRICS_PORT', '-1'],
+  ])('refuses %s=%s naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+  });
+});
