@@ -79,11 +79,32 @@ describe('Bull Board at /admin/queues', () => {
     expect((await get('/admin/queues', basic('ops', 'secret'))).statusCode).toBe(200);
   });
 
-  it('marks every queue read-only when readOnly is set', async () => {
+  it('marks every queue read-only when readOnly is set and refuses actions (pause) with 405', async () => {
     ing = await opsIngress(redis, prefix, { admin: { user: 'ops', password: 'secret', readOnly: true } });
     const queues = await boardQueues(basic('ops', 'secret'));
     expect(queues).toHaveLength(3);
     expect(queues.every((q) => q.readOnlyMode === true)).toBe(true);
+    const pause = await ing.app.inject({
+      method: 'PUT',
+      url: '/admin/queues/api/queues/turns/pause',
+      headers: { authorization: basic('ops', 'secret') },
+    });
+    expect(pause.statusCode).toBe(405);
+    expect(await ing.turns.isPaused()).toBe(false);
+  });
+
+  it('lets a read-write board act on a queue (pause, then resume)', async () => {
+    ing = await opsIngress(redis, prefix, { admin: { user: 'ops', password: 'secret' } });
+    const put = (action: string) =>
+      ing!.app.inject({
+        method: 'PUT',
+        url: `/admin/queues/api/queues/turns/${action}`,
+        headers: { authorization: basic('ops', 'secret') },
+      });
+    expect((await put('pause')).statusCode).toBeLessThan(300);
+    expect(await ing.turns.isPaused()).toBe(true);
+    expect((await put('resume')).statusCode).toBeLessThan(300);
+    expect(await ing.turns.isPaused()).toBe(false);
   });
 
   it.each([
