@@ -11,6 +11,7 @@ import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { instrumentIngress } from './metrics.js';
 import { healthRoutes } from './routes/health.js';
 import { messageRoutes } from './routes/messages.js';
+import { contextRoutes } from './routes/contexts.js';
 import { inspectRoutes } from './routes/inspect.js';
 import { outboxRoutes } from './routes/outbox.js';
 
@@ -110,6 +111,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(messageRoutes);
       await api.register(outboxRoutes);
       await api.register(inspectRoutes);
+      await api.register(contextRoutes);
     },
     { prefix: '/v1' },
   );

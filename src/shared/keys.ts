@@ -11,6 +11,8 @@ export interface ChatKeys {
   archive: string;
   outbox: string;
   events: string;
+  /** hash: context snapshot id → its metadata JSON */
+  contexts: string;
 }
 
 export function chatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -23,7 +25,13 @@ export function chatKeys(prefix: string, chatKey: string): ChatKeys {
     archive: `${base}:archive`,
     outbox: `${base}:outbox`,
     events: `${base}:events`,
+    contexts: `${base}:contexts`,
   };
+}
+
+/** The message list of one context snapshot (ids are generated, never user input). */
+export function contextMessagesKey(prefix: string, chatKey: string, contextId: string): string {
+  return `${prefix}:{c:${chatKey}}:ctx:${contextId}`;
 }
 
 /** Best-effort index of chats by last activity (lives in its own slot, by design). */

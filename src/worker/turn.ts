@@ -5,8 +5,9 @@ import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import { countTextTokens, withTokens } from '../shared/tokens.js';
 import { interleave } from './agent/interleave.js';
-import { runLoop } from './agent/loop.js';
+import { type LoopControl, runLoop } from './agent/loop.js';
 import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
+import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
 import { isContextOverflowError } from './compaction/overflow.js';
 import { Lane } from './lane.js';
@@ -87,7 +88,9 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
       if (lane.lost || !deps.compactNow || !isContextOverflowError(err)) throw err;
       await store.appendEvent(chatKey, 'turn.overflow', { runId, error: (err as Error).message });
       // If compaction cannot run, the retry still goes out under a smaller hard budget.
-      await deps.compactNow(chatKey).catch((e: unknown) => logger.warn({ err: e }, 'overflow compaction failed'));
+      await deps
+        .compactNow(chatKey)
+        .catch((e: unknown) => logger.warn({ err: e }, 'overflow compaction failed'));
       outcome = await turnBody(deps, lane, logger, sent, OVERFLOW_BUDGET_SCALE);
     }
     return outcome;
@@ -151,7 +154,22 @@ async function turnBody(
     onFencedOut: () => lane.markLost('outbox fenced out'),
     state: sendState,
   });
-  const tools = { chat_send: chatSend.tool, chat_history_search: createHistorySearchTool(store, chatKey) };
+  const control: LoopControl = {};
+  const tools = {
+    chat_send: chatSend.tool,
+    chat_history_search: createHistorySearchTool(store, chatKey),
+    ...createContextTools({
+      store,
+      chatKey,
+      fence,
+      runId,
+      onFencedOut: () => lane.markLost('context switch fenced out'),
+      rebase: async (contextMessages) => {
+        const next = deps.compressor.compress([...contextMessages, ...pendingMessages], budget);
+        control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
+      },
+    }),
+  };
 
   let lastSeen = loaded.pending.at(-1)!.streamId;
   const loop = await runLoop<InboxEntry>({
@@ -163,6 +181,7 @@ async function turnBody(
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
     abortSignal: lane.signal,
+    control,
     responseId: `${runId}-a`,
     logger,
     nextArrivals: async (max) => {
@@ -213,7 +232,9 @@ async function turnBody(
     }
     return { status: 'lost', runId };
   }
-  await deps.afterCommit?.(chatKey, committed.tokens).catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
+  await deps
+    .afterCommit?.(chatKey, committed.tokens)
+    .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
   const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
   await store.appendEvent(chatKey, 'turn.finished', {
     runId,

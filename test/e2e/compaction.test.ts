@@ -29,7 +29,11 @@ describe('compaction end to end', () => {
       HISTORY_KEEP_LAST_MESSAGES: '10',
       EVENTS_MAX_LEN: '5000',
     };
-    procs.push(await startRole('ingress', env), await startRole('worker', env), await startRole('compactor', env));
+    procs.push(
+      await startRole('ingress', env),
+      await startRole('worker', env),
+      await startRole('compactor', env),
+    );
   }, 60_000);
 
   afterAll(async () => {
@@ -44,9 +48,17 @@ describe('compaction end to end', () => {
     const ingress = procs[0]!.url!;
     for (let i = 0; i < MESSAGES; i += 10) {
       for (let j = i; j < i + 10; j++) {
-        await postMessage(ingress, CHAT, `m${j}`, `message ${j}: the user talks about subject ${j} at some length, with details ${j * 7}`);
+        await postMessage(
+          ingress,
+          CHAT,
+          `m${j}`,
+          `message ${j}: the user talks about subject ${j} at some length, with details ${j * 7}`,
+        );
       }
-      await waitFor(async () => (await store.pendingCount(CHAT)) === 0, { what: `batch ${i} consumed`, timeoutMs: 30_000 });
+      await waitFor(async () => (await store.pendingCount(CHAT)) === 0, {
+        what: `batch ${i} consumed`,
+        timeoutMs: 30_000,
+      });
     }
     await waitFor(
       async () => {
@@ -69,7 +81,9 @@ describe('compaction end to end', () => {
     expect(userIds).toEqual(Array.from({ length: MESSAGES }, (_, i) => `m${i}`));
     expect(history[0]?.metadata.kind).toBe('summary');
     expect(history.length).toBeLessThan(100);
-    const applied = (await store.readEvents(CHAT, undefined, 5000)).filter((e) => e.type === 'compaction.applied');
+    const applied = (await store.readEvents(CHAT, undefined, 5000)).filter(
+      (e) => e.type === 'compaction.applied',
+    );
     expect(applied.length).toBeGreaterThan(1);
   }, 180_000);
 });

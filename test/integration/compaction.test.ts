@@ -30,7 +30,11 @@ afterAll(async () => {
 async function commitMessages(chatKey: string, messages: ChatMessage[]): Promise<void> {
   const lease = await store.acquire(chatKey, 'seeder', 5000);
   if (!lease.ok) throw new Error('busy');
-  const res = await store.commit(chatKey, lease.fence, { runId: 'seed', consumed: [], messages: messages.map(withTokens) });
+  const res = await store.commit(chatKey, lease.fence, {
+    runId: 'seed',
+    consumed: [],
+    messages: messages.map(withTokens),
+  });
   if (!res.ok) throw new Error(`seed commit failed: ${res.reason}`);
   await store.finish(chatKey, lease.fence, 'seeder', 'seed');
 }
@@ -50,7 +54,14 @@ function deps(script: Script, settings: Partial<CompactionDeps['settings']> = {}
     model: scripted.model,
     modelName: 'scripted',
     logger: silentLogger(),
-    settings: { keepLast: 4, keepRecentTokens: 0, maxOutputTokens: 500, archive: true, maxEvents: 500, ...settings },
+    settings: {
+      keepLast: 4,
+      keepRecentTokens: 0,
+      maxOutputTokens: 500,
+      archive: true,
+      maxEvents: 500,
+      ...settings,
+    },
   };
   return { deps: d, ...scripted };
 }
@@ -69,7 +80,10 @@ describe('compactChat', () => {
     const history = await store.readHistory('c1');
     expect(history.map((m) => m.id).slice(1)).toEqual(['m6', 'm7', 'm8', 'm9']);
     const summary = history[0]!;
-    expect(summary).toMatchObject({ role: 'assistant', metadata: { kind: 'summary', sourceRange: { fromId: 'm0', toId: 'm5', count: 6 } } });
+    expect(summary).toMatchObject({
+      role: 'assistant',
+      metadata: { kind: 'summary', sourceRange: { fromId: 'm0', toId: 'm5', count: 6 } },
+    });
     expect(summary.metadata.tokens).toBeGreaterThan(0);
 
     const [archived] = await readArchive(store, 'c1', undefined, 10);
@@ -85,7 +99,9 @@ describe('compactChat', () => {
 
   it('a second compaction sends the previous summary plus only the new messages', async () => {
     await commitMessages('c1', conversation('c1', 0, 10));
-    const { deps: d, prompts } = deps((_p, call) => ({ text: call === 0 ? 'FIRST SUMMARY' : 'SECOND SUMMARY' }));
+    const { deps: d, prompts } = deps((_p, call) => ({
+      text: call === 0 ? 'FIRST SUMMARY' : 'SECOND SUMMARY',
+    }));
     await compactChat(d, 'c1');
     await commitMessages('c1', conversation('c1', 10, 6));
     await compactChat(d, 'c1');
@@ -96,7 +112,9 @@ describe('compactChat', () => {
     for (const n of [6, 7, 8, 9, 10, 11]) expect(mentions(n), `m${n}`).toBe(true);
     for (const n of [0, 1, 5]) expect(mentions(n), `m${n}`).toBe(false);
     const history = await store.readHistory('c1');
-    expect(history[0]).toMatchObject({ metadata: { kind: 'summary', sourceRange: { fromId: 'm6', toId: 'm11' } } });
+    expect(history[0]).toMatchObject({
+      metadata: { kind: 'summary', sourceRange: { fromId: 'm6', toId: 'm11' } },
+    });
     expect(history[0]!.metadata.previousSummaryId).toMatch(/^summary-/);
     expect(textOf(history[0]!)).toBe('SECOND SUMMARY');
   });
@@ -108,7 +126,15 @@ describe('compactChat', () => {
       return { text: 'summary' };
     });
     expect((await compactChat(d, 'c1')).status).toBe('applied');
-    expect((await store.readHistory('c1')).map((m) => m.id).slice(1)).toEqual(['m6', 'm7', 'm8', 'm9', 'm10', 'm11', 'm12']);
+    expect((await store.readHistory('c1')).map((m) => m.id).slice(1)).toEqual([
+      'm6',
+      'm7',
+      'm8',
+      'm9',
+      'm10',
+      'm11',
+      'm12',
+    ]);
   });
 
   it('of two concurrent compactions of one chat, the second is discarded by its compare-and-swap', async () => {
@@ -132,7 +158,9 @@ describe('compactChat', () => {
     expect(history.filter((m) => m.metadata.kind === 'summary').map(textOf)).toEqual(['fast summary']);
     expect((await readArchive(store, 'c1', undefined, 10)).length).toBe(1);
     const events = await store.readEvents('c1', undefined, 100);
-    expect(events.filter((e) => e.type === 'compaction.discarded').map((e) => e.data.reason)).toEqual(['version']);
+    expect(events.filter((e) => e.type === 'compaction.discarded').map((e) => e.data.reason)).toEqual([
+      'version',
+    ]);
   });
 
   it('running the same compaction twice changes nothing the second time', async () => {
@@ -147,8 +175,20 @@ describe('compactChat', () => {
   it('applying an already applied range is a no-op (idempotent on sourceRange.toId)', async () => {
     await commitMessages('c1', conversation('c1', 0, 6));
     const snap = await readSnapshot(store, 'c1');
-    const summary = withTokens(assistantMessage('c1', 'sum1', 'S', { kind: 'summary', sourceRange: { fromId: 'm0', toId: 'm2', count: 3 } }));
-    const apply = { expectedVersion: snap.version, replaced: snap.history.slice(0, 3), summary, archive: undefined, maxEvents: 100, eventData: {} };
+    const summary = withTokens(
+      assistantMessage('c1', 'sum1', 'S', {
+        kind: 'summary',
+        sourceRange: { fromId: 'm0', toId: 'm2', count: 3 },
+      }),
+    );
+    const apply = {
+      expectedVersion: snap.version,
+      replaced: snap.history.slice(0, 3),
+      summary,
+      archive: undefined,
+      maxEvents: 100,
+      eventData: {},
+    };
     expect((await applyCompaction(store, 'c1', apply)).status).toBe('ok');
     const once = await store.readHistory('c1');
     expect(await applyCompaction(store, 'c1', apply)).toEqual({ status: 'noop' });
@@ -171,11 +211,23 @@ describe('compactChat', () => {
       return { text: 'summary after retry' };
     });
     const queue = new Queue(QUEUES.compaction, queueOptions(prefix, QUEUES.compaction, redis));
-    const worker = createCompactionWorker(flaky.deps, { prefix, connection: redis, concurrency: 1, lockDurationMs: 5000, stalledIntervalMs: 5000 });
+    const worker = createCompactionWorker(flaky.deps, {
+      prefix,
+      connection: redis,
+      concurrency: 1,
+      lockDurationMs: 5000,
+      stalledIntervalMs: 5000,
+    });
     worker.run();
     try {
-      await queue.add('compaction', { chatKey: 'c1' }, { attempts: 3, backoff: { type: 'fixed', delay: 50 } });
-      await waitFor(async () => (await store.readHistory('c1'))[0]?.metadata.kind === 'summary', { what: 'retried compaction' });
+      await queue.add(
+        'compaction',
+        { chatKey: 'c1' },
+        { attempts: 3, backoff: { type: 'fixed', delay: 50 } },
+      );
+      await waitFor(async () => (await store.readHistory('c1'))[0]?.metadata.kind === 'summary', {
+        what: 'retried compaction',
+      });
       expect(textOf((await store.readHistory('c1'))[0]!)).toBe('summary after retry');
       expect(flaky.calls()).toBe(2);
     } finally {

@@ -45,11 +45,18 @@ async function seed(store: ChatStore, chatKey: string, n: number): Promise<void>
   const lease = await store.acquire(chatKey, 'seeder', 5000);
   if (!lease.ok) throw new Error('busy');
   const messages: ChatMessage[] = Array.from({ length: n }, (_, i) =>
-    withTokens(i % 2 === 0 ? userMessage(chatKey, `h${i}`, `old question ${i}`) : assistantMessage(chatKey, `h${i}`, `old answer ${i}`)),
+    withTokens(
+      i % 2 === 0
+        ? userMessage(chatKey, `h${i}`, `old question ${i}`)
+        : assistantMessage(chatKey, `h${i}`, `old answer ${i}`),
+    ),
   );
   await store.commit(chatKey, lease.fence, { runId: 'seed', consumed: [], messages });
   await store.finish(chatKey, lease.fence, 'seeder', 'seed');
-  await store.ingest(chatKey, userMessage(chatKey, 'q', 'the new question'), { maxPending: 100, dedupWindowMs: 60_000 });
+  await store.ingest(chatKey, userMessage(chatKey, 'q', 'the new question'), {
+    maxPending: 100,
+    dedupWindowMs: 60_000,
+  });
 }
 
 describe('context overflow recovery', () => {
@@ -65,7 +72,9 @@ describe('context overflow recovery', () => {
     const types = (await deps.store.readEvents('c1', undefined, 100)).map((e) => e.type);
     expect(types).toEqual(expect.arrayContaining(['turn.overflow', 'compaction.applied', 'turn.committed']));
     expect(types).not.toContain('turn.failed');
-    expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: the new question']);
+    expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual([
+      'echo: the new question',
+    ]);
   });
 
   it('a second refusal fails the turn cleanly: an event, the message still pending, nothing lost', async () => {
@@ -76,7 +85,9 @@ describe('context overflow recovery', () => {
     const pending = await deps.store.readAllPending('c1');
     expect(pending.map((m) => m.id)).toEqual(['q']);
     const history = await deps.store.readHistory('c1');
-    const archived = (await readArchive(deps.store, 'c1', undefined, 10)).flatMap((a) => a.entry.messages.map((m) => m.id));
+    const archived = (await readArchive(deps.store, 'c1', undefined, 10)).flatMap((a) =>
+      a.entry.messages.map((m) => m.id),
+    );
     const kept = history.filter((m) => m.metadata.kind !== 'summary').map((m) => m.id);
     expect([...archived, ...kept].sort()).toEqual(Array.from({ length: 20 }, (_, i) => `h${i}`).sort());
     const types = (await deps.store.readEvents('c1', undefined, 100)).map((e) => e.type);

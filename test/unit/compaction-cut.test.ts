@@ -5,7 +5,12 @@ import { selectCut } from '../../src/worker/compaction/cut.js';
 import { isContextOverflowError } from '../../src/worker/compaction/overflow.js';
 import { serialise, TOOL_OUTPUT_MAX_CHARS, updatePrompt } from '../../src/worker/compaction/prompt.js';
 
-const msg = (id: string, tokens: number, role: 'user' | 'assistant' = 'user', kind: 'normal' | 'summary' = 'normal'): ChatMessage => ({
+const msg = (
+  id: string,
+  tokens: number,
+  role: 'user' | 'assistant' = 'user',
+  kind: 'normal' | 'summary' = 'normal',
+): ChatMessage => ({
   id,
   role,
   parts: [{ type: 'text', text: `text of ${id}` }],
@@ -29,7 +34,10 @@ describe('selectCut', () => {
   });
 
   it('carries the previous summary into the replaced head but not into the new messages', () => {
-    const history = [msg('s', 50, 'assistant', 'summary'), ...Array.from({ length: 6 }, (_, i) => msg(`m${i}`, 10))];
+    const history = [
+      msg('s', 50, 'assistant', 'summary'),
+      ...Array.from({ length: 6 }, (_, i) => msg(`m${i}`, 10)),
+    ];
     const cut = selectCut(history, { keepLast: 2, keepRecentTokens: 0 });
     expect(cut?.previousSummary?.id).toBe('s');
     expect(ids(cut?.replaced)).toEqual(['s', 'm0', 'm1', 'm2', 'm3']);
@@ -38,20 +46,28 @@ describe('selectCut', () => {
 
   it('finds nothing to cut when everything after the summary must be kept', () => {
     expect(selectCut([msg('a', 1), msg('b', 1)], { keepLast: 5, keepRecentTokens: 0 })).toBeUndefined();
-    expect(selectCut([msg('s', 9, 'assistant', 'summary'), msg('a', 1)], { keepLast: 1, keepRecentTokens: 0 })).toBeUndefined();
+    expect(
+      selectCut([msg('s', 9, 'assistant', 'summary'), msg('a', 1)], { keepLast: 1, keepRecentTokens: 0 }),
+    ).toBeUndefined();
     expect(selectCut([], { keepLast: 1, keepRecentTokens: 0 })).toBeUndefined();
   });
 
   it('never splits a single huge message: alone it is kept, behind newer ones it is cut whole', () => {
     expect(selectCut([msg('huge', 100_000)], { keepLast: 1, keepRecentTokens: 10 })).toBeUndefined();
-    const cut = selectCut([msg('huge', 100_000), msg('a', 5), msg('b', 5)], { keepLast: 2, keepRecentTokens: 10 });
+    const cut = selectCut([msg('huge', 100_000), msg('a', 5), msg('b', 5)], {
+      keepLast: 2,
+      keepRecentTokens: 10,
+    });
     expect(ids(cut?.replaced)).toEqual(['huge']);
   });
 });
 
 describe('update prompt', () => {
   it('shows the previous summary and only the new messages, as tagged text', () => {
-    const summary: ChatMessage = { ...msg('s', 5, 'assistant', 'summary'), parts: [{ type: 'text', text: 'EARLIER FACTS' }] };
+    const summary: ChatMessage = {
+      ...msg('s', 5, 'assistant', 'summary'),
+      parts: [{ type: 'text', text: 'EARLIER FACTS' }],
+    };
     const prompt = updatePrompt(summary, [msg('m1', 1), msg('m2', 1, 'assistant')]);
     expect(prompt).toContain('<previous-summary>\nEARLIER FACTS\n</previous-summary>');
     expect(prompt).toContain('[User]: text of m1');
@@ -61,7 +77,15 @@ describe('update prompt', () => {
   it('truncates tool outputs', () => {
     const withTool: ChatMessage = {
       ...msg('t', 1, 'assistant'),
-      parts: [{ type: 'tool-lookup', toolCallId: 'c', state: 'output-available', input: { q: 'x' }, output: 'y'.repeat(10_000) } as never],
+      parts: [
+        {
+          type: 'tool-lookup',
+          toolCallId: 'c',
+          state: 'output-available',
+          input: { q: 'x' },
+          output: 'y'.repeat(10_000),
+        } as never,
+      ],
     };
     const text = serialise([withTool]);
     expect(text).toMatch(/^\[Tool lookup\]: input/);
@@ -72,18 +96,34 @@ describe('update prompt', () => {
 
 describe('isContextOverflowError', () => {
   const apiError = (statusCode: number, message: string, data?: unknown) =>
-    new APICallError({ message, url: 'http://x', requestBodyValues: {}, statusCode, data, responseBody: message, isRetryable: false });
+    new APICallError({
+      message,
+      url: 'http://x',
+      requestBodyValues: {},
+      statusCode,
+      data,
+      responseBody: message,
+      isRetryable: false,
+    });
 
   it('recognises the providers’ context-length refusals', () => {
-    expect(isContextOverflowError(apiError(400, "This model's maximum context length is 8192 tokens"))).toBe(true);
+    expect(isContextOverflowError(apiError(400, "This model's maximum context length is 8192 tokens"))).toBe(
+      true,
+    );
     expect(isContextOverflowError(apiError(400, 'prompt is too long: 200000 tokens'))).toBe(true);
     expect(isContextOverflowError(apiError(413, 'input exceeds the context window'))).toBe(true);
-    expect(isContextOverflowError(apiError(422, 'weird', { error: { code: 'context_length_exceeded' } }))).toBe(true);
+    expect(
+      isContextOverflowError(apiError(422, 'weird', { error: { code: 'context_length_exceeded' } })),
+    ).toBe(true);
   });
 
   it('unwraps a RetryError', () => {
     const inner = apiError(400, 'maximum context length exceeded');
-    expect(isContextOverflowError(new RetryError({ message: 'failed', reason: 'maxRetriesExceeded', errors: [inner] }))).toBe(true);
+    expect(
+      isContextOverflowError(
+        new RetryError({ message: 'failed', reason: 'maxRetriesExceeded', errors: [inner] }),
+      ),
+    ).toBe(true);
   });
 
   it('does not mistake other failures for an overflow', () => {

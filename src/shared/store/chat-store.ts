@@ -76,7 +76,7 @@ export function streamIdTime(id: string): number {
 
 export class ChatStore {
   readonly prefix: string;
-  private readonly maxEvents: number;
+  readonly maxEvents: number;
   private readonly outboxMaxLen: number;
 
   constructor(

@@ -57,4 +57,5 @@ export const scripts = {
   finish: new LuaScript('finish', 3),
   sweepCheck: new LuaScript('sweep-check', 2),
   compact: new LuaScript('compact', 4),
+  contextSwitch: new LuaScript('context-switch', 6),
 };

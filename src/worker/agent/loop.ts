@@ -27,6 +27,16 @@ export interface LoopInput<T> {
   maxRetries?: number;
   /** Per model step: a hung provider must not hold the chat's lane forever. */
   stepTimeoutMs?: number;
+  control?: LoopControl;
+}
+
+/**
+ * Set by tools between steps. `rebase` replaces the turn's initial messages (the history
+ * the turn started with) from the next step on: a context switch (seed 003) continues with
+ * the new context plus this turn's own messages.
+ */
+export interface LoopControl {
+  rebase?: ModelMessage[];
 }
 
 export interface LoopResult<T> {
@@ -54,6 +64,8 @@ interface Merge<T> extends MergePoint<T> {
 export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const merges: Merge<T>[] = [];
   let merged = 0;
+  const initialLength = input.messages.length;
+  let base: ModelMessage[] | undefined;
 
   const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
     if (stepNumber > 0 && merged < input.maxMerges && !input.abortSignal.aborted) {
@@ -68,7 +80,11 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
         input.logger.warn({ err }, 'lane merge read failed');
       }
     }
-    if (merges.length === 0) return {};
+    if (input.control?.rebase) {
+      base = input.control.rebase;
+      input.control.rebase = undefined;
+    }
+    if (merges.length === 0 && !base) return {};
     const out: ModelMessage[] = [];
     let cursor = 0;
     for (const m of merges) {
@@ -76,7 +92,8 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       cursor = m.at;
     }
     out.push(...messages.slice(cursor));
-    return { messages: out };
+    // Merges always sit after the initial messages, so the first initialLength are exactly those.
+    return { messages: base ? [...base, ...out.slice(initialLength)] : out };
   };
 
   let failure: unknown;

@@ -107,6 +107,15 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
   if (res.status === 'stale') return res;
   const tokensAfter = summary.metadata.tokens ?? 0;
   deps.onApplied?.(tokensBefore - tokensAfter);
-  deps.logger.info({ chatKey, replaced: cut.replaced.length, tokensBefore, tokensAfter }, 'compaction applied');
-  return { status: 'applied', tokensBefore, tokensAfter, summaryId: summary.id, replaced: cut.replaced.length };
+  deps.logger.info(
+    { chatKey, replaced: cut.replaced.length, tokensBefore, tokensAfter },
+    'compaction applied',
+  );
+  return {
+    status: 'applied',
+    tokensBefore,
+    tokensAfter,
+    summaryId: summary.id,
+    replaced: cut.replaced.length,
+  };
 }

@@ -18,10 +18,12 @@ export interface CompactorOptions {
 export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOptions): Worker<CompactionJob> {
   const processor = async (job: Job<CompactionJob>): Promise<CompactionResult> => {
     const parsed = compactionJobSchema.safeParse(job.data);
-    if (!parsed.success) throw new UnrecoverableError(`bad compaction job: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new UnrecoverableError(`bad compaction job: ${parsed.error.issues[0]?.message}`);
     const logger = deps.logger.child({ jobId: job.id, chatKey: parsed.data.chatKey });
     const result = await compactChat({ ...deps, logger }, parsed.data.chatKey);
-    if (result.status === 'stale') throw new StaleCompactionError(`history changed (${result.reason}); recomputing`);
+    if (result.status === 'stale')
+      throw new StaleCompactionError(`history changed (${result.reason}); recomputing`);
     return result;
   };
   const worker = new Worker<CompactionJob>(QUEUES.compaction, processor, {

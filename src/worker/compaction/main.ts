@@ -35,7 +35,10 @@ export interface CompactorHandle {
 export async function startCompactor(config: Config, logger: Logger): Promise<CompactorHandle> {
   requireModel(config);
   const connection = createRedisClient(config, 'worker', 'chatlane:compactor');
-  const store = new ChatStore(connection, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
+  const store = new ChatStore(connection, {
+    prefix: config.CHATLANE_PREFIX,
+    maxEvents: config.EVENTS_MAX_LEN,
+  });
   const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger), {
     prefix: config.CHATLANE_PREFIX,
     connection,
@@ -46,7 +49,10 @@ export async function startCompactor(config: Config, logger: Logger): Promise<Co
   worker.run().catch((err: unknown) => logger.error({ err }, 'compaction worker stopped'));
   await worker.waitUntilReady();
   await checkRedisPolicy(connection, logger);
-  logger.info({ concurrency: config.COMPACTION_CONCURRENCY, model: config.COMPACTION_MODEL ?? config.LLM_MODEL }, 'compactor started');
+  logger.info(
+    { concurrency: config.COMPACTION_CONCURRENCY, model: config.COMPACTION_MODEL ?? config.LLM_MODEL },
+    'compactor started',
+  );
 
   let closing: Promise<void> | undefined;
   return {

@@ -12,7 +12,8 @@ const PATTERNS = [
 function codeOf(data: unknown): string | undefined {
   if (data && typeof data === 'object' && 'error' in data) {
     const error = (data as { error: unknown }).error;
-    if (error && typeof error === 'object' && 'code' in error) return String((error as { code: unknown }).code);
+    if (error && typeof error === 'object' && 'code' in error)
+      return String((error as { code: unknown }).code);
   }
   return undefined;
 }

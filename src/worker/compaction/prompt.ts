@@ -29,10 +29,16 @@ function clip(text: string, max: number): string {
 export function serialise(messages: ChatMessage[]): string {
   const lines: string[] = [];
   for (const m of messages) {
-    const who = m.role === 'user' ? `[User${m.metadata.username ? ` ${m.metadata.username}` : ''}]` : '[Assistant]';
+    const who =
+      m.role === 'user' ? `[User${m.metadata.username ? ` ${m.metadata.username}` : ''}]` : '[Assistant]';
     const text = messageText(m).trim();
     if (text) lines.push(`${who}: ${clip(text, TEXT_MAX_CHARS)}`);
-    for (const part of m.parts as Array<{ type: string; input?: unknown; output?: unknown; errorText?: string }>) {
+    for (const part of m.parts as Array<{
+      type: string;
+      input?: unknown;
+      output?: unknown;
+      errorText?: string;
+    }>) {
       if (!part.type.startsWith('tool-')) continue;
       const name = part.type.slice('tool-'.length);
       const input = clip(JSON.stringify(part.input ?? null), TOOL_OUTPUT_MAX_CHARS);

@@ -35,7 +35,12 @@ function occurrences(haystack: string, needle: string): number {
 }
 
 /** Case-insensitive term search over this chat's archived originals, best matches first, newer first on ties. */
-export async function searchHistory(store: ChatStore, chatKey: string, query: string, limit: number): Promise<HistoryHit[]> {
+export async function searchHistory(
+  store: ChatStore,
+  chatKey: string,
+  query: string,
+  limit: number,
+): Promise<HistoryHit[]> {
   const wanted = terms(query);
   if (wanted.length === 0) return [];
   const entries = await readRecentArchive(store, chatKey, SEARCH_ARCHIVE_ENTRIES);
@@ -47,7 +52,8 @@ export async function searchHistory(store: ChatStore, chatKey: string, query: st
       const matched = wanted.filter((t) => lower.includes(t));
       if (matched.length === 0) continue;
       // Distinct terms matched dominate; repetitions break ties.
-      const score = matched.length * 100 + matched.reduce((n, t) => n + Math.min(occurrences(lower, t), 10), 0);
+      const score =
+        matched.length * 100 + matched.reduce((n, t) => n + Math.min(occurrences(lower, t), 10), 0);
       hits.push({
         archiveId: entry.id,
         messageId: m.id,
@@ -65,7 +71,7 @@ export async function searchHistory(store: ChatStore, chatKey: string, query: st
 export function createHistorySearchTool(store: ChatStore, chatKey: string) {
   return tool({
     description:
-      'Search older messages of this chat that were summarised away. Use the summary\'s lookup hints ' +
+      "Search older messages of this chat that were summarised away. Use the summary's lookup hints " +
       'as queries. Returns the original messages (role, time, text).',
     inputSchema: z.object({
       query: z.string().min(1).max(500),
