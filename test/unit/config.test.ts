@@ -40,7 +40,14 @@ describe('loadConfig defaults', () => {
     expect(config.LLM_API_KEY).toBeUndefined();
     expect(config.API_TOKEN).toBeUndefined();
     expect(config.SYSTEM_PROMPT_FILE).toBeUndefined();
-    expect(config.DEV_REDIS_AUTOSTART).toBe(false);
+    expect(config.ARCHIVE_ON_COMPACT).toBe(true);
+    expect(config.COMPACT_AT_TOKENS).toBe(9600);
+    expect(config.KEEP_RECENT_TOKENS).toBe(4800);
+  });
+
+  it('derives compaction thresholds from MAX_INPUT_TOKENS unless given', () => {
+    expect(loadConfig({ MAX_INPUT_TOKENS: '2000' })).toMatchObject({ COMPACT_AT_TOKENS: 1600, KEEP_RECENT_TOKENS: 800 });
+    expect(loadConfig({ MAX_INPUT_TOKENS: '2000', COMPACT_AT_TOKENS: '1000' }).COMPACT_AT_TOKENS).toBe(1000);
   });
 
   it('ignores variables it does not know', () => {
@@ -72,12 +79,12 @@ describe('loadConfig parsing', () => {
     const config = loadConfig({
       REDIS_URL: 'redis://cache:6380/2',
       CHATLANE_PREFIX: 'prod.v2_a-b',
-      DEV_REDIS_AUTOSTART: 'yes',
+      ARCHIVE_ON_COMPACT: 'false',
     });
     expect(config.REDIS_URL).toBe('redis://cache:6380/2');
     expect(config.CHATLANE_PREFIX).toBe('prod.v2_a-b');
-    expect(config.DEV_REDIS_AUTOSTART).toBe(true);
-    expect(loadConfig({ DEV_REDIS_AUTOSTART: '0' }).DEV_REDIS_AUTOSTART).toBe(false);
+    expect(config.ARCHIVE_ON_COMPACT).toBe(false);
+    expect(loadConfig({ ARCHIVE_ON_COMPACT: '1' }).ARCHIVE_ON_COMPACT).toBe(true);
   });
 
   it.each([
