@@ -97,7 +97,7 @@ describe('loadConfig parsing', () => {
     ['CHATLANE_PREFIX', 'a:b'],
     ['REDIS_URL', 'not a url'],
     ['LLM_BASE_URL', 'not a url'],
-    ['DEV_REDIS_AUTOSTART', 'maybe'],
+    ['ARCHIVE_ON_COMPACT', 'maybe'],
   ])('throws a ConfigError naming %s for the bad value %j', (name, value) => {
     const err = configErrorOf(() => loadConfig({ [name]: value }));
     expect(err.name).toBe('ConfigError');
