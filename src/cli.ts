@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
 
@@ -45,21 +46,32 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
   }
 }
 
-/** SIGTERM/SIGINT close everything once; a second signal exits at once. */
-function onSignals(handles: Closable[], logger: Logger): void {
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    // Ingress first (stop taking work), then workers (finish running turns).
-    Promise.allSettled(handles.map((h) => h.close())).then(() => process.exit(0));
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+/** How long past SHUTDOWN_GRACE_MS a close may take (queues, Redis) before the process exits anyway. */
+const SHUTDOWN_BACKSTOP_MS = 5000;
+
+/**
+ * SIGTERM/SIGINT (or a fatal error) close every handle once, in parallel: the ingress
+ * refuses new work (503) and drains in-flight requests; workers stop fetching and let
+ * running turns finish up to SHUTDOWN_GRACE_MS. Then exit 0 (1 after a fatal error).
+ * A second signal exits 1 at once; a close still hanging past the grace plus
+ * SHUTDOWN_BACKSTOP_MS exits 1.
+ */
+function onShutdown(handles: Closable[], config: Config, logger: Logger): void {
+  closeWithGrace(
+    {
+      delay: config.SHUTDOWN_GRACE_MS + SHUTDOWN_BACKSTOP_MS,
+      logger: { error: (err: unknown) => logger.error({ err }, 'shutdown failed') },
+      onSecondSignal: (signal) => logger.warn({ signal }, 'second signal: exiting now'),
+      onSecondError: (err) => logger.error({ err }, 'error while shutting down: exiting now'),
+      onTimeout: (delayMs) => logger.error({ delayMs }, 'shutdown did not finish in time: exiting now'),
+    },
+    async ({ signal, err }) => {
+      if (err) logger.error({ err }, 'fatal error: shutting down');
+      else logger.info({ signal }, 'shutting down');
+      await Promise.allSettled(handles.map((h) => h.close()));
+      logger.info('shut down');
+    },
+  );
 }
 
 async function main(): Promise<void> {
@@ -79,8 +91,11 @@ async function main(): Promise<void> {
   }
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, `chatlane-${role}`);
-  const handles = await start(role, config, logger);
-  onSignals(handles, logger);
+  // Installed first so signals are ours from the start; handles join once started (a signal
+  // before that exits with nothing to close, like a crash: any job taken is recovered).
+  const handles: Closable[] = [];
+  onShutdown(handles, config, logger);
+  handles.push(...(await start(role, config, logger)));
 }
 
 main().catch((err: unknown) => {

@@ -47,7 +47,11 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       closing ??= (async () => {
         // Refuse new work first (503), let in-flight requests finish, then drop connections.
         app.lifecycle.shuttingDown = true;
+        // A keep-alive connection whose request was in flight turns idle once answered, and
+        // nothing else would close it until the client does: close idle ones as they appear.
+        const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
+        clearInterval(closeIdle);
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await Promise.all(watched.map((q) => q.close().catch(() => undefined)));
         await closeRedis(redis);

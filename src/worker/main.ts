@@ -10,11 +10,13 @@ import { ChatStore } from '../shared/store/chat-store.js';
 import { createModel } from './agent/model.js';
 import { compactChat } from './compaction/compact.js';
 import { compactionDepsFromConfig } from './compaction/main.js';
+import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
 import { startSideServer } from './side-server.js';
+import { startSweeper } from './sweeper.js';
 import type { TurnDeps } from './turn.js';
 import { createTurnWorker } from './turn-worker.js';
 
@@ -97,6 +99,9 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     turns,
     metrics: processMetrics(),
   });
+  // Fleet-wide cap on running turns (= model calls), stored in Redis: see README, scaling.
+  if (config.TURNS_GLOBAL_CONCURRENCY === 0) await turns.removeGlobalConcurrency();
+  else if (config.TURNS_GLOBAL_CONCURRENCY) await turns.setGlobalConcurrency(config.TURNS_GLOBAL_CONCURRENCY);
   worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
   await worker.waitUntilReady();
   await checkRedisPolicy(connection, logger);
@@ -114,8 +119,22 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     await closeRedis(connection);
     throw err;
   });
+  const sweeper = await startSweeper({
+    prefix: config.CHATLANE_PREFIX,
+    connection,
+    store,
+    turns,
+    intervalMs: config.SWEEP_INTERVAL_MS,
+    batch: config.SWEEP_BATCH,
+    logger,
+  });
   logger.info(
-    { concurrency: config.WORKER_CONCURRENCY, model: config.LLM_MODEL, metricsUrl: side.url },
+    {
+      concurrency: config.WORKER_CONCURRENCY,
+      globalConcurrency: await turns.getGlobalConcurrency(),
+      model: config.LLM_MODEL,
+      metricsUrl: side.url,
+    },
     'worker started',
   );
 
@@ -125,8 +144,23 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     metricsUrl: side.url,
     close() {
       closing ??= (async () => {
-        // Each step runs even if an earlier one failed.
-        await worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed'));
+        // Each step runs even if an earlier one failed. Stop fetching; running turns get
+        // SHUTDOWN_GRACE_MS to finish. A turn cut off keeps its job locked and its lease
+        // until they expire; then another worker's stall check retries the job and its new
+        // fence rejects anything this process might still try to write.
+        const drained = await settleWithin(
+          Promise.all([
+            worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed')),
+            sweeper.close(),
+          ]),
+          config.SHUTDOWN_GRACE_MS,
+        );
+        if (!drained) {
+          logger.warn(
+            { graceMs: config.SHUTDOWN_GRACE_MS },
+            'shutdown grace ran out: running turns are cut off and will be retried by another worker',
+          );
+        }
         await side.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
