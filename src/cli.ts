@@ -2,6 +2,7 @@
 import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
+import { SHUTDOWN_BACKSTOP_MS } from './worker/grace.js';
 
 const ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm', 'demo'] as const;
 type Role = (typeof ROLES)[number];
@@ -45,9 +46,6 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       throw new Error('unreachable');
   }
 }
-
-/** How long past SHUTDOWN_GRACE_MS a close may take (queues, Redis) before the process exits anyway. */
-const SHUTDOWN_BACKSTOP_MS = 5000;
 
 /**
  * SIGTERM/SIGINT (or a fatal error) close every handle once, in parallel: the ingress
