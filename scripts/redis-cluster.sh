@@ -21,18 +21,21 @@ nodes=$(printf '127.0.0.1:%s,' "${ports[@]}")
 nodes=${nodes%,}
 
 stop_cluster() {
-  local pidfile pid
+  local pidfile pid pids=()
   for port in "${ports[@]}"; do
     pidfile="$dir/redis-$port.pid"
     [[ -f "$pidfile" ]] || continue
     pid=$(cat "$pidfile")
     # Only a redis-server we started: the pid file must still name a live redis-server.
-    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && grep -q redis-server "/proc/$pid/cmdline" 2>/dev/null; then
-      kill "$pid"
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && grep -qa redis-server "/proc/$pid/cmdline" 2>/dev/null; then
+      kill "$pid" && pids+=("$pid")
     fi
     rm -f "$pidfile"
+  done
+  # All at once: each server takes a moment to exit after SIGTERM.
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
   done
 }
 

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { ensureRedis } from './dev-redis.js';
 import { startIngress } from './ingress/main.js';
 import { startMockLlm } from './mock-llm/server.js';
 import { loadConfig } from './shared/config.js';
 import { silentLogger } from './shared/logger.js';
 import type { ChatMessage } from './shared/messages.js';
+import { createRedisClient } from './shared/redis.js';
 import { startWorker } from './worker/main.js';
 
 /**
@@ -35,7 +36,10 @@ function render(m: ChatMessage): string {
 
 export async function runDemo(): Promise<number> {
   const base = loadConfig();
-  const redisServer = await ensureRedis(base.REDIS_URL);
+  // A cluster is never started for the demo: it must already run at REDIS_CLUSTER_NODES.
+  const redisServer = base.REDIS_CLUSTER_NODES
+    ? { started: false, stop: async () => undefined }
+    : await ensureRedis(base.REDIS_URL);
   const mock = await startMockLlm({ port: 0, latencyMs: [200, 400] });
   const prefix = `chatlane-demo-${randomBytes(3).toString('hex')}`;
   const config = {
@@ -49,10 +53,13 @@ export async function runDemo(): Promise<number> {
   const logger = silentLogger();
   const worker = await startWorker(config, logger);
   const ingress = await startIngress(config, logger);
-  const admin = new Redis(config.REDIS_URL);
+  const admin = createRedisClient(config, 'worker');
+  const where = config.REDIS_CLUSTER_NODES
+    ? `Redis Cluster ${config.REDIS_CLUSTER_NODES.map((n) => `${n.host}:${n.port}`).join(',')}`
+    : `Redis ${config.REDIS_URL}`;
   const api = `${ingress.url}/v1`;
   console.log(
-    `chatlane demo — Redis ${config.REDIS_URL}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${ingress.url}\n`,
+    `chatlane demo — ${where}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${ingress.url}\n`,
   );
 
   try {
@@ -107,8 +114,10 @@ export async function runDemo(): Promise<number> {
     await ingress.close();
     await worker.close();
     await mock.close();
-    const keys = await admin.keys(`${prefix}:*`);
-    if (keys.length > 0) await admin.del(...keys);
+    // On a Cluster, KEYS answers for one node only: ask every master, delete key by key.
+    for (const node of admin instanceof Cluster ? admin.nodes('master') : [admin]) {
+      for (const key of await node.keys(`${prefix}:*`)) await node.del(key);
+    }
     admin.disconnect();
     await redisServer.stop();
   }
