@@ -34,7 +34,7 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       const { startIngress } = await import('./ingress/main.js');
       const { startCompactor } = await import('./worker/compaction/main.js');
       const worker = await startWorker(config, logger);
-      const compactor = await startCompactor(config, logger);
+      const compactor = await startCompactor(config, logger, { sideServer: false });
       return [await startIngress(config, logger), worker, compactor];
     }
     case 'compactor': {

@@ -47,6 +47,7 @@ export async function runDemo(): Promise<number> {
     CHATLANE_PREFIX: prefix,
     HOST: '127.0.0.1',
     PORT: 0,
+    METRICS_PORT: 0,
     LLM_BASE_URL: mock.url,
     LLM_MODEL: 'mock',
   };

@@ -1,5 +1,6 @@
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
+import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
 import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
 
@@ -9,6 +10,7 @@ export interface CompactorOptions {
   concurrency: number;
   lockDurationMs: number;
   stalledIntervalMs: number;
+  metrics?: Metrics;
 }
 
 /**
