@@ -12,6 +12,11 @@ const config = loadConfig();
 export const REDIS_URL = config.REDIS_URL;
 /** Set when the run targets a Redis Cluster (`REDIS_CLUSTER_NODES`); spawned roles inherit it via env. */
 export const REDIS_CLUSTER_NODES = config.REDIS_CLUSTER_NODES;
+/** The connection variables of this run, for `loadConfig({ ...REDIS_ENV, ... })` in tests. */
+export const REDIS_ENV: Record<string, string> = {
+  REDIS_URL,
+  ...(REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES ?? '' } : {}),
+};
 
 /** Every test gets its own key space. */
 export function randomPrefix(label = 't'): string {

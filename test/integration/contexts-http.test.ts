@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createRedis, waitReady } from '../../src/shared/redis.js';
+import { waitReady } from '../../src/shared/redis.js';
 import { applyCompaction, readSnapshot } from '../../src/shared/store/archive.js';
 import { withTokens } from '../../src/shared/tokens.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, REDIS_URL, randomPrefix } from '../helpers/redis.js';
+import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 
-const redis = createRedis(REDIS_URL, 'ingress');
+const redis = testRedis('ingress');
 let prefix: string;
 let ing: TestIngress;
 

@@ -7,7 +7,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { startWorker, type WorkerHandle } from '../../src/worker/main.js';
 import { userMessage } from '../helpers/messages.js';
-import { deletePrefix, REDIS_URL, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deletePrefix, REDIS_ENV, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
 describe('TURNS_GLOBAL_CONCURRENCY', () => {
   const redis = testRedis();
@@ -19,7 +19,7 @@ describe('TURNS_GLOBAL_CONCURRENCY', () => {
 
   const config = (extra: Record<string, string>) =>
     loadConfig({
-      REDIS_URL,
+      ...REDIS_ENV,
       CHATLANE_PREFIX: prefix,
       LLM_BASE_URL: mock.url,
       LLM_MODEL: 'mock',
