@@ -64,8 +64,8 @@ describe('the sweeper in a running worker', () => {
     expect(await turns.getDeduplicationJobId('sw-lost')).toBeNull();
 
     const at = await waitFor(() => requeuedAt('sw-lost'), { timeoutMs: 5000, what: 'sweep.requeued' });
-    // Redis stamps the event; allow for clock rounding and the scheduler's own tick.
-    expect(at - stored).toBeLessThanOrEqual(SWEEP_MS + 300);
+    // Redis stamps the event; allow for clock rounding and the delayed sweep job's promotion.
+    expect(at - stored).toBeLessThanOrEqual(SWEEP_MS + 500);
     await waitFor(async () => (await store.pendingCount('sw-lost')) === 0, { what: 'the turn' });
     const history = await store.readHistory('sw-lost');
     expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
