@@ -42,6 +42,31 @@ function reply(prompt: LanguageModelV3Prompt, call: number): LanguageModelV3Stre
 export function echoModel(): { model: MockLanguageModelV3; calls: () => number } {
   let calls = 0;
   const model: MockLanguageModelV3 = new MockLanguageModelV3({
+    // The turn loop calls doGenerate; doStream stays for anything that streams.
+    doGenerate: async (options) => {
+      model.doGenerateCalls.length = 0;
+      const call = calls++;
+      const content =
+        options.prompt.at(-1)?.role === 'tool'
+          ? []
+          : [
+              {
+                type: 'tool-call' as const,
+                toolCallId: `call-${call}`,
+                toolName: 'chat_send',
+                input: JSON.stringify({ text: `echo: ${newUserTexts(options.prompt).join(' | ')}` }),
+              },
+            ];
+      return {
+        content,
+        finishReason:
+          content.length > 0
+            ? { unified: 'tool-calls' as const, raw: 'tool_calls' }
+            : { unified: 'stop' as const, raw: 'stop' },
+        usage,
+        warnings: [],
+      };
+    },
     doStream: async (options) => {
       // The mock keeps every call's options; thousands of turns would make that a leak we measure.
       model.doStreamCalls.length = 0;

@@ -1,5 +1,5 @@
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { loadConfig } from '../src/shared/config.js';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { queuePrefix } from '../src/shared/keys.js';
@@ -252,7 +252,11 @@ async function measureChatlane(opts: TurnsOptions, run: number): Promise<Chatlan
 async function measureAnchor(opts: TurnsOptions, run: number): Promise<AnchorMeasurement> {
   const prefix = randomPrefix('anchor');
   const admin = adminRedis();
-  const connection: Redis = createRedis(REDIS_URL, 'worker', 'chatlane:bench-anchor');
+  // Bare BullMQ as its docs set it up (no auto-pipelining): the anchor must not inherit our tuning.
+  const connection: Redis = new Redis(REDIS_URL, {
+    maxRetriesPerRequest: null,
+    connectionName: 'chatlane:bench-anchor',
+  });
   const config = loadConfig({});
   const options = {
     connection,

@@ -9,10 +9,10 @@ import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { instrumentIngress } from './metrics.js';
-import { healthRoutes } from './routes/health.js';
-import { messageRoutes } from './routes/messages.js';
 import { contextRoutes } from './routes/contexts.js';
+import { healthRoutes } from './routes/health.js';
 import { inspectRoutes } from './routes/inspect.js';
+import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 
 export interface IngressLimits {

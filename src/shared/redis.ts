@@ -13,7 +13,10 @@ export type RedisClient = Redis | Cluster;
 export type ConnectionRole = 'worker' | 'ingress';
 
 export function redisOptions(role: ConnectionRole): RedisOptions {
-  if (role === 'worker') return { maxRetriesPerRequest: null, enableReadyCheck: true };
+  // Auto-pipelining batches the commands of concurrent turns issued in one tick into one
+  // socket write: fewer syscalls per turn, same ordering per connection.
+  if (role === 'worker')
+    return { maxRetriesPerRequest: null, enableReadyCheck: true, enableAutoPipelining: true };
   return {
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
@@ -43,7 +46,11 @@ export function clusterOptions(role: ConnectionRole, url?: string): ClusterOptio
     if (u.protocol === 'rediss:') node.tls = {};
   }
   if (role === 'worker') {
-    return { enableReadyCheck: true, redisOptions: { ...node, maxRetriesPerRequest: null } };
+    return {
+      enableReadyCheck: true,
+      enableAutoPipelining: true,
+      redisOptions: { ...node, maxRetriesPerRequest: null },
+    };
   }
   return {
     enableOfflineQueue: false,

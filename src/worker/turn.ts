@@ -3,7 +3,7 @@ import { convertToModelMessages, type LanguageModel } from 'ai';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
-import { countTextTokens, withTokens } from '../shared/tokens.js';
+import { withTokens } from '../shared/tokens.js';
 import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
 import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
@@ -128,23 +128,14 @@ async function turnBody(
   const pendingMessages = loaded.pending.map((e) => e.message);
 
   const context = runtimeContext(chatKey, runId, pendingMessages);
-  const system = deps.assembler.systemPrompt(context);
   const budget = Math.floor(
-    (settings.maxInputTokens - countTextTokens(system) - settings.reserveTokens) * budgetScale,
+    (settings.maxInputTokens - deps.assembler.systemTokens(context) - settings.reserveTokens) * budgetScale,
   );
   const compressed = deps.compressor.compress([...loaded.history, ...pendingMessages], budget);
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
   }
   const assembled = await deps.assembler.assemble({ context, messages: compressed.messages });
-  await store.appendEvent(chatKey, 'turn.started', {
-    runId,
-    fence,
-    worker: deps.workerId,
-    pending: pendingMessages.length,
-    inputMessages: compressed.messages.length,
-  });
-
   const chatSend = createChatSendTool({
     store,
     chatKey,
@@ -224,7 +215,23 @@ async function turnBody(
     }
   }
 
-  const committed = await store.commit(chatKey, fence, { runId, consumed, messages: toCommit });
+  const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
+  // One event per turn, written atomically with the commit: no extra round trips.
+  const committed = await store.commit(chatKey, fence, {
+    runId,
+    consumed,
+    messages: toCommit,
+    event: {
+      worker: deps.workerId,
+      steps: loop.steps,
+      merged,
+      sent: chatSend.state.sent.length,
+      inputMessages: compressed.messages.length,
+      inputTokens: loop.usage.inputTokens,
+      outputTokens: loop.usage.outputTokens,
+      ms: Date.now() - started,
+    },
+  });
   if (!committed.ok) {
     lane.markLost(`commit ${committed.reason}`);
     if (committed.reason === 'missing') {
@@ -235,17 +242,6 @@ async function turnBody(
   await deps
     .afterCommit?.(chatKey, committed.tokens)
     .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
-  const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
-  await store.appendEvent(chatKey, 'turn.finished', {
-    runId,
-    steps: loop.steps,
-    consumed: consumed.length,
-    merged,
-    sent: chatSend.state.sent.length,
-    inputTokens: loop.usage.inputTokens,
-    outputTokens: loop.usage.outputTokens,
-    ms: Date.now() - started,
-  });
   logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
   return {
     status: 'done',

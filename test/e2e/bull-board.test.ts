@@ -58,7 +58,7 @@ describe.skipIf(!haveChromium)(
         for (const name of ['turns', 'compaction', 'deliveries']) {
           await page.getByText(name, { exact: true }).first().waitFor({ timeout: 20_000 });
         }
-        const text = await page.locator('body').innerText();
+        const text = await page.locator('body').textContent();
         for (const name of ['turns', 'compaction', 'deliveries']) expect(text).toContain(name);
         expect(await page.title()).toBe('chatlane queues');
       } finally {
@@ -72,7 +72,7 @@ describe.skipIf(!haveChromium)(
         const page = await context.newPage();
         const response = await page.goto(`${url}/admin/queues`);
         expect(response?.status()).toBe(401);
-        expect(await page.locator('body').innerText()).not.toContain('deliveries');
+        expect(await page.locator('body').textContent()).not.toContain('deliveries');
       } finally {
         await context.close();
       }

@@ -64,7 +64,10 @@ describe('compaction end to end', () => {
       async () => {
         const last = (await store.readHistoryWindow(CHAT, 1)).messages[0];
         const counts = await compaction.getJobCounts('waiting', 'active', 'delayed');
-        return last?.role === 'assistant' && (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0) === 0;
+        return (
+          last?.role === 'assistant' &&
+          (counts.waiting ?? 0) + (counts.active ?? 0) + (counts.delayed ?? 0) === 0
+        );
       },
       { what: 'last turn committed and compaction queue drained', timeoutMs: 60_000 },
     );

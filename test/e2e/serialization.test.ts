@@ -71,7 +71,7 @@ describe('serialization across processes', () => {
     // Both worker processes took part.
     const events = (await Promise.all(chats.map((c) => store.readEvents(c, undefined, 1000)))).flat();
     const workers = new Set(
-      events.filter((e) => e.type === 'turn.started').map((e) => String(e.data.worker).split(':')[1]),
+      events.filter((e) => e.type === 'turn.committed').map((e) => String(e.data.worker).split(':')[1]),
     );
     expect(workers).toEqual(new Set(procs.slice(1).map((p) => String(p.pid))));
   }, 180_000);

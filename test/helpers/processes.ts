@@ -27,7 +27,15 @@ export async function startRole(
 ): Promise<RoleProcess> {
   if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
   const child = spawn(process.execPath, [CLI, role], {
-    env: { ...process.env, REDIS_URL, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', METRICS_PORT: '0', ...env },
+    env: {
+      ...process.env,
+      REDIS_URL,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      METRICS_PORT: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Array<Record<string, unknown>> = [];

@@ -63,15 +63,26 @@ export function scriptedModel(script: Script = echoScript) {
   const prompts: LanguageModelV3Prompt[] = [];
   let calls = 0;
   const model = new MockLanguageModelV3({
-    // generateText (the compactor) calls doGenerate; the turn loop streams.
     doGenerate: async (options) => {
       const call = calls++;
       prompts.push(options.prompt);
       const reply = await script(options.prompt, call, options);
-      const text = 'text' in reply ? reply.text : '';
+      if ('text' in reply) {
+        return {
+          content: reply.text ? [{ type: 'text' as const, text: reply.text }] : [],
+          finishReason: { unified: 'stop' as const, raw: 'stop' },
+          usage,
+          warnings: [],
+        };
+      }
       return {
-        content: text ? [{ type: 'text' as const, text }] : [],
-        finishReason: { unified: 'stop' as const, raw: 'stop' },
+        content: reply.toolCalls.map((tc, i) => ({
+          type: 'tool-call' as const,
+          toolCallId: `call-${call}-${i}`,
+          toolName: tc.name,
+          input: JSON.stringify(tc.input),
+        })),
+        finishReason: { unified: 'tool-calls' as const, raw: 'tool_calls' },
         usage,
         warnings: [],
       };

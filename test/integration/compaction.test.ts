@@ -3,6 +3,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueCompaction, QUEUES, queueOptions } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
+import { createMetrics } from '../../src/shared/metrics.js';
 import { applyCompaction, readArchive, readSnapshot } from '../../src/shared/store/archive.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { withTokens } from '../../src/shared/tokens.js';
@@ -211,12 +212,14 @@ describe('compactChat', () => {
       return { text: 'summary after retry' };
     });
     const queue = new Queue(QUEUES.compaction, queueOptions(prefix, QUEUES.compaction, redis));
+    const metrics = createMetrics({ defaultMetrics: false });
     const worker = createCompactionWorker(flaky.deps, {
       prefix,
       connection: redis,
       concurrency: 1,
       lockDurationMs: 5000,
       stalledIntervalMs: 5000,
+      metrics,
     });
     worker.run();
     try {
@@ -230,6 +233,15 @@ describe('compactChat', () => {
       });
       expect(textOf((await store.readHistory('c1'))[0]!)).toBe('summary after retry');
       expect(flaky.calls()).toBe(2);
+      const runs = await metrics.registry.getSingleMetricAsString('chatlane_compaction_runs_total');
+      expect(runs).toMatch(/result="failed"\} 1/);
+      await waitFor(
+        async () =>
+          /result="applied"\} 1/.test(
+            await metrics.registry.getSingleMetricAsString('chatlane_compaction_runs_total'),
+          ),
+        { what: 'applied run counted' },
+      );
     } finally {
       await worker.close();
       await queue.close();

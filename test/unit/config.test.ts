@@ -46,7 +46,10 @@ describe('loadConfig defaults', () => {
   });
 
   it('derives compaction thresholds from MAX_INPUT_TOKENS unless given', () => {
-    expect(loadConfig({ MAX_INPUT_TOKENS: '2000' })).toMatchObject({ COMPACT_AT_TOKENS: 1600, KEEP_RECENT_TOKENS: 800 });
+    expect(loadConfig({ MAX_INPUT_TOKENS: '2000' })).toMatchObject({
+      COMPACT_AT_TOKENS: 1600,
+      KEEP_RECENT_TOKENS: 800,
+    });
     expect(loadConfig({ MAX_INPUT_TOKENS: '2000', COMPACT_AT_TOKENS: '1000' }).COMPACT_AT_TOKENS).toBe(1000);
   });
 

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { type ChatMessage, chatMessageSchema, parseStoredMessage, type SourceRange, sourceRangeSchema } from '../messages.js';
+import {
+  type ChatMessage,
+  chatMessageSchema,
+  parseStoredMessage,
+  type SourceRange,
+  sourceRangeSchema,
+} from '../messages.js';
 import type { ChatStore } from './chat-store.js';
 import { scripts } from './scripts.js';
 
@@ -42,7 +48,10 @@ export interface CompactionApply {
   eventData: Record<string, unknown>;
 }
 
-export type CompactionApplyResult = { status: 'ok'; version: string } | { status: 'noop' } | { status: 'stale'; reason: string };
+export type CompactionApplyResult =
+  | { status: 'ok'; version: string }
+  | { status: 'noop' }
+  | { status: 'stale'; reason: string };
 
 export async function applyCompaction(
   store: ChatStore,
@@ -102,7 +111,11 @@ export async function readArchive(
 }
 
 /** The newest `limit` archive entries (what a search looks through). */
-export async function readRecentArchive(store: ChatStore, chatKey: string, limit: number): Promise<ArchiveEntry[]> {
+export async function readRecentArchive(
+  store: ChatStore,
+  chatKey: string,
+  limit: number,
+): Promise<ArchiveEntry[]> {
   const raw = await store.redis.lrange(store.keys(chatKey).archive, -limit, -1);
   return raw.map(parseEntry).filter((e): e is ArchiveEntry => e !== undefined);
 }

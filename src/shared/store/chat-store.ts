@@ -142,7 +142,7 @@ export class ChatStore {
   async commit(
     chatKey: string,
     fence: string,
-    turn: { runId: string; consumed: string[]; messages: ChatMessage[] },
+    turn: { runId: string; consumed: string[]; messages: ChatMessage[]; event?: Record<string, unknown> },
   ): Promise<FencedResult<{ histLen: number; tokens: number }>> {
     const k = this.keys(chatKey);
     const tokens = turn.messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
@@ -155,6 +155,7 @@ export class ChatStore {
           this.maxEvents,
           turn.runId,
           tokens,
+          JSON.stringify(turn.event ?? {}),
           turn.consumed.length,
           ...turn.consumed,
           ...turn.messages.map((m) => JSON.stringify(m)),
@@ -233,21 +234,38 @@ export class ChatStore {
    * a turn costs O(window), never O(history).
    */
   async readHistoryWindow(chatKey: string, size: number): Promise<HistoryWindow> {
+    return (await this.readTurnInput(chatKey, size, 0)).window;
+  }
+
+  /**
+   * What a turn starts from, in one round trip: the history window (plus the summary at the
+   * head) and the oldest `maxPending` inbox entries.
+   */
+  async readTurnInput(
+    chatKey: string,
+    size: number,
+    maxPending: number,
+  ): Promise<{ window: HistoryWindow; pending: InboxEntry[] }> {
     const k = this.keys(chatKey);
-    const [[, head], [, tail], [, total]] = (await this.redis
-      .multi()
-      .lindex(k.hist, 0)
-      .lrange(k.hist, -size, -1)
-      .llen(k.hist)
-      .exec()) as [[unknown, string | null], [unknown, string[]], [unknown, number]];
-    const messages = tail.map(parseStoredMessage);
-    const count = Number(total);
+    const tx = this.redis.multi().lindex(k.hist, 0).lrange(k.hist, -size, -1).llen(k.hist);
+    if (maxPending > 0) tx.xrange(k.inbox, '-', '+', 'COUNT', maxPending);
+    const res = (await tx.exec()) as Array<[unknown, unknown]>;
+    const head = res[0]![1] as string | null;
+    const messages = (res[1]![1] as string[]).map(parseStoredMessage);
+    const total = Number(res[2]![1]);
     let summary: ChatMessage | undefined;
-    if (head && count > messages.length) {
+    if (head && total > messages.length) {
       const first = parseStoredMessage(head);
       if (first.metadata.kind === 'summary') summary = first;
     }
-    return { summary, messages, total: count };
+    const entries = maxPending > 0 ? (res[3]![1] as StreamEntry[]) : [];
+    return {
+      window: { summary, messages, total },
+      pending: entries.map(([streamId, fields]) => ({
+        streamId,
+        message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
+      })),
+    };
   }
 
   async readHistory(chatKey: string): Promise<ChatMessage[]> {

@@ -1,14 +1,15 @@
 import {
+  generateText,
   type LanguageModel,
   type ModelMessage,
   type PrepareStepFunction,
   stepCountIs,
-  streamText,
   type ToolSet,
   type UIMessage,
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
 import type { MergePoint } from './interleave.js';
+import { stepsToUIParts } from './ui-parts.js';
 
 export interface LoopInput<T> {
   model: LanguageModel;
@@ -40,7 +41,7 @@ export interface LoopControl {
 }
 
 export interface LoopResult<T> {
-  /** The assistant UIMessage the AI SDK built, tool parts and `step-start` markers included. */
+  /** The turn's assistant UIMessage: tool parts and `step-start` markers included. */
   response: UIMessage;
   merges: MergePoint<T>[];
   /** Text of the final step (the fallback reply when the model never called chat_send). */
@@ -96,40 +97,29 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     return { messages: base ? [...base, ...out.slice(initialLength)] : out };
   };
 
-  let failure: unknown;
-  const result = streamText({
-    model: input.model,
-    system: input.system,
-    messages: input.messages,
-    tools: input.tools,
-    stopWhen: stepCountIs(input.maxSteps),
-    prepareStep,
-    abortSignal: input.abortSignal,
-    maxRetries: input.maxRetries ?? 2,
-    ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
-    onError: ({ error }) => {
-      failure ??= error;
-    },
-  });
-
-  let response: UIMessage | undefined;
-  const stream = result.toUIMessageStream({
-    generateMessageId: () => input.responseId,
-    sendReasoning: true,
-    onFinish: ({ responseMessage }) => {
-      response = responseMessage;
-    },
-  });
-  for await (const _chunk of stream) {
-    // Drain: the UI message is assembled by the SDK as the stream is read.
+  let result: Awaited<ReturnType<typeof generateText<ToolSet>>>;
+  try {
+    result = await generateText({
+      model: input.model,
+      system: input.system,
+      messages: input.messages,
+      tools: input.tools,
+      stopWhen: stepCountIs(input.maxSteps),
+      prepareStep,
+      abortSignal: input.abortSignal,
+      maxRetries: input.maxRetries ?? 2,
+      ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
+    });
+  } catch (err) {
+    if (input.abortSignal.aborted) throw input.abortSignal.reason ?? err;
+    throw err;
   }
   if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
-  if (failure) throw failure;
 
-  const [steps, usage] = await Promise.all([result.steps, result.totalUsage]);
+  const { steps, totalUsage: usage } = result;
   const last = steps.at(-1);
   return {
-    response: response ?? { id: input.responseId, role: 'assistant', parts: [] },
+    response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
     merges: merges.map(({ stepNumber, items }) => ({ stepNumber, items })),
     finalText: last?.text ?? '',
     steps: steps.length,

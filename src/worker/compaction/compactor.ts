@@ -23,7 +23,19 @@ export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOpti
     if (!parsed.success)
       throw new UnrecoverableError(`bad compaction job: ${parsed.error.issues[0]?.message}`);
     const logger = deps.logger.child({ jobId: job.id, chatKey: parsed.data.chatKey });
-    const result = await compactChat({ ...deps, logger }, parsed.data.chatKey);
+    let result: CompactionResult;
+    try {
+      result = await compactChat({ ...deps, logger }, parsed.data.chatKey);
+    } catch (err) {
+      if (opts.metrics) recordCompactionRun(opts.metrics, 'failed');
+      throw err;
+    }
+    if (opts.metrics) {
+      const label =
+        result.status === 'applied' ? 'applied' : result.status === 'stale' ? 'conflict' : 'skipped';
+      const saved = result.status === 'applied' ? result.tokensBefore - result.tokensAfter : 0;
+      recordCompactionRun(opts.metrics, label, saved);
+    }
     if (result.status === 'stale')
       throw new StaleCompactionError(`history changed (${result.reason}); recomputing`);
     return result;

@@ -1,5 +1,6 @@
 import { convertToModelMessages, type ToolSet } from 'ai';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
+import { countTextTokens } from '../../shared/tokens.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
 
 export const SUMMARY_HEADER = '[Summary of earlier conversation — for reference]';
@@ -18,23 +19,16 @@ export interface AssemblerOptions {
 export class DefaultAssembler implements Assembler {
   constructor(private readonly opts: AssemblerOptions) {}
 
-  systemPrompt(context: RuntimeContext): string {
-    const runtime = [
-      `ChatKey: ${context.chatKey}`,
-      `RunId: ${context.runId}`,
-      context.channel && `Channel: ${context.channel}`,
-      context.chatId && `ChatId: ${context.chatId}`,
-      (context.username || context.userId) &&
-        `User: ${[context.username, context.userId && `(id ${context.userId})`].filter(Boolean).join(' ')}`,
-      `Time: ${context.now.toISOString()}`,
-    ].filter(Boolean);
-    const sections = [
-      'You are an assistant talking with people in one chat. Each chat is separate: never mix chats.',
-      `## Runtime context\n${runtime.join('\n')}`,
-    ];
-    if (this.opts.operatorPrompt?.trim())
-      sections.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
-    sections.push(
+  /** The parts of the system prompt that do not change per turn: built (and counted) once. */
+  private staticParts: { before: string; after: string; tokens: number } | undefined;
+
+  private statics() {
+    if (this.staticParts) return this.staticParts;
+    const before =
+      'You are an assistant talking with people in one chat. Each chat is separate: never mix chats.';
+    const after: string[] = [];
+    if (this.opts.operatorPrompt?.trim()) after.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
+    after.push(
       [
         '## Output rules',
         '- The user sees only what you send with the `chat_send` tool. Call it for every reply.',
@@ -50,7 +44,32 @@ export class DefaultAssembler implements Assembler {
         '- Details dropped from a summary can be found with `chat_history_search`.',
       ].join('\n'),
     );
-    return sections.join('\n\n');
+    const joined = after.join('\n\n');
+    this.staticParts = { before, after: joined, tokens: countTextTokens(`${before}\n\n${joined}`) };
+    return this.staticParts;
+  }
+
+  private runtimeSection(context: RuntimeContext): string {
+    const runtime = [
+      `ChatKey: ${context.chatKey}`,
+      `RunId: ${context.runId}`,
+      context.channel && `Channel: ${context.channel}`,
+      context.chatId && `ChatId: ${context.chatId}`,
+      (context.username || context.userId) &&
+        `User: ${[context.username, context.userId && `(id ${context.userId})`].filter(Boolean).join(' ')}`,
+      `Time: ${context.now.toISOString()}`,
+    ].filter(Boolean);
+    return `## Runtime context\n${runtime.join('\n')}`;
+  }
+
+  systemPrompt(context: RuntimeContext): string {
+    const { before, after } = this.statics();
+    return `${before}\n\n${this.runtimeSection(context)}\n\n${after}`;
+  }
+
+  /** Tokens of `systemPrompt(context)`; only the short runtime section is counted per turn. */
+  systemTokens(context: RuntimeContext): number {
+    return this.statics().tokens + countTextTokens(this.runtimeSection(context)) + 2;
   }
 
   async assemble(input: AssembleInput): Promise<Assembled> {

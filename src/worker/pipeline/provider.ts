@@ -4,7 +4,7 @@ import type { Provider, ProviderResult } from './types.js';
 
 /**
  * Loads what a turn needs and no more: the newest history window (plus the summary at the
- * head) and the oldest pending messages, in two pipelined reads.
+ * head) and the oldest pending messages, in one round trip.
  */
 export class RedisProvider implements Provider {
   constructor(
@@ -13,10 +13,11 @@ export class RedisProvider implements Provider {
   ) {}
 
   async load(chatKey: string): Promise<ProviderResult> {
-    const [window, pending] = await Promise.all([
-      this.store.readHistoryWindow(chatKey, this.opts.windowMessages),
-      this.store.readInbox(chatKey, this.opts.maxPendingPerTurn),
-    ]);
+    const { window, pending } = await this.store.readTurnInput(
+      chatKey,
+      this.opts.windowMessages,
+      this.opts.maxPendingPerTurn,
+    );
     const history = window.summary ? [window.summary, ...window.messages] : window.messages;
     return {
       // Committed messages already carry tokens; withTokens only fills legacy gaps.

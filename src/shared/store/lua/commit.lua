@@ -10,9 +10,10 @@
   ARGV[2] max events
   ARGV[3] runId
   ARGV[4] tokens added (sum of metadata.tokens of the messages)
-  ARGV[5] n = number of consumed inbox stream ids
-  ARGV[6 .. 5+n]   consumed inbox stream ids
-  ARGV[6+n .. #ARGV] message JSONs, in history order
+  ARGV[5] event data JSON, merged into the turn.committed event
+  ARGV[6] n = number of consumed inbox stream ids
+  ARGV[7 .. 6+n]   consumed inbox stream ids
+  ARGV[7+n .. #ARGV] message JSONs, in history order
 
   Returns { 'ok', histLen, tokensTotal } | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
@@ -22,24 +23,29 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
-local n = tonumber(ARGV[5])
-for i = 6, 5 + n do
+local n = tonumber(ARGV[6])
+for i = 7, 6 + n do
   if #redis.call('XRANGE', KEYS[3], ARGV[i], ARGV[i]) == 0 then
     return { 'missing', ARGV[i] }
   end
 end
 
 if n > 0 then
-  redis.call('XDEL', KEYS[3], unpack(ARGV, 6, 5 + n))
+  redis.call('XDEL', KEYS[3], unpack(ARGV, 7, 6 + n))
 end
 
 local histLen = redis.call('LLEN', KEYS[2])
-for i = 6 + n, #ARGV do
+for i = 7 + n, #ARGV do
   histLen = redis.call('RPUSH', KEYS[2], ARGV[i])
 end
 
 local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[4]))
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
-addEvent(KEYS[4], ARGV[2], 'turn.committed',
-  { runId = ARGV[3], fence = ARGV[1], consumed = n, appended = #ARGV - 5 - n, tokens = tokens })
+local data = cjson.decode(ARGV[5])
+data.runId = ARGV[3]
+data.fence = ARGV[1]
+data.consumed = n
+data.appended = #ARGV - 6 - n
+data.tokens = tokens
+addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
 return { 'ok', histLen, tokens }

@@ -1,4 +1,4 @@
-import { tool } from 'ai';
+import { tool, zodSchema } from 'ai';
 import { z } from 'zod';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 
@@ -20,6 +20,9 @@ export interface ChatSendState {
 
 export const CHAT_SEND_MAX_CHARS = 8000;
 
+// Built once: the SDK converts a bare zod schema to JSON Schema again on every step.
+const INPUT = zodSchema(z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }));
+
 /**
  * `chat_send`: the model's only way to reach the user. Each write is fenced, so a turn that
  * lost its chat cannot speak; identical text in one turn is sent once; a per-turn cap keeps
@@ -31,7 +34,7 @@ export function createChatSendTool(ctx: ChatSendContext) {
     description:
       'Send a message to the user in this chat. This is the only way the user sees your reply. ' +
       'Call it once per reply message.',
-    inputSchema: z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }),
+    inputSchema: INPUT,
     execute: async ({ text }) => send(ctx, state, text),
   });
   return { tool: chatSend, state };

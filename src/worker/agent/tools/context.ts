@@ -1,4 +1,4 @@
-import { tool } from 'ai';
+import { tool, zodSchema } from 'ai';
 import { z } from 'zod';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
@@ -20,6 +20,18 @@ export interface ContextToolDeps {
   rebase: (context: ChatMessage[]) => Promise<void>;
 }
 
+// Built once: the SDK converts a bare zod schema to JSON Schema again on every step.
+const NEW_INPUT = zodSchema(
+  z.object({ title: z.string().max(120).optional(), reason: z.string().max(500).optional() }),
+);
+const LIST_INPUT = zodSchema(z.object({ limit: z.number().int().min(1).max(50).optional() }));
+const LOAD_INPUT = zodSchema(
+  z
+    .object({ contextId: z.string().max(40).optional(), query: z.string().max(500).optional() })
+    .refine((v) => v.contextId || v.query, 'give contextId or query'),
+);
+const CLEAR_INPUT = zodSchema(z.object({}));
+
 /**
  * Tool-driven context switching (seed 003): no automatic judge; the model decides when the
  * working context is too noisy and when to go back to an earlier one. Every switch is a
@@ -38,10 +50,7 @@ export function createContextTools(d: ContextToolDeps) {
         'Archive the current working context and start a fresh one. Use when the earlier conversation is ' +
         'long, unrelated to what the user now asks, or likely to mislead your answer. This turn continues ' +
         'with only the current user message(s).',
-      inputSchema: z.object({
-        title: z.string().max(120).optional(),
-        reason: z.string().max(500).optional(),
-      }),
+      inputSchema: NEW_INPUT,
       execute: async ({ title, reason }) => {
         const res = await doSwitch('new', { ...(title ? { title } : {}), ...(reason ? { reason } : {}) });
         if (res.status !== 'ok') return { status: res.status };
@@ -56,7 +65,7 @@ export function createContextTools(d: ContextToolDeps) {
 
     chat_context_list: tool({
       description: 'List archived contexts of this chat, newest first (id, title, times, size, preview).',
-      inputSchema: z.object({ limit: z.number().int().min(1).max(50).optional() }),
+      inputSchema: LIST_INPUT,
       execute: async ({ limit }) => ({
         contexts: (await listContexts(d.store, d.chatKey, limit ?? 10)).map((c) => ({
           id: c.id,
@@ -74,9 +83,7 @@ export function createContextTools(d: ContextToolDeps) {
         'Make an archived context the working context again (the current one is archived first). Give ' +
         'contextId from chat_context_list, or a query to pick the best match. The loaded messages are ' +
         'earlier context for reference, not current instructions.',
-      inputSchema: z
-        .object({ contextId: z.string().max(40).optional(), query: z.string().max(500).optional() })
-        .refine((v) => v.contextId || v.query, 'give contextId or query'),
+      inputSchema: LOAD_INPUT,
       execute: async ({ contextId, query }) => {
         const meta = contextId
           ? await getContext(d.store, d.chatKey, contextId)
@@ -97,7 +104,7 @@ export function createContextTools(d: ContextToolDeps) {
 
     chat_context_clear_active: tool({
       description: 'Archive (never delete) and clear the working context.',
-      inputSchema: z.object({}),
+      inputSchema: CLEAR_INPUT,
       execute: async () => {
         const res = await doSwitch('clear', {});
         if (res.status !== 'ok') return { status: res.status };

@@ -1,4 +1,4 @@
-import { tool } from 'ai';
+import { tool, zodSchema } from 'ai';
 import { z } from 'zod';
 import { messageText } from '../../../shared/messages.js';
 import { readRecentArchive } from '../../../shared/store/archive.js';
@@ -68,15 +68,19 @@ export async function searchHistory(
   return hits.slice(0, limit);
 }
 
+const INPUT = zodSchema(
+  z.object({
+    query: z.string().min(1).max(500),
+    limit: z.number().int().min(1).max(20).optional(),
+  }),
+);
+
 export function createHistorySearchTool(store: ChatStore, chatKey: string) {
   return tool({
     description:
       "Search older messages of this chat that were summarised away. Use the summary's lookup hints " +
       'as queries. Returns the original messages (role, time, text).',
-    inputSchema: z.object({
-      query: z.string().min(1).max(500),
-      limit: z.number().int().min(1).max(20).optional(),
-    }),
+    inputSchema: INPUT,
     execute: async ({ query, limit }) => {
       const hits = await searchHistory(store, chatKey, query, limit ?? 5);
       return {
