@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { enqueueTurn } from '../../shared/jobs.js';
 import type { ChatMessage } from '../../shared/messages.js';
+import { ActivityIndex } from '../activity.js';
 import { HttpError } from '../errors.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 
@@ -76,6 +77,7 @@ export function toUserMessage(chatKey: string, body: PostMessageBody, now: numbe
 
 export async function messageRoutes(app: FastifyInstance): Promise<void> {
   const { store, turns, limits } = app.deps;
+  const activity = new ActivityIndex(store);
 
   app.post('/chats/:chatKey/messages', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
@@ -93,7 +95,7 @@ export async function messageRoutes(app: FastifyInstance): Promise<void> {
     }
     // A duplicate enqueues too: if an earlier attempt stored the message but failed to
     // enqueue, the client's retry is what gets the chat its turn.
-    await withRedis(() => Promise.all([enqueueTurn(turns, chatKey), store.touchChat(chatKey)]));
+    await withRedis(() => Promise.all([enqueueTurn(turns, chatKey), activity.touch(chatKey)]));
     return reply.code(202).send({ chatKey, messageId: message.id, status: result.status });
   });
 
