@@ -1,32 +1,27 @@
 import type { ChatMessage } from '../../src/shared/messages.js';
 
-export function userMessage(
+type Meta = Partial<ChatMessage['metadata']>;
+
+function textMessage(
+  role: 'user' | 'assistant',
   chatKey: string,
   id: string,
   text: string,
-  extra: Partial<ChatMessage['metadata']> = {},
+  extra: Meta,
 ): ChatMessage {
   return {
     id,
-    role: 'user',
+    role,
     parts: [{ type: 'text', text }],
     metadata: { ts: Date.now(), chatKey, kind: 'normal', ...extra },
   };
 }
 
-export function assistantMessage(
-  chatKey: string,
-  id: string,
-  text: string,
-  extra: Partial<ChatMessage['metadata']> = {},
-): ChatMessage {
-  return {
-    id,
-    role: 'assistant',
-    parts: [{ type: 'text', text }],
-    metadata: { ts: Date.now(), chatKey, kind: 'normal', ...extra },
-  };
-}
+export const userMessage = (chatKey: string, id: string, text: string, extra: Meta = {}) =>
+  textMessage('user', chatKey, id, text, extra);
+
+export const assistantMessage = (chatKey: string, id: string, text: string, extra: Meta = {}) =>
+  textMessage('assistant', chatKey, id, text, extra);
 
 export function textOf(message: ChatMessage): string {
   return message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');

@@ -203,14 +203,7 @@ export class ChatStore {
   /** Pending messages, oldest first, strictly after `afterStreamId` when given. */
   async readInbox(chatKey: string, count: number, afterStreamId?: string): Promise<InboxEntry[]> {
     if (count <= 0) return [];
-    const start = afterStreamId ? `(${afterStreamId}` : '-';
-    const entries = (await this.redis.xrange(
-      this.keys(chatKey).inbox,
-      start,
-      '+',
-      'COUNT',
-      count,
-    )) as StreamEntry[];
+    const entries = await this.rangeAfter(this.keys(chatKey).inbox, afterStreamId, count);
     return entries.map(([streamId, fields]) => ({
       streamId,
       message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
@@ -268,6 +261,11 @@ export class ChatStore {
     };
   }
 
+  /** Stream entries strictly after the cursor (a stream id), oldest first. */
+  private async rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
+    return (await this.redis.xrange(key, after ? `(${after}` : '-', '+', 'COUNT', count)) as StreamEntry[];
+  }
+
   async readHistory(chatKey: string): Promise<ChatMessage[]> {
     const raw = await this.redis.lrange(this.keys(chatKey).hist, 0, -1);
     return raw.map(parseStoredMessage);
@@ -279,14 +277,7 @@ export class ChatStore {
   }
 
   async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
-    const start = after ? `(${after}` : '-';
-    const entries = (await this.redis.xrange(
-      this.keys(chatKey).outbox,
-      start,
-      '+',
-      'COUNT',
-      limit,
-    )) as StreamEntry[];
+    const entries = await this.rangeAfter(this.keys(chatKey).outbox, after, limit);
     return entries.map(([id, fields]) => {
       const f = fieldsOf(fields);
       return {
@@ -314,14 +305,7 @@ export class ChatStore {
   }
 
   async readEvents(chatKey: string, after: string | undefined, limit: number): Promise<ChatEvent[]> {
-    const start = after ? `(${after}` : '-';
-    const entries = (await this.redis.xrange(
-      this.keys(chatKey).events,
-      start,
-      '+',
-      'COUNT',
-      limit,
-    )) as StreamEntry[];
+    const entries = await this.rangeAfter(this.keys(chatKey).events, after, limit);
     return entries.map(([id, fields]) => {
       const f = fieldsOf(fields);
       let data: Record<string, unknown> = {};

@@ -44,6 +44,14 @@ export function createContextTools(d: ContextToolDeps) {
     return res;
   };
 
+  /** 'new' and 'clear' differ only in intent: both archive and continue from nothing. */
+  const startFresh = async (op: 'new' | 'clear', args: { title?: string; reason?: string }) => {
+    const res = await doSwitch(op, args);
+    if (res.status !== 'ok') return { status: res.status };
+    await d.rebase([]);
+    return { status: 'ok', archivedContextId: res.archivedId ?? null, archivedMessages: res.archivedCount };
+  };
+
   return {
     chat_context_new: tool({
       description:
@@ -52,14 +60,7 @@ export function createContextTools(d: ContextToolDeps) {
         'with only the current user message(s).',
       inputSchema: NEW_INPUT,
       execute: async ({ title, reason }) => {
-        const res = await doSwitch('new', { ...(title ? { title } : {}), ...(reason ? { reason } : {}) });
-        if (res.status !== 'ok') return { status: res.status };
-        await d.rebase([]);
-        return {
-          status: 'ok',
-          archivedContextId: res.archivedId ?? null,
-          archivedMessages: res.archivedCount,
-        };
+        return startFresh('new', { ...(title ? { title } : {}), ...(reason ? { reason } : {}) });
       },
     }),
 
@@ -106,14 +107,7 @@ export function createContextTools(d: ContextToolDeps) {
       description: 'Archive (never delete) and clear the working context.',
       inputSchema: CLEAR_INPUT,
       execute: async () => {
-        const res = await doSwitch('clear', {});
-        if (res.status !== 'ok') return { status: res.status };
-        await d.rebase([]);
-        return {
-          status: 'ok',
-          archivedContextId: res.archivedId ?? null,
-          archivedMessages: res.archivedCount,
-        };
+        return startFresh('clear', {});
       },
     }),
   };
