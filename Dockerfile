@@ -9,9 +9,11 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 
-# Dependencies first so the layer is cached until the lockfile changes.
+# Dependencies first so the layer is cached until the lockfile changes. `npm install` with the
+# lockfile, not `npm ci`: the lockfile records only the platform packages (biome, rollup,
+# msgpackr) of the machine that wrote it, and `npm ci` refuses a lockfile without the others.
 COPY package.json package-lock.json ./
-RUN --mount=type=cache,target=/root/.npm npm ci
+RUN --mount=type=cache,target=/root/.npm npm install --no-audit --no-fund
 
 COPY . .
 RUN npm run build \
