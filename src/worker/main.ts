@@ -9,6 +9,7 @@ import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis
 import { ChatStore } from '../shared/store/chat-store.js';
 import { createModel } from './agent/model.js';
 import { compactChat } from './compaction/compact.js';
+import { compactionThreshold } from './compaction/cut.js';
 import { compactionDepsFromConfig } from './compaction/main.js';
 import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
@@ -85,8 +86,10 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
   const deps: TurnDeps = {
     ...turnDepsFromConfig(config, store, logger),
-    afterCommit: async (chatKey, historyTokens) => {
-      if (historyTokens >= config.COMPACT_AT_TOKENS) await enqueueCompaction(compaction, chatKey);
+    afterCommit: async (chatKey, historyTokens, messageBudget) => {
+      if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
+        await enqueueCompaction(compaction, chatKey);
+      }
     },
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
   };

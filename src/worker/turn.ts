@@ -36,8 +36,11 @@ export interface TurnDeps {
   settings: TurnSettings;
   workerId: string;
   logger: Logger;
-  /** After a commit, with the history's token total (compaction trigger). Must not throw. */
-  afterCommit?: (chatKey: string, historyTokens: number) => Promise<void>;
+  /**
+   * After a commit, with the history's token total and the token budget this turn had for
+   * messages (after the system prompt): the compaction trigger. Must not throw.
+   */
+  afterCommit?: (chatKey: string, historyTokens: number, messageBudget: number) => Promise<void>;
   /** Compact the chat now; used once when the provider rejects a turn as too long. */
   compactNow?: (chatKey: string) => Promise<unknown>;
 }
@@ -240,7 +243,7 @@ async function turnBody(
     return { status: 'lost', runId };
   }
   await deps
-    .afterCommit?.(chatKey, committed.tokens)
+    .afterCommit?.(chatKey, committed.tokens, budget)
     .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
   logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
   return {

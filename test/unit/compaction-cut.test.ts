@@ -1,7 +1,7 @@
 import { APICallError, RetryError } from 'ai';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import { selectCut } from '../../src/worker/compaction/cut.js';
+import { compactionThreshold, selectCut } from '../../src/worker/compaction/cut.js';
 import { isContextOverflowError } from '../../src/worker/compaction/overflow.js';
 import { serialise, TOOL_OUTPUT_MAX_CHARS, updatePrompt } from '../../src/worker/compaction/prompt.js';
 
@@ -130,5 +130,17 @@ describe('isContextOverflowError', () => {
     expect(isContextOverflowError(apiError(500, 'maximum context length'))).toBe(false);
     expect(isContextOverflowError(apiError(400, 'invalid tool schema'))).toBe(false);
     expect(isContextOverflowError(new Error('maximum context length'))).toBe(false);
+  });
+});
+
+describe('compactionThreshold', () => {
+  it('is the lower of COMPACT_AT_TOKENS and 80 % of the message budget', () => {
+    expect(compactionThreshold(5000, 11_000)).toBe(5000);
+    expect(compactionThreshold(9600, 11_000)).toBe(8800);
+  });
+
+  it('follows the message budget when a long system prompt leaves less room, so compaction starts before the hard cut', () => {
+    expect(compactionThreshold(9600, 6000)).toBe(4800);
+    expect(compactionThreshold(9600, 0)).toBe(1);
   });
 });

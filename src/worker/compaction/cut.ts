@@ -41,3 +41,13 @@ export function selectCut(history: ChatMessage[], opts: CutOptions): Cut | undef
     kept: history.slice(cut),
   };
 }
+
+/**
+ * History tokens at which a chat is queued for compaction: COMPACT_AT_TOKENS, or 80 % of the
+ * budget a turn had for messages once the system prompt was paid for, whichever is lower —
+ * so compaction starts before the hard cut has to drop anything (a long operator prompt
+ * leaves much less than MAX_INPUT_TOKENS for history).
+ */
+export function compactionThreshold(compactAtTokens: number, messageBudget: number): number {
+  return Math.max(1, Math.min(compactAtTokens, Math.floor(0.8 * messageBudget)));
+}
