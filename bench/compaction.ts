@@ -22,6 +22,7 @@ import { compactionDepsFromConfig } from '../src/worker/compaction/main.js';
 import { turnDepsFromConfig } from '../src/worker/main.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from '../src/worker/turn.js';
 import { createTurnWorker } from '../src/worker/turn-worker.js';
+import { newUserTexts, usage } from './echo-model.js';
 import {
   adminRedis,
   type CpuShare,
@@ -33,6 +34,7 @@ import {
   meets,
   orderFor,
   percentile,
+  prng,
   progress,
   REDIS_URL,
   randomPrefix,
@@ -128,14 +130,6 @@ const WORDS = (
   'Anna prefers the Berlin office on Tuesday budget 4200 euros ticket 1873 design review at noon'
 ).split(' ');
 
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
-
 /** Message `i`: numbered filler text of at least `tokens` tokens (one or two over at most). */
 function filler(i: number, tokens: number): string {
   const rand = prng(1000 + i);
@@ -160,20 +154,6 @@ function summaryText(tokens: number): string {
     lines.push(`- ${Array.from({ length: 6 }, () => WORDS[Math.floor(rand() * WORDS.length)]).join(' ')}`);
   }
   return lines.join('\n');
-}
-
-const usage = {
-  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 5, text: 5, reasoning: undefined },
-};
-
-function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
-  const out: string[] = [];
-  for (const m of prompt) {
-    if (m.role === 'assistant') out.length = 0;
-    if (m.role === 'user') for (const p of m.content) if (p.type === 'text') out.push(p.text);
-  }
-  return out;
 }
 
 /**

@@ -7,12 +7,12 @@ import { MockLanguageModelV3 } from 'ai/test';
  * `chat_send`, step 2 (after the tool result) stops with no text.
  */
 
-const usage = {
+export const usage = {
   inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
   outputTokens: { total: 5, text: 5, reasoning: undefined },
 };
 
-function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
+export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
   const out: string[] = [];
   for (const m of prompt) {
     if (m.role === 'assistant') out.length = 0;

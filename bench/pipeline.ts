@@ -15,6 +15,7 @@ import {
   medianOf,
   meets,
   percentile,
+  prng,
   progress,
   REDIS_URL,
   randomPrefix,
@@ -84,14 +85,6 @@ const WORDS = (
   'support asked for a heads up before we switch traffic to the new region please confirm the ' +
   'rollback plan and who is on call while invoices are regenerated overnight for every customer'
 ).split(' ');
-
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 const POOL_SIZE = 64;
 

@@ -105,6 +105,7 @@ for (const name of selected) {
 
 report.benchmarks = results;
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
-process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-// BullMQ and ioredis may leave timers behind after close; the report is out, so stop here.
-process.exit(0);
+// BullMQ and ioredis may leave timers behind after close, so exit explicitly — but only once
+// stdout has drained: into a pipe the write is asynchronous, and exiting at once cut the
+// report off at 64 KiB.
+process.stdout.write(`${JSON.stringify(report, null, 2)}\n`, () => process.exit(0));

@@ -228,3 +228,12 @@ export async function cpuMeter(redis: Redis, childPid?: number): Promise<() => P
     };
   };
 }
+
+/** A small deterministic PRNG: the same filler texts in every mode and run. */
+export function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
