@@ -10,6 +10,14 @@ export class LeaseBusyError extends Error {
   }
 }
 
+/**
+ * The worker is shutting down and its grace ran out: the turn was stopped before its commit,
+ * its lease released. Retry the job (elsewhere); nothing of the attempt was committed.
+ */
+export class TurnAbortedError extends Error {
+  override name = 'TurnAbortedError';
+}
+
 /** This turn's fence is stale: a newer turn owns the chat. Never retry this attempt. */
 export class FencedOutError extends Error {
   override name = 'FencedOutError';

@@ -1,3 +1,4 @@
+import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 
@@ -10,6 +11,8 @@ export class Lane {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private released = false;
+  /** Stopped by our own shutdown rather than by another turn taking the chat. */
+  private stoppedHere = false;
 
   private constructor(
     private readonly store: ChatStore,
@@ -37,8 +40,22 @@ export class Lane {
     return this.controller.signal;
   }
 
+  /** Another turn took the chat: nothing more may be written. */
   get lost(): boolean {
-    return this.controller.signal.aborted;
+    return this.controller.signal.aborted && !this.stoppedHere;
+  }
+
+  /** This process stopped the turn (shutdown); the lease is still ours to release. */
+  get stopped(): boolean {
+    return this.stoppedHere;
+  }
+
+  /** Stop the turn from this side: the model call is aborted, the lease stays ours until release(). */
+  stop(reason: string): void {
+    if (this.controller.signal.aborted) return;
+    this.stoppedHere = true;
+    this.logger.warn({ reason, fence: this.fence }, 'turn stopped');
+    this.controller.abort(new TurnAbortedError(reason));
   }
 
   /** Called when any fenced write was rejected: stop the turn at once. */

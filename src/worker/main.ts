@@ -28,6 +28,9 @@ export interface WorkerHandle {
   close(): Promise<void>;
 }
 
+/** After the grace, how long stopped turns get to release their lease and fail their attempt. */
+const STOP_WAIT_MS = 3000;
+
 /** Tool schemas and message framing the tokenizer does not see in the messages. */
 const RESERVE_TOKENS = 400;
 
@@ -84,7 +87,9 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
+  const shutdown = new AbortController();
   const deps: TurnDeps = {
+    shutdownSignal: shutdown.signal,
     ...turnDepsFromConfig(config, store, logger),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
@@ -148,21 +153,21 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     close() {
       closing ??= (async () => {
         // Each step runs even if an earlier one failed. Stop fetching; running turns get
-        // SHUTDOWN_GRACE_MS to finish. A turn cut off keeps its job locked and its lease
-        // until they expire; then another worker's stall check retries the job and its new
-        // fence rejects anything this process might still try to write.
-        const drained = await settleWithin(
-          Promise.all([
-            worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed')),
-            sweeper.close(),
-          ]),
-          config.SHUTDOWN_GRACE_MS,
-        );
-        if (!drained) {
+        // SHUTDOWN_GRACE_MS to finish. Then they are stopped: each aborts its model call,
+        // releases its lease and fails its attempt, so BullMQ retries it on another worker
+        // at once. A turn that does not stop in time keeps its job lock and lease until they
+        // expire; the stall check retries it and the new fence rejects anything it writes.
+        const stopped = Promise.all([
+          worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed')),
+          sweeper.close(),
+        ]);
+        if (!(await settleWithin(stopped, config.SHUTDOWN_GRACE_MS))) {
           logger.warn(
             { graceMs: config.SHUTDOWN_GRACE_MS },
             'shutdown grace ran out: running turns are cut off and will be retried by another worker',
           );
+          shutdown.abort();
+          await settleWithin(stopped, STOP_WAIT_MS);
         }
         await side.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

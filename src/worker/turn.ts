@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { convertToModelMessages, type LanguageModel } from 'ai';
+import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
@@ -43,6 +44,12 @@ export interface TurnDeps {
   afterCommit?: (chatKey: string, historyTokens: number, messageBudget: number) => Promise<void>;
   /** Compact the chat now; used once when the provider rejects a turn as too long. */
   compactNow?: (chatKey: string) => Promise<unknown>;
+  /**
+   * Aborted when the worker's shutdown grace runs out: running turns stop, release their
+   * lease and fail their attempt, so another worker retries at once instead of waiting for
+   * the job lock and the lease to expire.
+   */
+  shutdownSignal?: AbortSignal;
 }
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
@@ -84,6 +91,9 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   let outcome: TurnOutcome | undefined;
   // One send state for the whole turn: a retry after an overflow never repeats a reply.
   const sent: ChatSendState = { sent: [] };
+  const stop = () => lane.stop('worker shutting down');
+  deps.shutdownSignal?.addEventListener('abort', stop, { once: true });
+  if (deps.shutdownSignal?.aborted) stop();
   try {
     try {
       outcome = await turnBody(deps, lane, logger, sent, 1);
@@ -98,6 +108,10 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
     }
     return outcome;
   } catch (err) {
+    if (lane.stopped) {
+      await store.appendEvent(chatKey, 'turn.aborted', { runId, reason: 'shutdown' }).catch(() => undefined);
+      throw new TurnAbortedError('worker shut down before the turn committed; retrying elsewhere');
+    }
     if (lane.lost) {
       outcome = { status: 'lost', runId };
       return outcome;
@@ -107,6 +121,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
       .catch(() => undefined);
     throw err;
   } finally {
+    deps.shutdownSignal?.removeEventListener('abort', stop);
     const released = await lane.release().catch((err: unknown) => {
       logger.warn({ err }, 'lease release failed; it will expire');
       return { ok: false, pending: 0 };

@@ -130,8 +130,10 @@ describe('graceful shutdown', () => {
     mock.state.release('sd-twice');
   }, 60_000);
 
-  it('grace ran out: the worker exits, another worker takes the chat over under a new fence and answers once', async () => {
-    const short = { SHUTDOWN_GRACE_MS: '1000' };
+  it('grace ran out: the worker stops its turn, releases the chat and exits; another worker answers once under a new fence', async () => {
+    // Long leases and locks: recovery must come from the stopped turn releasing its lease
+    // and failing its attempt, not from waiting for them to expire.
+    const short = { SHUTDOWN_GRACE_MS: '1000', TURN_LEASE_MS: '60000', JOB_LOCK_MS: '60000' };
     mock.state.hold('sd-cut');
     const first = await start('worker', short);
     await accept('sd-cut', 'hello');
@@ -148,9 +150,11 @@ describe('graceful shutdown', () => {
     expect(first.logs.some((l) => String(l.msg).startsWith('shutdown grace ran out'))).toBe(true);
     expect(await roles('sd-cut')).toEqual([]);
 
+    const restarted = Date.now();
     await start('worker', short);
-    // The second worker reaches the model once the job's lock and the chat's lease expired.
+    // The stopped attempt failed with a 1 s backoff and the lease is free: no 60 s wait.
     await mock.state.waitForRequest('sd-cut', 2);
+    expect(Date.now() - restarted).toBeLessThan(15_000);
     mock.state.release('sd-cut');
     await waitFor(async () => (await store.pendingCount('sd-cut')) === 0, {
       timeoutMs: 30_000,
@@ -161,7 +165,8 @@ describe('graceful shutdown', () => {
     const meta = await store.readMeta('sd-cut');
     expect(Number(meta.fence)).toBeGreaterThan(Number(fenceBefore));
     const events = await store.readEvents('sd-cut', undefined, 100);
-    expect(events.map((e) => e.type)).toContain('lease.takeover');
+    expect(events.map((e) => e.type)).toContain('turn.aborted');
+    expect(events.map((e) => e.type)).not.toContain('lease.takeover');
     expect(events.filter((e) => e.type === 'turn.committed')).toHaveLength(1);
     expect(mock.state.violations).toEqual([]);
   }, 60_000);

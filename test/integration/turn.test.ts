@@ -1,4 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { textOf, userMessage } from '../helpers/messages.js';
@@ -204,6 +205,31 @@ describe('lane merge', () => {
     expect((await store.readAllPending('c1')).map(textOf)).toEqual(['m3']);
     const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
     expect(users).toEqual(['first', 'm1', 'm2']);
+  });
+});
+
+describe('shutdown', () => {
+  it('a turn stopped by shutdown writes nothing, releases its lease and fails its attempt for a retry', async () => {
+    const shutdown = new AbortController();
+    const { model } = scriptedModel(async (prompt, call, options) => {
+      shutdown.abort();
+      // A real provider call ends when its abort signal fires.
+      await new Promise((_, reject) => {
+        const signal = options.abortSignal;
+        if (signal?.aborted) reject(signal.reason);
+        signal?.addEventListener('abort', () => reject(signal.reason));
+      });
+      return echoScript(prompt, call, options);
+    });
+    const deps = { ...turnDeps(redis, prefix, model), shutdownSignal: shutdown.signal };
+    await ingest(deps.store, 'c1', 'hi');
+    await expect(runTurn(deps, 'c1')).rejects.toBeInstanceOf(TurnAbortedError);
+    expect(await deps.store.readHistory('c1')).toEqual([]);
+    expect(await deps.store.readOutbox('c1', undefined, 10)).toEqual([]);
+    expect(await deps.store.pendingCount('c1')).toBe(1);
+    expect((await deps.store.readEvents('c1', undefined, 50)).map((e) => e.type)).toContain('turn.aborted');
+    // Released, not left to expire: the next worker gets the chat at once.
+    expect((await deps.store.acquire('c1', 'next', 1000)).ok).toBe(true);
   });
 });
 
