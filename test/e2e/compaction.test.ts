@@ -1,51 +1,32 @@
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMockLlm } from '../../src/mock-llm/server.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { QUEUES, queueOptions } from '../../src/shared/jobs.js';
 import { readArchive } from '../../src/shared/store/archive.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { postMessage, type RoleProcess, startRole } from '../helpers/processes.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { postMessage } from '../helpers/processes.js';
+import { waitFor } from '../helpers/redis.js';
+import { useStack } from '../helpers/stack.js';
 
 const MESSAGES = 300;
 const MAX_INPUT_TOKENS = 1500;
 const CHAT = 'long-chat';
 
 describe('compaction end to end', () => {
-  const redis = testRedis();
-  const prefix = randomPrefix('e2e-compact');
-  const store = new ChatStore(redis, { prefix, maxEvents: 5000 });
-  const compaction = new Queue(QUEUES.compaction, queueOptions(prefix, QUEUES.compaction, redis));
-  let mock: Awaited<ReturnType<typeof startMockLlm>>;
-  const procs: RoleProcess[] = [];
-
-  beforeAll(async () => {
-    mock = await startMockLlm({ port: 0, latencyMs: [0, 5] });
-    const env = {
-      CHATLANE_PREFIX: prefix,
-      LLM_BASE_URL: mock.url,
-      LLM_MODEL: 'mock',
+  const stack = useStack('e2e-compact', {
+    roles: ['ingress', 'worker', 'compactor'],
+    latencyMs: [0, 5],
+    maxEvents: 5000,
+    env: {
       MAX_INPUT_TOKENS: String(MAX_INPUT_TOKENS),
       HISTORY_KEEP_LAST_MESSAGES: '10',
       EVENTS_MAX_LEN: '5000',
-    };
-    procs.push(
-      await startRole('ingress', env),
-      await startRole('worker', env),
-      await startRole('compactor', env),
-    );
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(procs.map((p) => p.kill()));
-    await compaction.close();
-    await mock?.close();
-    await deletePrefix(redis, prefix);
-    redis.disconnect();
+    },
   });
+  const { store } = stack;
+  const compaction = new Queue(QUEUES.compaction, queueOptions(stack.prefix, QUEUES.compaction, stack.redis));
+  afterAll(() => compaction.close());
 
   it(`a ${MESSAGES}-message chat stays under MAX_INPUT_TOKENS on every model request, and every original is in history or archive exactly once`, async () => {
-    const ingress = procs[0]!.url!;
+    const ingress = stack.ingressUrl();
     for (let i = 0; i < MESSAGES; i += 10) {
       for (let j = i; j < i + 10; j++) {
         await postMessage(
@@ -72,7 +53,7 @@ describe('compaction end to end', () => {
       { what: 'last turn committed and compaction queue drained', timeoutMs: 60_000 },
     );
 
-    const turnRequests = mock.state.recorded(CHAT);
+    const turnRequests = stack.mock.state.recorded(CHAT);
     expect(turnRequests.length).toBeGreaterThan(30);
     for (const r of turnRequests) expect(r.promptTokens).toBeLessThanOrEqual(MAX_INPUT_TOKENS);
 

@@ -1,55 +1,32 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMockLlm } from '../../src/mock-llm/server.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { postMessage, type RoleProcess, startRole } from '../helpers/processes.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { describe, expect, it } from 'vitest';
+import { postMessage } from '../helpers/processes.js';
+import { waitFor } from '../helpers/redis.js';
+import { useStack } from '../helpers/stack.js';
 
 describe('a worker killed mid-turn', () => {
-  const redis = testRedis();
-  const prefix = randomPrefix('e2e-crash');
-  const store = new ChatStore(redis, { prefix, maxEvents: 1000 });
-  let mock: Awaited<ReturnType<typeof startMockLlm>>;
-  const procs: RoleProcess[] = [];
   // Short leases and stall checks so recovery happens within the test's patience.
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    mock = await startMockLlm({ port: 0, latencyMs: [1, 5] });
-    env = {
-      CHATLANE_PREFIX: prefix,
-      LLM_BASE_URL: mock.url,
-      LLM_MODEL: 'mock',
-      TURN_LEASE_MS: '1500',
-      JOB_LOCK_MS: '1500',
-      STALLED_INTERVAL_MS: '1000',
-    };
-    procs.push(await startRole('ingress', env));
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(procs.map((p) => p.kill('SIGKILL')));
-    await mock?.close();
-    await deletePrefix(redis, prefix);
-    redis.disconnect();
+  const stack = useStack('e2e-crash', {
+    roles: ['ingress'],
+    latencyMs: [1, 5],
+    env: { TURN_LEASE_MS: '1500', JOB_LOCK_MS: '1500', STALLED_INTERVAL_MS: '1000' },
   });
+  const { store } = stack;
 
   it('kill -9 during the model call: another worker answers every message exactly once', async () => {
-    const ingress = procs[0]!.url!;
+    const ingress = stack.ingressUrl();
     const chats = ['crash-a', 'crash-b', 'crash-c'];
-    for (const c of chats) mock.state.hold(c);
-    const doomed = await startRole('worker', env);
-    procs.push(doomed);
+    for (const c of chats) stack.mock.state.hold(c);
+    const doomed = await stack.start('worker');
     for (const c of chats) {
       await postMessage(ingress, c, `${c}-1`, `${c} first`);
       await postMessage(ingress, c, `${c}-2`, `${c} second`);
     }
     // Every chat's turn is inside the model call on the doomed worker.
-    await Promise.all(chats.map((c) => mock.state.waitForRequest(c, 1)));
+    await Promise.all(chats.map((c) => stack.mock.state.waitForRequest(c, 1)));
     await doomed.kill('SIGKILL');
-    for (const c of chats) mock.state.release(c);
+    for (const c of chats) stack.mock.state.release(c);
 
-    const survivor = await startRole('worker', env);
-    procs.push(survivor);
+    await stack.start('worker');
     await waitFor(
       async () => {
         for (const c of chats) {
@@ -69,6 +46,6 @@ describe('a worker killed mid-turn', () => {
       // The survivor took over a lease the dead worker never released.
       expect(types).toContain('lease.takeover');
     }
-    expect(mock.state.violations).toEqual([]);
+    expect(stack.mock.state.violations).toEqual([]);
   }, 60_000);
 });

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMockLlm } from '../../src/mock-llm/server.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { describe, expect, it } from 'vitest';
 import { textOf } from '../helpers/messages.js';
-import { postMessage, type RoleProcess, startRole } from '../helpers/processes.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { postMessage } from '../helpers/processes.js';
+import { waitFor } from '../helpers/redis.js';
+import { useStack } from '../helpers/stack.js';
 
 interface WireMessage {
   role: string;
@@ -14,32 +13,16 @@ const wireText = (m: WireMessage) =>
   typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text ?? '').join('');
 
 describe('lane merge across processes', () => {
-  const redis = testRedis();
-  const prefix = randomPrefix('e2e-merge');
-  const store = new ChatStore(redis, { prefix, maxEvents: 1000 });
-  let mock: Awaited<ReturnType<typeof startMockLlm>>;
-  const procs: RoleProcess[] = [];
-
-  beforeAll(async () => {
-    mock = await startMockLlm({ port: 0, latencyMs: [0, 0] });
-    const env = { CHATLANE_PREFIX: prefix, LLM_BASE_URL: mock.url, LLM_MODEL: 'mock' };
-    procs.push(await startRole('ingress', env), await startRole('worker', env));
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(procs.map((p) => p.kill()));
-    await mock?.close();
-    await deletePrefix(redis, prefix);
-    redis.disconnect();
-  });
+  const stack = useStack('e2e-merge', { roles: ['ingress', 'worker'] });
+  const { store } = stack;
 
   it('a message posted while the model is mid-turn is seen in that turn and stored before the answer to it', async () => {
-    const ingress = procs[0]!.url!;
-    mock.state.hold('merge');
+    const ingress = stack.ingressUrl();
+    stack.mock.state.hold('merge');
     await postMessage(ingress, 'merge', 'm1', 'book a table');
-    await mock.state.waitForRequest('merge', 1);
+    await stack.mock.state.waitForRequest('merge', 1);
     await postMessage(ingress, 'merge', 'm2', 'for four people');
-    mock.state.release('merge');
+    stack.mock.state.release('merge');
 
     await waitFor(
       async () =>
@@ -48,7 +31,7 @@ describe('lane merge across processes', () => {
       { what: 'merged turn committed' },
     );
 
-    const requests = mock.state.recorded('merge');
+    const requests = stack.mock.state.recorded('merge');
     // Step 2 of the same turn: after the chat_send result, the new message as a user message.
     const second = requests[1]!.messages as WireMessage[];
     expect(second.at(-1)).toMatchObject({ role: 'user' });

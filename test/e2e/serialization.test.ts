@@ -1,41 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMockLlm } from '../../src/mock-llm/server.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { describe, expect, it } from 'vitest';
 import { textOf } from '../helpers/messages.js';
-import { inParallel, postMessage, type RoleProcess, startRole } from '../helpers/processes.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { inParallel, postMessage } from '../helpers/processes.js';
+import { waitFor } from '../helpers/redis.js';
+import { useStack } from '../helpers/stack.js';
 
 const CHATS = 200;
 const PER_CHAT = 5;
 
 describe('serialization across processes', () => {
-  const redis = testRedis();
-  const prefix = randomPrefix('e2e-ser');
-  const store = new ChatStore(redis, { prefix, maxEvents: 1000 });
-  let mock: Awaited<ReturnType<typeof startMockLlm>>;
-  const procs: RoleProcess[] = [];
-
-  beforeAll(async () => {
-    mock = await startMockLlm({ port: 0, latencyMs: [2, 40] });
-    const env = {
-      CHATLANE_PREFIX: prefix,
-      LLM_BASE_URL: mock.url,
-      LLM_MODEL: 'mock',
-      WORKER_CONCURRENCY: '16',
-    };
-    procs.push(await startRole('ingress', env));
-    procs.push(await startRole('worker', env), await startRole('worker', env));
-  }, 60_000);
-
-  afterAll(async () => {
-    await Promise.all(procs.map((p) => p.kill()));
-    await mock?.close();
-    await deletePrefix(redis, prefix);
-    redis.disconnect();
+  const stack = useStack('e2e-ser', {
+    roles: ['ingress', 'worker', 'worker'],
+    latencyMs: [2, 40],
+    env: { WORKER_CONCURRENCY: '16' },
   });
+  const { store } = stack;
 
   it(`${CHATS} chats × ${PER_CHAT} messages on 2 workers: one model call per chat at a time, every message once and in order, every chat answered`, async () => {
-    const ingress = procs[0]!.url!;
+    const ingress = stack.ingressUrl();
     const chats = Array.from({ length: CHATS }, (_, i) => `chat-${i}`);
     // Each chat sends its messages in order; all chats at once.
     await inParallel(chats, 64, async (chatKey) => {
@@ -55,8 +36,8 @@ describe('serialization across processes', () => {
       { timeoutMs: 120_000, intervalMs: 250, what: 'every chat answered' },
     );
 
-    expect(mock.state.violations).toEqual([]);
-    expect(mock.state.maxInFlightPerChat).toBe(1);
+    expect(stack.mock.state.violations).toEqual([]);
+    expect(stack.mock.state.maxInFlightPerChat).toBe(1);
     for (const chatKey of chats) {
       const history = await store.readHistory(chatKey);
       const userIds = history.filter((m) => m.role === 'user').map((m) => m.id);
@@ -73,6 +54,6 @@ describe('serialization across processes', () => {
     const workers = new Set(
       events.filter((e) => e.type === 'turn.committed').map((e) => String(e.data.worker).split(':')[1]),
     );
-    expect(workers).toEqual(new Set(procs.slice(1).map((p) => String(p.pid))));
+    expect(workers).toEqual(new Set(stack.procs.slice(1).map((p) => String(p.pid))));
   }, 180_000);
 });
