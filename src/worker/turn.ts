@@ -66,7 +66,6 @@ export type TurnOutcome =
       consumed: number;
       merged: number;
       sent: number;
-      histTokens: number;
     };
 
 /**
@@ -202,15 +201,7 @@ async function turnBody(
   });
 
   // The model answered in text only: deliver that text rather than stay silent.
-  if (chatSend.state.sent.length === 0 && loop.finalText.trim()) {
-    const res = await store.sendOutbox(chatKey, fence, {
-      runId,
-      text: loop.finalText.trim(),
-      ts: Date.now(),
-    });
-    if (!res.ok) lane.markLost('outbox fenced out');
-    else chatSend.state.sent.push(loop.finalText.trim());
-  }
+  if (chatSend.state.sent.length === 0 && loop.finalText.trim()) await chatSend.send(loop.finalText.trim());
   if (lane.lost) return { status: 'lost', runId };
 
   const now = Date.now();
@@ -268,7 +259,6 @@ async function turnBody(
     consumed: consumed.length,
     merged,
     sent: chatSend.state.sent.length,
-    histTokens: committed.tokens,
   };
 }
 

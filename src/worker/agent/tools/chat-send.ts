@@ -37,7 +37,8 @@ export function createChatSendTool(ctx: ChatSendContext) {
     inputSchema: INPUT,
     execute: async ({ text }) => send(ctx, state, text),
   });
-  return { tool: chatSend, state };
+  /** The same fenced, deduplicated, capped send, for the turn's text-only fallback. */
+  return { tool: chatSend, state, send: (text: string) => send(ctx, state, text) };
 }
 
 export type ChatSendOutput =
