@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
@@ -13,6 +12,7 @@ import type {
 } from 'fastify';
 import type { Logger } from '../shared/logger.js';
 import { errorBody } from './errors.js';
+import { secretMatcher } from './secret.js';
 
 export const BOARD_PATH = '/admin/queues';
 
@@ -22,23 +22,21 @@ export interface AdminOptions {
   readOnly?: boolean | undefined;
 }
 
-const digest = (value: string) => createHash('sha256').update(value).digest();
-
 /**
  * HTTP Basic auth for the board. Both user and password are hashed first, so comparing
  * takes the same time whatever was sent; both comparisons always run.
  */
 export function basicAuth(user: string, password: string) {
-  const expectedUser = digest(user);
-  const expectedPassword = digest(password);
+  const userMatches = secretMatcher(user);
+  const passwordMatches = secretMatcher(password);
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(request.headers.authorization ?? '');
     const decoded = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
     const colon = decoded.indexOf(':');
     const givenUser = colon >= 0 ? decoded.slice(0, colon) : '';
     const givenPassword = colon >= 0 ? decoded.slice(colon + 1) : '';
-    const userOk = timingSafeEqual(digest(givenUser), expectedUser);
-    const passwordOk = timingSafeEqual(digest(givenPassword), expectedPassword);
+    const userOk = userMatches(givenUser);
+    const passwordOk = passwordMatches(givenPassword);
     if (colon >= 0 && userOk && passwordOk) return;
     // Replied here rather than thrown: the board installs its own error handler.
     return reply

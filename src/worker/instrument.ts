@@ -7,12 +7,8 @@ import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/
  * Worker-side metrics, kept outside the turn code: the model is wrapped in an AI SDK
  * middleware (one observation per model call = per tool-loop step, with the usage the
  * provider reported) and the BullMQ processor in a timer (duration by outcome, queue wait).
+ * Turns and compaction call the model through generateText, so only doGenerate is metered.
  */
-
-type WrapStream = NonNullable<LanguageModelMiddleware['wrapStream']>;
-type StreamResult = Awaited<ReturnType<Parameters<WrapStream>[0]['doStream']>>;
-type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
-type Usage = Extract<StreamPart, { type: 'finish' }>['usage'];
 
 export function meteringMiddleware(metrics: Metrics): LanguageModelMiddleware {
   return {
@@ -32,36 +28,6 @@ export function meteringMiddleware(metrics: Metrics): LanguageModelMiddleware {
         recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
         throw err;
       }
-    },
-    wrapStream: async ({ doStream }) => {
-      const started = performance.now();
-      let result: StreamResult;
-      try {
-        result = await doStream();
-      } catch (err) {
-        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
-        throw err;
-      }
-      let usage: Usage | undefined;
-      let failed = false;
-      const stream = result.stream.pipeThrough(
-        new TransformStream<StreamPart, StreamPart>({
-          transform(part, controller) {
-            if (part.type === 'finish') usage = part.usage;
-            else if (part.type === 'error') failed = true;
-            controller.enqueue(part);
-          },
-          flush() {
-            recordModelCall(metrics, {
-              seconds: (performance.now() - started) / 1000,
-              ok: !failed && usage !== undefined,
-              inputTokens: usage?.inputTokens.total,
-              outputTokens: usage?.outputTokens.total,
-            });
-          },
-        }),
-      );
-      return { ...result, stream };
     },
   };
 }
