@@ -6,6 +6,7 @@ import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { createModel } from '../agent/model.js';
+import { meteredModel } from '../instrument.js';
 import { startSideServer } from '../side-server.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
@@ -15,7 +16,7 @@ export function compactionDepsFromConfig(config: Config, store: ChatStore, logge
   const modelName = config.COMPACTION_MODEL ?? base.model;
   return {
     store,
-    model: createModel({ ...base, model: modelName }),
+    model: meteredModel(createModel({ ...base, model: modelName }), processMetrics()),
     modelName,
     logger,
     settings: {
