@@ -78,7 +78,7 @@ describe('context snapshots', () => {
       checkpoint: 'trip-3',
     });
 
-    const loaded = await operatorSwitch('c1', { op: 'load', loadId: snapshot!.id, runId: 'r2' });
+    const loaded = await operatorSwitch('c1', { op: 'load', load: snapshot!, runId: 'r2' });
     expect(loaded).toMatchObject({ status: 'ok', archivedCount: 2, loadedCount: 4 });
     const history = await store.readHistory('c1');
     expect(history.slice(0, 4)).toEqual(await getContextMessages(store, 'c1', snapshot!.id));

@@ -96,7 +96,7 @@ export async function contextRoutes(app: FastifyInstance): Promise<void> {
           runId: requestId,
           ...('title' in body && body.title ? { title: body.title } : {}),
           ...(body.reason ? { reason: body.reason } : {}),
-          ...(target ? { loadId: target.id } : {}),
+          ...(target ? { load: target } : {}),
         }),
       );
       if (res.status === 'not-found') throw new HttpError('CONTEXT_NOT_FOUND', 'the context disappeared');

@@ -33,7 +33,8 @@ export interface SwitchRequest {
   op: ContextOp;
   title?: string | undefined;
   reason?: string | undefined;
-  loadId?: string | undefined;
+  /** The snapshot to load, as getContext/findContext resolved it (op 'load' only). */
+  load?: ContextMeta | undefined;
   /** The turn's runId, or the operator request id. */
   runId: string;
 }
@@ -103,17 +104,16 @@ export async function switchContext(
   };
   let marker = '';
   let markerTokens = 0;
+  const load = req.op === 'load' ? req.load : undefined;
   if (req.op === 'load') {
-    if (!req.loadId || !CONTEXT_ID.test(req.loadId)) return { status: 'not-found' };
-    const loaded = await getContext(store, chatKey, req.loadId);
-    if (!loaded) return { status: 'not-found' };
-    const m = contextMarker(chatKey, loaded);
+    if (!load) return { status: 'not-found' };
+    const m = contextMarker(chatKey, load);
     marker = JSON.stringify(m);
     markerTokens = m.metadata.tokens ?? 0;
   }
   const newKey = contextMessagesKey(store.prefix, chatKey, id);
-  const loadKey =
-    req.op === 'load' && req.loadId ? contextMessagesKey(store.prefix, chatKey, req.loadId) : newKey;
+  // The script re-checks that the snapshot exists before it changes anything.
+  const loadKey = load ? contextMessagesKey(store.prefix, chatKey, load.id) : newKey;
   const raw = (await scripts.contextSwitch.run(
     store.redis,
     [k.meta, k.hist, k.contexts, k.events, newKey, loadKey],
@@ -122,7 +122,7 @@ export async function switchContext(
       req.op,
       id,
       JSON.stringify(meta),
-      req.loadId ?? '',
+      load?.id ?? '',
       marker,
       markerTokens,
       store.maxEvents,

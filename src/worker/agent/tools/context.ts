@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import {
+  type ContextMeta,
   type ContextOp,
   findContext,
   getContext,
@@ -38,7 +39,7 @@ const CLEAR_INPUT = zodSchema(z.object({}));
  * fenced write, and nothing is ever deleted: the replaced history is archived first.
  */
 export function createContextTools(d: ContextToolDeps) {
-  const doSwitch = async (op: ContextOp, args: { title?: string; reason?: string; loadId?: string }) => {
+  const doSwitch = async (op: ContextOp, args: { title?: string; reason?: string; load?: ContextMeta }) => {
     const res = await switchContext(d.store, d.chatKey, d.fence, { op, runId: d.runId, ...args });
     if (res.status === 'fenced-out') d.onFencedOut();
     return res;
@@ -90,7 +91,7 @@ export function createContextTools(d: ContextToolDeps) {
           ? await getContext(d.store, d.chatKey, contextId)
           : await findContext(d.store, d.chatKey, query ?? '');
         if (!meta) return { status: 'not-found' };
-        const res = await doSwitch('load', { loadId: meta.id });
+        const res = await doSwitch('load', { load: meta });
         if (res.status !== 'ok') return { status: res.status };
         await d.rebase(await d.store.readHistory(d.chatKey));
         return {
