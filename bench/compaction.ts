@@ -22,7 +22,7 @@ import { compactionDepsFromConfig } from '../src/worker/compaction/main.js';
 import { turnDepsFromConfig } from '../src/worker/main.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from '../src/worker/turn.js';
 import { createTurnWorker } from '../src/worker/turn-worker.js';
-import { newUserTexts, usage } from './echo-model.js';
+import { echoModel, usage } from './echo-model.js';
 import {
   adminRedis,
   type CpuShare,
@@ -182,44 +182,6 @@ function promptTokens(prompt: LanguageModelV3Prompt): number {
     }
   }
   return countTokens(texts.join('\n')) + 4 * prompt.length;
-}
-
-/**
- * The echo model of bench/echo-model.ts (step 1: `chat_send` with an echo of the new user
- * messages; step 2: stop) with an optional fixed latency per call and a hook that sees the
- * prompt of every turn's first step.
- */
-function echoModel(opts: { latencyMs: number; onFirstStep?: (prompt: LanguageModelV3Prompt) => void }) {
-  let calls = 0;
-  const model: MockLanguageModelV3 = new MockLanguageModelV3({
-    doGenerate: async (options) => {
-      // The mock keeps every call's options; thousands of turns would make that a leak we measure.
-      model.doGenerateCalls.length = 0;
-      const call = calls++;
-      const first = options.prompt.at(-1)?.role !== 'tool';
-      if (first) opts.onFirstStep?.(options.prompt);
-      if (opts.latencyMs > 0) await sleep(opts.latencyMs);
-      const content = first
-        ? [
-            {
-              type: 'tool-call' as const,
-              toolCallId: `call-${call}`,
-              toolName: 'chat_send',
-              input: JSON.stringify({ text: `echo: ${newUserTexts(options.prompt).join(' | ')}` }),
-            },
-          ]
-        : [];
-      return {
-        content,
-        finishReason: first
-          ? { unified: 'tool-calls' as const, raw: 'tool_calls' }
-          : { unified: 'stop' as const, raw: 'stop' },
-        usage,
-        warnings: [],
-      };
-    },
-  });
-  return { model, calls: () => calls };
 }
 
 /** The summariser: a fixed ~`tokens`-token summary after `latencyMs`. */
