@@ -1,5 +1,6 @@
 import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { MockLanguageModelV3 } from 'ai/test';
+import { newUserTexts, usage } from '../test/helpers/scripted-model.js';
 import { sleep } from './util.js';
 
 /**
@@ -8,19 +9,8 @@ import { sleep } from './util.js';
  * step 2 (after the tool result) stops with no text. Zero latency unless asked for.
  */
 
-export const usage = {
-  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 5, text: 5, reasoning: undefined },
-};
-
-export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
-  const out: string[] = [];
-  for (const m of prompt) {
-    if (m.role === 'assistant') out.length = 0;
-    if (m.role === 'user') for (const p of m.content) if (p.type === 'text') out.push(p.text);
-  }
-  return out;
-}
+// The same fixed usage and prompt reading as the tests' scripted model.
+export { newUserTexts, usage } from '../test/helpers/scripted-model.js';
 
 export interface EchoModelOptions {
   /** Fixed latency per call. */

@@ -12,7 +12,7 @@ export type Script = (
   options: LanguageModelV3CallOptions,
 ) => Promise<Reply> | Reply;
 
-const usage = {
+export const usage = {
   inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
   outputTokens: { total: 5, text: 5, reasoning: undefined },
 };
