@@ -3,6 +3,7 @@ import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './worker/grace.js';
+import type { Prepared } from './worker/startup.js';
 
 const ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm', 'demo'] as const;
 type Role = (typeof ROLES)[number];
@@ -19,6 +20,33 @@ interface Closable {
   close(): Promise<void>;
 }
 
+type PreparedRole = Prepared<Closable>;
+
+/**
+ * The startup order for a process of one or more roles (see src/worker/startup.ts): every
+ * role is prepared — configuration checked, connected, ports bound — before any of them
+ * runs, so a failure in any role stops the process before it took a job. On failure, what
+ * was prepared is closed again.
+ */
+async function startInOrder(steps: Array<() => Promise<PreparedRole>>): Promise<Closable[]> {
+  const prepared: PreparedRole[] = [];
+  const running: Closable[] = [];
+  try {
+    for (const prepare of steps) prepared.push(await prepare());
+    for (const role of prepared) running.push(await role.run());
+    return running;
+  } catch (err) {
+    await Promise.allSettled(prepared.map((p) => p.close()));
+    throw err;
+  }
+}
+
+/** The ingress takes no jobs: once listening it is prepared and running at once. */
+const started = (handle: Closable): PreparedRole => ({
+  run: async () => handle,
+  close: () => handle.close(),
+});
+
 async function start(role: Role, config: Config, logger: Logger): Promise<Closable[]> {
   switch (role) {
     case 'ingress': {
@@ -26,20 +54,22 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       return [await startIngress(config, logger)];
     }
     case 'worker': {
-      const { startWorker } = await import('./worker/main.js');
-      return [await startWorker(config, logger)];
+      const { prepareWorker } = await import('./worker/main.js');
+      return startInOrder([() => prepareWorker(config, logger)]);
     }
     case 'all': {
-      const { startWorker } = await import('./worker/main.js');
+      const { prepareWorker } = await import('./worker/main.js');
       const { startIngress } = await import('./ingress/main.js');
-      const { startCompactor } = await import('./worker/compaction/main.js');
-      const worker = await startWorker(config, logger);
-      const compactor = await startCompactor(config, logger, { sideServer: false });
-      return [await startIngress(config, logger), worker, compactor];
+      const { prepareCompactor } = await import('./worker/compaction/main.js');
+      return startInOrder([
+        () => prepareWorker(config, logger),
+        () => prepareCompactor(config, logger, { sideServer: false }),
+        async () => started(await startIngress(config, logger)),
+      ]);
     }
     case 'compactor': {
-      const { startCompactor } = await import('./worker/compaction/main.js');
-      return [await startCompactor(config, logger)];
+      const { prepareCompactor } = await import('./worker/compaction/main.js');
+      return startInOrder([() => prepareCompactor(config, logger)]);
     }
     case 'mock-llm':
     case 'demo':

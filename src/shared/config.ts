@@ -55,8 +55,10 @@ export const configSchema = z.object({
     .enum(['true', 'false', '1', '0'])
     .default('false')
     .transform((v) => v === 'true' || v === '1'),
-  // Worker / compactor side port for /metrics, /healthz, /readyz (0 = any free port).
-  METRICS_PORT: int(9100).pipe(z.number().max(65535)),
+  // Worker / compactor side port for /metrics, /healthz, /readyz. Unset: DEFAULT_METRICS_PORT
+  // if it is free, else any free port (so several processes share a host with no setup).
+  // Set: exactly that port (0 = any free port); a taken one stops the process.
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
   LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
@@ -118,6 +120,9 @@ function derive(raw: RawConfig): Config {
     KEEP_RECENT_TOKENS: raw.KEEP_RECENT_TOKENS ?? Math.floor(0.4 * raw.MAX_INPUT_TOKENS),
   };
 }
+
+/** The side port a worker or compactor tries first when METRICS_PORT is unset. */
+export const DEFAULT_METRICS_PORT = 9100;
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

@@ -17,7 +17,8 @@ import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
 import { startSideServer } from './side-server.js';
-import { startSweeper } from './sweeper.js';
+import { Opened, type Prepared, runPrepared } from './startup.js';
+import { prepareSweeper } from './sweeper.js';
 import type { TurnDeps } from './turn.js';
 import { createTurnWorker } from './turn-worker.js';
 
@@ -26,6 +27,10 @@ export interface WorkerHandle {
   /** The side server: /metrics, /healthz, /readyz on METRICS_PORT. */
   metricsUrl: string;
   close(): Promise<void>;
+}
+
+export interface PreparedWorker extends Prepared<WorkerHandle> {
+  metricsUrl: string;
 }
 
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
@@ -76,16 +81,29 @@ export function turnDepsFromConfig(
   };
 }
 
-/** Starts the turn worker. Throws ConfigError (before touching Redis) when no model is set. */
-export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
+/**
+ * Steps 1–3 of the startup order (`./startup.ts`): checks, connections, side server bound.
+ * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
+ * connections to tool servers, ...) go into the matching step below.
+ */
+export async function prepareWorker(config: Config, logger: Logger): Promise<PreparedWorker> {
+  // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup.
   requireModel(config);
+  // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
+  readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
+
+  // 2. Connections.
+  const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:worker');
+  opened.add(() => closeRedis(connection));
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
+  opened.add(() => compaction.close());
+  opened.add(() => turns.close());
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
   const shutdown = new AbortController();
   const deps: TurnDeps = {
@@ -107,47 +125,43 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     turns,
     metrics: processMetrics(),
   });
-  // Fleet-wide cap on running turns (= model calls), stored in Redis: see README, scaling.
-  if (config.TURNS_GLOBAL_CONCURRENCY === 0) await turns.removeGlobalConcurrency();
-  else if (config.TURNS_GLOBAL_CONCURRENCY) await turns.setGlobalConcurrency(config.TURNS_GLOBAL_CONCURRENCY);
-  worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
-  await worker.waitUntilReady();
-  await checkRedisPolicy(connection, logger);
-  const side = await startSideServer({
-    host: config.HOST,
-    port: config.METRICS_PORT,
-    metrics: processMetrics(),
-    redis: connection,
-    isRunning: () => worker.isRunning() && !worker.closing,
-    queues: [turns],
-    logger,
-  }).catch(async (err: unknown) => {
-    await worker.close().catch(() => undefined);
-    await Promise.all([turns.close(), compaction.close()]).catch(() => undefined);
-    await closeRedis(connection);
-    throw err;
+  opened.add(() => worker.close());
+  const sweeper = await opened.step(async () => {
+    await worker.waitUntilReady();
+    await checkRedisPolicy(connection, logger);
+    // Fleet-wide cap on running turns (= model calls), stored in Redis: see README, scaling.
+    if (config.TURNS_GLOBAL_CONCURRENCY === 0) await turns.removeGlobalConcurrency();
+    else if (config.TURNS_GLOBAL_CONCURRENCY)
+      await turns.setGlobalConcurrency(config.TURNS_GLOBAL_CONCURRENCY);
+    return prepareSweeper({
+      prefix: config.CHATLANE_PREFIX,
+      connection,
+      store,
+      turns,
+      intervalMs: config.SWEEP_INTERVAL_MS,
+      batch: config.SWEEP_BATCH,
+      logger,
+    });
   });
-  const sweeper = await startSweeper({
-    prefix: config.CHATLANE_PREFIX,
-    connection,
-    store,
-    turns,
-    intervalMs: config.SWEEP_INTERVAL_MS,
-    batch: config.SWEEP_BATCH,
-    logger,
-  });
-  logger.info(
-    {
-      concurrency: config.WORKER_CONCURRENCY,
-      globalConcurrency: await turns.getGlobalConcurrency(),
-      model: config.LLM_MODEL,
-      metricsUrl: side.url,
-    },
-    'worker started',
-  );
+  opened.add(() => sweeper.close());
 
+  // 3. Listeners.
+  const side = await opened.step(() =>
+    startSideServer({
+      host: config.HOST,
+      port: config.METRICS_PORT,
+      metrics: processMetrics(),
+      redis: connection,
+      isRunning: () => worker.isRunning() && !worker.closing,
+      queues: [turns],
+      logger,
+    }),
+  );
+  opened.add(() => side.close());
+
+  // 4. Run (on `run()`).
   let closing: Promise<void> | undefined;
-  return {
+  const handle: WorkerHandle = {
     worker,
     metricsUrl: side.url,
     close() {
@@ -177,4 +191,29 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
       return closing;
     },
   };
+  let ran = false;
+  return {
+    metricsUrl: side.url,
+    async run() {
+      ran = true;
+      worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
+      await sweeper.run();
+      logger.info(
+        {
+          concurrency: config.WORKER_CONCURRENCY,
+          globalConcurrency: await turns.getGlobalConcurrency(),
+          model: config.LLM_MODEL,
+          metricsUrl: side.url,
+        },
+        'worker started',
+      );
+      return handle;
+    },
+    close: () => (ran ? handle.close() : opened.closeAll()),
+  };
+}
+
+/** Starts the turn worker: `prepareWorker` (checks, connections, side server), then run. */
+export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
+  return runPrepared(await prepareWorker(config, logger));
 }

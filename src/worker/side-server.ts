@@ -1,12 +1,12 @@
 import type { Queue } from 'bullmq';
 import Fastify, { LogController } from 'fastify';
-import { ConfigError } from '../shared/config.js';
+import { ConfigError, DEFAULT_METRICS_PORT } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
 
 /**
  * The small HTTP server beside a worker (or compactor) process: `/metrics`, `/healthz` and
- * `/readyz` on METRICS_PORT. Ready = Redis answers a ping AND the BullMQ worker is running,
+ * `/readyz` on METRICS_PORT (see `startSideServer` for how the port is chosen). Ready = Redis answers a ping AND the BullMQ worker is running,
  * so a closing or stopped worker drops out of rotation.
  */
 export interface SideServerOptions {
@@ -66,33 +66,62 @@ export interface SideServerHandle {
   close(): Promise<void>;
 }
 
-/** Listens on host:port (port 0 = any free port). Fails loudly when the port is taken. */
-export async function startSideServer(
-  opts: SideServerOptions & { host: string; port: number },
-): Promise<SideServerHandle> {
+export interface SideServerListen {
+  host: string;
+  /** METRICS_PORT as configured: a number is exact (0 = any free port); undefined = `defaultPort` if free, else any. */
+  port: number | undefined;
+  /** Tried first when `port` is unset. */
+  defaultPort?: number;
+}
+
+const isAddressInUse = (err: unknown) => (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
+
+async function listen(opts: SideServerOptions, host: string, port: number): Promise<SideServerHandle> {
   const app = await buildSideServer(opts);
-  let url: string;
   try {
-    url = await app.listen({ host: opts.host, port: opts.port });
+    const url = await app.listen({ host, port });
+    let closing: Promise<void> | undefined;
+    return {
+      app,
+      url,
+      close() {
+        closing ??= app
+          .close()
+          .catch((err: unknown) => opts.logger.warn({ err }, 'side server close failed'));
+        return closing;
+      },
+    };
   } catch (err) {
     await app.close().catch(() => undefined);
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') {
+    throw err;
+  }
+}
+
+/**
+ * Binds the side server. An explicit METRICS_PORT is taken as given and a taken one stops
+ * the process (ConfigError naming the variable): the operator asked for that port. Unset,
+ * it takes DEFAULT_METRICS_PORT when free and any free port otherwise, so several workers
+ * and compactors start side by side on one host with the default environment; the URL is
+ * returned (and logged by the caller as `metricsUrl`).
+ */
+export async function startSideServer(opts: SideServerOptions & SideServerListen): Promise<SideServerHandle> {
+  const { host, port, defaultPort = DEFAULT_METRICS_PORT } = opts;
+  try {
+    if (port !== undefined) return await listen(opts, host, port);
+    try {
+      return await listen(opts, host, defaultPort);
+    } catch (err) {
+      if (!isAddressInUse(err)) throw err;
+      return await listen(opts, host, 0);
+    }
+  } catch (err) {
+    if (isAddressInUse(err)) {
       throw new ConfigError(
-        `METRICS_PORT: ${opts.port} is already in use on ${opts.host}; give each process its own port (0 = any free port)`,
+        `METRICS_PORT: ${port} is already in use on ${host}; give each process its own port, or leave METRICS_PORT unset (or 0) to take a free one`,
       );
     }
     throw new Error(
-      `metrics side server could not listen on ${opts.host}:${opts.port}: ${(err as Error).message}`,
+      `metrics side server could not listen on ${host}:${port ?? defaultPort}: ${(err as Error).message}`,
     );
   }
-  let closing: Promise<void> | undefined;
-  return {
-    app,
-    url,
-    close() {
-      closing ??= app.close().catch((err: unknown) => opts.logger.warn({ err }, 'side server close failed'));
-      return closing;
-    },
-  };
 }

@@ -190,26 +190,19 @@ export interface SweeperOptions extends SweepDeps {
 export interface SweeperHandle {
   worker: Worker;
   queue: Queue;
+  /** Upsert the fleet's scheduler and start running sweeps. */
+  run(): Promise<void>;
   close(): Promise<void>;
 }
 
 /**
- * Upsert the fleet's sweep scheduler (every worker does; the last upsert's interval wins)
- * and run sweeps on this worker, one at a time.
+ * The sweeper's queue and BullMQ worker, built but not running: `run()` upserts the fleet's
+ * sweep scheduler (every worker does; the last upsert's interval wins) and starts taking
+ * sweeps, one at a time. Nothing is written to Redis before `run()`.
  */
-export async function startSweeper(opts: SweeperOptions): Promise<SweeperHandle> {
+export async function prepareSweeper(opts: SweeperOptions): Promise<SweeperHandle> {
   const { logger } = opts;
   const queue = createQueue(opts.prefix, QUEUES.maintenance, opts.connection);
-  await queue.upsertJobScheduler(
-    SWEEPER_SCHEDULER_ID,
-    { every: opts.intervalMs },
-    {
-      name: SWEEP_JOB_NAME,
-      data: {},
-      // A failed sweep is not retried: the next one comes within an interval anyway.
-      opts: { attempts: 1, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
-    },
-  );
   const worker = new Worker(
     QUEUES.maintenance,
     async (job) => {
@@ -225,13 +218,25 @@ export async function startSweeper(opts: SweeperOptions): Promise<SweeperHandle>
   );
   worker.on('failed', (job, err) => logger.warn({ jobId: job?.id, err }, 'sweep failed'));
   worker.on('error', (err) => logger.error({ err }, 'sweeper error'));
-  worker.run().catch((err: unknown) => logger.error({ err }, 'sweeper stopped'));
   await worker.waitUntilReady();
 
   let closing: Promise<void> | undefined;
   return {
     worker,
     queue,
+    async run() {
+      await queue.upsertJobScheduler(
+        SWEEPER_SCHEDULER_ID,
+        { every: opts.intervalMs },
+        {
+          name: SWEEP_JOB_NAME,
+          data: {},
+          // A failed sweep is not retried: the next one comes within an interval anyway.
+          opts: { attempts: 1, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
+        },
+      );
+      worker.run().catch((err: unknown) => logger.error({ err }, 'sweeper stopped'));
+    },
     close() {
       // The scheduler stays: the rest of the fleet keeps sweeping.
       closing ??= (async () => {

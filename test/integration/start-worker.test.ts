@@ -1,9 +1,13 @@
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockLlm } from '../../src/mock-llm/server.js';
 import { ConfigError, loadConfig } from '../../src/shared/config.js';
-import { createQueue, QUEUES } from '../../src/shared/jobs.js';
+import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { startWorker } from '../../src/worker/main.js';
+import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 
 describe('startWorker and its side server', () => {
@@ -60,6 +64,34 @@ describe('startWorker and its side server', () => {
       }
     } finally {
       await first.close();
+    }
+  });
+
+  it('binds its side server before it takes a job: refused for a taken METRICS_PORT, a queued chat stays pending', async () => {
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as AddressInfo).port;
+    const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+    const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+    try {
+      await store.ingest('startup-queued', userMessage('startup-queued', 'q1', 'hello'), {
+        maxPending: 10,
+        dedupWindowMs: 60_000,
+      });
+      await enqueueTurn(turns, 'startup-queued');
+      await expect(startWorker({ ...config(), METRICS_PORT: port }, silentLogger())).rejects.toThrow(
+        `METRICS_PORT: ${port} is already in use`,
+      );
+      // Had the worker run before binding, the job would be active or done by now.
+      const jobId = await turns.getDeduplicationJobId('startup-queued');
+      expect(jobId && (await turns.getJobState(jobId))).toBe('waiting');
+      expect(await store.pendingCount('startup-queued')).toBe(1);
+      expect(mock.state.perChat['startup-queued']).toBeUndefined();
+      expect(await turns.getWorkersCount()).toBe(0);
+    } finally {
+      await turns.obliterate({ force: true });
+      await turns.close();
+      await new Promise((r) => blocker.close(r));
     }
   });
 });

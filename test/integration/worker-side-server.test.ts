@@ -149,3 +149,33 @@ describe('readiness needs Redis', () => {
     ).rejects.toThrow(/METRICS_PORT: \d+ is already in use/);
   });
 });
+
+describe('METRICS_PORT unset', () => {
+  const base = {
+    host: '127.0.0.1',
+    port: undefined,
+    metrics: createMetrics({ defaultMetrics: false }),
+    redis: { ping: async () => 'PONG' },
+    isRunning: () => true,
+    logger: silentLogger(),
+  };
+
+  it('takes the default port when it is free, and any free port when it is taken', async () => {
+    // A port known to be free a moment ago stands in for 9100, which the host may be using.
+    const probe = await startSideServer({ ...base, port: 0 });
+    const preferred = Number(new URL(probe.url).port);
+    await probe.close();
+
+    const first = await startSideServer({ ...base, defaultPort: preferred });
+    const second = await startSideServer({ ...base, defaultPort: preferred });
+    try {
+      expect(Number(new URL(first.url).port)).toBe(preferred);
+      const fallback = Number(new URL(second.url).port);
+      expect(fallback).not.toBe(preferred);
+      expect(fallback).toBeGreaterThan(0);
+      expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+    } finally {
+      await Promise.all([first.close(), second.close()]);
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/shared/config.js';
+import { ConfigError, DEFAULT_METRICS_PORT, loadConfig } from '../../src/shared/config.js';
 import {
   createMetrics,
   mergeExpositions,
@@ -105,12 +105,16 @@ describe('mergeExpositions', () => {
 });
 
 describe('operations config', () => {
-  it('defaults: no board credentials, read-write board, metrics on port 9100', () => {
+  it('defaults: no board credentials, read-write board, metrics port left to the process (9100 if free)', () => {
     const config = loadConfig({});
     expect(config.ADMIN_USER).toBeUndefined();
     expect(config.ADMIN_PASSWORD).toBeUndefined();
     expect(config.ADMIN_READ_ONLY).toBe(false);
-    expect(config.METRICS_PORT).toBe(9100);
+    // Unset stays unset, so a worker knows it may fall back to a free port.
+    expect(config.METRICS_PORT).toBeUndefined();
+    expect(loadConfig({ METRICS_PORT: ' ' }).METRICS_PORT).toBeUndefined();
+    expect(DEFAULT_METRICS_PORT).toBe(9100);
+    expect(loadConfig({ METRICS_PORT: '9100' }).METRICS_PORT).toBe(9100);
   });
 
   it('parses ADMIN_READ_ONLY as a boolean and METRICS_PORT 0 as any free port', () => {

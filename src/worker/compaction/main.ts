@@ -8,6 +8,7 @@ import { ChatStore } from '../../shared/store/chat-store.js';
 import { createModel } from '../agent/model.js';
 import { meteredModel } from '../instrument.js';
 import { startSideServer } from '../side-server.js';
+import { Opened, type Prepared, runPrepared } from '../startup.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
 
@@ -31,22 +32,38 @@ export function compactionDepsFromConfig(config: Config, store: ChatStore, logge
 
 export interface CompactorHandle {
   worker: Worker<CompactionJob>;
+  /** The side server's URL; undefined in `all`, where the worker's side server serves the process. */
+  metricsUrl: string | undefined;
   close(): Promise<void>;
 }
 
-/** `chatlane compactor`: consumes the compaction queue; needs a model like a worker does. */
-export async function startCompactor(
+export interface PreparedCompactor extends Prepared<CompactorHandle> {
+  metricsUrl: string | undefined;
+}
+
+/**
+ * `chatlane compactor`, steps 1–3 of the startup order (`../startup.ts`): checks (it needs a
+ * model like a worker does), connections, side server bound. No job is taken until `run()`.
+ */
+export async function prepareCompactor(
   config: Config,
   logger: Logger,
   // In `all` the worker's side server already serves this process.
   { sideServer = true }: { sideServer?: boolean } = {},
-): Promise<CompactorHandle> {
+): Promise<PreparedCompactor> {
+  // 1. Checks.
   requireModel(config);
+
+  // 2. Connections.
+  const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:compactor');
+  opened.add(() => closeRedis(connection));
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
   });
+  const queue = createQueue(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
+  opened.add(() => queue.close());
   const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger), {
     prefix: config.CHATLANE_PREFIX,
     connection,
@@ -55,39 +72,34 @@ export async function startCompactor(
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
     metrics: processMetrics(),
   });
-  worker.run().catch((err: unknown) => logger.error({ err }, 'compaction worker stopped'));
-  await worker.waitUntilReady();
-  await checkRedisPolicy(connection, logger);
-  const queue = createQueue(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
-  const side = sideServer
-    ? await startSideServer({
-        host: config.HOST,
-        port: config.METRICS_PORT,
-        metrics: processMetrics(),
-        redis: connection,
-        isRunning: () => worker.isRunning() && !worker.closing,
-        queues: [queue],
-        logger,
-        role: 'compactor',
-      }).catch(async (err: unknown) => {
-        await worker.close().catch(() => undefined);
-        await queue.close().catch(() => undefined);
-        await closeRedis(connection);
-        throw err;
-      })
-    : undefined;
-  logger.info(
-    {
-      concurrency: config.COMPACTION_CONCURRENCY,
-      model: config.COMPACTION_MODEL ?? config.LLM_MODEL,
-      metricsUrl: side?.url,
-    },
-    'compactor started',
-  );
+  opened.add(() => worker.close());
+  await opened.step(async () => {
+    await worker.waitUntilReady();
+    await checkRedisPolicy(connection, logger);
+  });
 
+  // 3. Listeners.
+  const side = sideServer
+    ? await opened.step(() =>
+        startSideServer({
+          host: config.HOST,
+          port: config.METRICS_PORT,
+          metrics: processMetrics(),
+          redis: connection,
+          isRunning: () => worker.isRunning() && !worker.closing,
+          queues: [queue],
+          logger,
+          role: 'compactor',
+        }),
+      )
+    : undefined;
+  if (side) opened.add(() => side.close());
+
+  // 4. Run (on `run()`).
   let closing: Promise<void> | undefined;
-  return {
+  const handle: CompactorHandle = {
     worker,
+    metricsUrl: side?.url,
     close() {
       closing ??= (async () => {
         await side?.close();
@@ -98,4 +110,31 @@ export async function startCompactor(
       return closing;
     },
   };
+  let ran = false;
+  return {
+    metricsUrl: side?.url,
+    async run() {
+      ran = true;
+      worker.run().catch((err: unknown) => logger.error({ err }, 'compaction worker stopped'));
+      logger.info(
+        {
+          concurrency: config.COMPACTION_CONCURRENCY,
+          model: config.COMPACTION_MODEL ?? config.LLM_MODEL,
+          metricsUrl: side?.url,
+        },
+        'compactor started',
+      );
+      return handle;
+    },
+    close: () => (ran ? handle.close() : opened.closeAll()),
+  };
+}
+
+/** Starts the compactor: `prepareCompactor`, then run. */
+export async function startCompactor(
+  config: Config,
+  logger: Logger,
+  options: { sideServer?: boolean } = {},
+): Promise<CompactorHandle> {
+  return runPrepared(await prepareCompactor(config, logger, options));
 }
