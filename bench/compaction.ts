@@ -1,7 +1,6 @@
 import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { MockLanguageModelV3 } from 'ai/test';
 import type { Job } from 'bullmq';
-import { countTokens } from 'gpt-tokenizer';
 import { type Config, loadConfig } from '../src/shared/config.js';
 import {
   type CompactionJob,
@@ -15,7 +14,7 @@ import { silentLogger } from '../src/shared/logger.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { countTextTokens, withTokens } from '../src/shared/tokens.js';
+import { countTextTokens } from '../src/shared/tokens.js';
 import { type CompactionResult, compactChat } from '../src/worker/compaction/compact.js';
 import { createCompactionWorker } from '../src/worker/compaction/compactor.js';
 import { compactionDepsFromConfig } from '../src/worker/compaction/main.js';
@@ -26,6 +25,7 @@ import { echoModel, usage } from './echo-model.js';
 import {
   adminRedis,
   type CpuShare,
+  counted,
   cpuMeter,
   deletePrefix,
   mean,
@@ -181,7 +181,7 @@ function promptTokens(prompt: LanguageModelV3Prompt): number {
       else if (p.type === 'tool-result') texts.push(JSON.stringify(p.output ?? null));
     }
   }
-  return countTokens(texts.join('\n')) + 4 * prompt.length;
+  return countTextTokens(texts.join('\n')) + 4 * prompt.length;
 }
 
 /** The summariser: a fixed ~`tokens`-token summary after `latencyMs`. */
@@ -583,7 +583,7 @@ async function measureLatency(
       const c = chatKeys.indexOf(chatKey);
       const messages = Array.from({ length: opts.seedMessages }, (_, i) => {
         const text = pool[(c * opts.seedMessages + i) % pool.length]!;
-        return withTokens(
+        return counted(
           i % 2 === 0 ? userMessage(chatKey, `s${i}`, text) : assistantMessage(chatKey, `s${i}`, text),
         );
       });

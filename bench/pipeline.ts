@@ -4,12 +4,13 @@ import { silentLogger } from '../src/shared/logger.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { countTextTokens, withTokens } from '../src/shared/tokens.js';
+import { countTextTokens } from '../src/shared/tokens.js';
 import { turnDepsFromConfig } from '../src/worker/main.js';
 import type { RuntimeContext } from '../src/worker/pipeline/types.js';
 import { echoModel } from './echo-model.js';
 import {
   adminRedis,
+  counted,
   deletePrefix,
   mean,
   medianOf,
@@ -121,7 +122,7 @@ function messagePool(chatKey: string): ChatMessage[] {
             ],
             metadata: { ts: 1_700_000_000_000, chatKey, runId, kind: 'normal' },
           };
-    pool.push(withTokens(message));
+    pool.push(counted(message));
   }
   return pool;
 }

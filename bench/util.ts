@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import type { ChatMessage } from '../src/shared/messages.js';
+import { messageTokens } from '../src/shared/tokens.js';
 
 /** Shared helpers of the benchmarks: stats, key hygiene, child servers, progress. */
 
@@ -236,4 +238,9 @@ export function prng(seed: number): () => number {
     s = (s * 1664525 + 1013904223) >>> 0;
     return s / 2 ** 32;
   };
+}
+
+/** A message with its token count, as a commit stores it (bench texts are short: counted at once). */
+export function counted(message: ChatMessage): ChatMessage {
+  return { ...message, metadata: { ...message.metadata, tokens: messageTokens(message) } };
 }

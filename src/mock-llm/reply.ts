@@ -1,5 +1,5 @@
-import { countTokens } from 'gpt-tokenizer';
 import { z } from 'zod';
+import { countTextTokens as countTokens } from '../shared/tokens.js';
 import { NO_CHAT_KEY } from './state.js';
 
 /**

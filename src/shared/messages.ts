@@ -28,6 +28,8 @@ export const messageMetadataSchema = z
     sourceRange: sourceRangeSchema.optional(),
     previousSummaryId: z.string().optional(),
     tokens: z.number().int().nonnegative().optional(),
+    /** Set when `tokens` counts the message cut to this many text characters (its model view). */
+    tokensMaxChars: z.number().int().positive().optional(),
     /** Caller-supplied fields we carry but do not interpret. */
     extra: z.record(z.string(), z.unknown()).optional(),
   })

@@ -61,6 +61,7 @@ export function turnDepsFromConfig(
     provider: new RedisProvider(store, {
       windowMessages: config.HISTORY_WINDOW_MESSAGES,
       maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
     }),
     compressor: new TokenBudgetCompressor({ maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE }),
     assembler: new DefaultAssembler({
@@ -73,6 +74,7 @@ export function turnDepsFromConfig(
       maxMerges: config.MAX_MERGES_PER_TURN,
       maxInputTokens: config.MAX_INPUT_TOKENS,
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
       reserveTokens: RESERVE_TOKENS,
       stepTimeoutMs: config.LLM_TIMEOUT_MS,
     },

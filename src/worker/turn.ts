@@ -22,6 +22,8 @@ export interface TurnSettings {
   maxMerges: number;
   maxInputTokens: number;
   maxSendsPerTurn: number;
+  /** MAX_CHARS_PER_MESSAGE: token counts describe messages cut to this (see model-view.ts). */
+  maxCharsPerMessage: number;
   /** Tokens kept free for tool definitions and framing the tokenizer does not see. */
   reserveTokens: number;
   /** Longest a single model step may take. */
@@ -195,7 +197,12 @@ async function turnBody(
     nextArrivals: async (max) => {
       const entries = await store.readInbox(chatKey, max, lastSeen);
       if (entries.length > 0) lastSeen = entries.at(-1)!.streamId;
-      return entries.map((e) => ({ streamId: e.streamId, message: withTokens(e.message) }));
+      return Promise.all(
+        entries.map(async (e) => ({
+          streamId: e.streamId,
+          message: await withTokens(e.message, settings.maxCharsPerMessage),
+        })),
+      );
     },
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
   });
@@ -214,12 +221,15 @@ async function turnBody(
       consumed.push(...seg.items.map((e) => e.streamId));
     } else {
       toCommit.push(
-        withTokens({
-          id: `${runId}-a${segment++}`,
-          role: 'assistant',
-          parts: seg.parts,
-          metadata: { ts: now, chatKey, runId, kind: 'normal' },
-        }),
+        await withTokens(
+          {
+            id: `${runId}-a${segment++}`,
+            role: 'assistant',
+            parts: seg.parts,
+            metadata: { ts: now, chatKey, runId, kind: 'normal' },
+          },
+          settings.maxCharsPerMessage,
+        ),
       );
     }
   }

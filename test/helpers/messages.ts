@@ -1,4 +1,5 @@
 import type { ChatMessage } from '../../src/shared/messages.js';
+import { messageTokens } from '../../src/shared/tokens.js';
 
 type Meta = Partial<ChatMessage['metadata']>;
 
@@ -25,4 +26,9 @@ export const assistantMessage = (chatKey: string, id: string, text: string, extr
 
 export function textOf(message: ChatMessage): string {
   return message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+}
+
+/** The message with its token count, as a commit stores it (short test texts: counted at once). */
+export function counted(message: ChatMessage): ChatMessage {
+  return { ...message, metadata: { ...message.metadata, tokens: messageTokens(message) } };
 }

@@ -20,8 +20,9 @@ export function turnDeps(
     provider: new RedisProvider(store, {
       windowMessages: settings.windowMessages ?? 200,
       maxPendingPerTurn: settings.maxPendingPerTurn ?? 20,
+      maxCharsPerMessage: settings.maxCharsPerMessage ?? 4000,
     }),
-    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: 4000 }),
+    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: settings.maxCharsPerMessage ?? 4000 }),
     assembler: new DefaultAssembler({ maxSendsPerTurn: settings.maxSendsPerTurn ?? 5 }),
     settings: {
       leaseMs: 5000,
@@ -29,6 +30,7 @@ export function turnDeps(
       maxMerges: 8,
       maxInputTokens: 12_000,
       maxSendsPerTurn: 5,
+      maxCharsPerMessage: 4000,
       reserveTokens: 200,
       ...settings,
     },

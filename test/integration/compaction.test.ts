@@ -6,11 +6,10 @@ import type { ChatMessage } from '../../src/shared/messages.js';
 import { createMetrics } from '../../src/shared/metrics.js';
 import { applyCompaction, readArchive, readSnapshot } from '../../src/shared/store/archive.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { withTokens } from '../../src/shared/tokens.js';
 import { searchHistory } from '../../src/worker/agent/tools/history-search.js';
 import { type CompactionDeps, compactChat } from '../../src/worker/compaction/compact.js';
 import { createCompactionWorker } from '../../src/worker/compaction/compactor.js';
-import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
+import { assistantMessage, counted, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { type Script, scriptedModel } from '../helpers/scripted-model.js';
 
@@ -34,7 +33,7 @@ async function commitMessages(chatKey: string, messages: ChatMessage[]): Promise
   const res = await store.commit(chatKey, lease.fence, {
     runId: 'seed',
     consumed: [],
-    messages: messages.map(withTokens),
+    messages: messages.map(counted),
   });
   if (!res.ok) throw new Error(`seed commit failed: ${res.reason}`);
   await store.finish(chatKey, lease.fence, 'seeder', 'seed');
@@ -61,6 +60,7 @@ function deps(script: Script, settings: Partial<CompactionDeps['settings']> = {}
       maxOutputTokens: 500,
       archive: true,
       maxEvents: 500,
+      maxCharsPerMessage: 4000,
       ...settings,
     },
   };
@@ -176,7 +176,7 @@ describe('compactChat', () => {
   it('applying an already applied range is a no-op (idempotent on sourceRange.toId)', async () => {
     await commitMessages('c1', conversation('c1', 0, 6));
     const snap = await readSnapshot(store, 'c1');
-    const summary = withTokens(
+    const summary = counted(
       assistantMessage('c1', 'sum1', 'S', {
         kind: 'summary',
         sourceRange: { fromId: 'm0', toId: 'm2', count: 3 },

@@ -1,9 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitReady } from '../../src/shared/redis.js';
 import { applyCompaction, readSnapshot } from '../../src/shared/store/archive.js';
-import { withTokens } from '../../src/shared/tokens.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
-import { assistantMessage, userMessage } from '../helpers/messages.js';
+import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 
 const redis = testRedis('ingress');
@@ -25,7 +24,7 @@ async function seed(chatKey: string, n: number, word = 'topic') {
   const lease = await ing.store.acquire(chatKey, 'seed', 5000);
   if (!lease.ok) throw new Error('busy');
   const messages = Array.from({ length: n }, (_, i) =>
-    withTokens(
+    counted(
       i % 2 === 0
         ? userMessage(chatKey, `${word}-${i}`, `${word} question ${i}`)
         : assistantMessage(chatKey, `${word}-${i}`, `${word} answer ${i}`),
@@ -159,7 +158,7 @@ describe('events and archive endpoints', () => {
       await applyCompaction(ing.store, 'c1', {
         expectedVersion: snap.version,
         replaced,
-        summary: withTokens(
+        summary: counted(
           assistantMessage('c1', `s-${range.toId}`, 'summary', { kind: 'summary', sourceRange: range }),
         ),
         archive: {

@@ -8,10 +8,9 @@ import {
   listContexts,
   switchContext,
 } from '../../src/shared/store/contexts.js';
-import { withTokens } from '../../src/shared/tokens.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { runTurn } from '../../src/worker/turn.js';
-import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
+import { assistantMessage, counted, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { echoScript, promptTranscript, scriptedModel } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
@@ -36,7 +35,7 @@ async function commit(chatKey: string, messages: ChatMessage[]): Promise<void> {
   await store.commit(chatKey, lease.fence, {
     runId: 'seed',
     consumed: [],
-    messages: messages.map(withTokens),
+    messages: messages.map(counted),
   });
   await store.finish(chatKey, lease.fence, 'seeder', 'seed');
 }
@@ -154,7 +153,14 @@ describe('context snapshots', () => {
         model: slow.model,
         modelName: 'scripted',
         logger: silentLogger(),
-        settings: { keepLast: 2, keepRecentTokens: 0, maxOutputTokens: 100, archive: true, maxEvents: 500 },
+        settings: {
+          keepLast: 2,
+          keepRecentTokens: 0,
+          maxOutputTokens: 100,
+          archive: true,
+          maxEvents: 500,
+          maxCharsPerMessage: 4000,
+        },
       },
       'c1',
     );

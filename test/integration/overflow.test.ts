@@ -4,11 +4,10 @@ import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import { readArchive } from '../../src/shared/store/archive.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { withTokens } from '../../src/shared/tokens.js';
 import { createModel } from '../../src/worker/agent/model.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
-import { assistantMessage, userMessage } from '../helpers/messages.js';
+import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
@@ -31,7 +30,14 @@ beforeEach(() => {
     model,
     modelName: 'mock',
     logger: silentLogger(),
-    settings: { keepLast: 4, keepRecentTokens: 0, maxOutputTokens: 300, archive: true, maxEvents: 500 },
+    settings: {
+      keepLast: 4,
+      keepRecentTokens: 0,
+      maxOutputTokens: 300,
+      archive: true,
+      maxEvents: 500,
+      maxCharsPerMessage: 4000,
+    },
   };
   deps.compactNow = (chatKey) => compactChat(compaction, chatKey);
 });
@@ -45,7 +51,7 @@ async function seed(store: ChatStore, chatKey: string, n: number): Promise<void>
   const lease = await store.acquire(chatKey, 'seeder', 5000);
   if (!lease.ok) throw new Error('busy');
   const messages: ChatMessage[] = Array.from({ length: n }, (_, i) =>
-    withTokens(
+    counted(
       i % 2 === 0
         ? userMessage(chatKey, `h${i}`, `old question ${i}`)
         : assistantMessage(chatKey, `h${i}`, `old answer ${i}`),

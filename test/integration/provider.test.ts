@@ -20,7 +20,7 @@ afterAll(async () => {
 });
 
 function provider(windowMessages = 50, maxPendingPerTurn = 50): RedisProvider {
-  return new RedisProvider(store, { windowMessages, maxPendingPerTurn });
+  return new RedisProvider(store, { windowMessages, maxPendingPerTurn, maxCharsPerMessage: 4000 });
 }
 
 async function writeHistory(key: string, messages: ChatMessage[]): Promise<void> {

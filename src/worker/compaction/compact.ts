@@ -14,6 +14,8 @@ export interface CompactionSettings {
   maxOutputTokens: number;
   archive: boolean;
   maxEvents: number;
+  /** MAX_CHARS_PER_MESSAGE: token counts describe messages cut to this (see model-view.ts). */
+  maxCharsPerMessage: number;
 }
 
 export interface CompactionDeps {
@@ -44,7 +46,8 @@ export class StaleCompactionError extends Error {
 export async function compactChat(deps: CompactionDeps, chatKey: string): Promise<CompactionResult> {
   const { store, settings } = deps;
   const snapshot = await readSnapshot(store, chatKey);
-  const cut = selectCut(snapshot.history.map(withTokens), settings);
+  const clip = settings.maxCharsPerMessage;
+  const cut = selectCut(await Promise.all(snapshot.history.map((m) => withTokens(m, clip))), settings);
   if (!cut) return { status: 'nothing-to-cut' };
 
   const started = Date.now();
@@ -65,18 +68,21 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
   if (!text.trim()) throw new Error('the model returned an empty summary');
 
   const sourceRange = rangeOf(cut.newMessages);
-  const summary: ChatMessage = withTokens({
-    id: `summary-${randomUUID()}`,
-    role: 'assistant',
-    parts: [{ type: 'text', text: text.trim() }],
-    metadata: {
-      ts: Date.now(),
-      chatKey,
-      kind: 'summary',
-      sourceRange,
-      ...(cut.previousSummary ? { previousSummaryId: cut.previousSummary.id } : {}),
+  const summary: ChatMessage = await withTokens(
+    {
+      id: `summary-${randomUUID()}`,
+      role: 'assistant',
+      parts: [{ type: 'text', text: text.trim() }],
+      metadata: {
+        ts: Date.now(),
+        chatKey,
+        kind: 'summary',
+        sourceRange,
+        ...(cut.previousSummary ? { previousSummaryId: cut.previousSummary.id } : {}),
+      },
     },
-  });
+    clip,
+  );
   const archive: ArchiveEntry | undefined = settings.archive
     ? {
         id: `archive-${randomUUID()}`,

@@ -26,6 +26,7 @@ export function compactionDepsFromConfig(config: Config, store: ChatStore, logge
       maxOutputTokens: config.COMPACTION_MAX_TOKENS,
       archive: config.ARCHIVE_ON_COMPACT,
       maxEvents: config.EVENTS_MAX_LEN,
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
     },
   };
 }

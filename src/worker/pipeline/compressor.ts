@@ -1,5 +1,6 @@
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
-import { messageTokens } from '../../shared/tokens.js';
+import { modelView } from '../../shared/model-view.js';
+import { messageTokens, viewTokens } from '../../shared/tokens.js';
 import type { CompressionReport, CompressionResult, Compressor } from './types.js';
 
 /**
@@ -122,39 +123,23 @@ function splitSummary(messages: ChatMessage[]): { summary?: ChatMessage; rest: C
 }
 
 /**
- * Caps the text parts of a message at `maxChars` in total, leaving other parts (tool calls,
- * files) alone. A truncated message is a copy whose cached token count is recomputed, since
- * the stored one described the longer text.
+ * The message as the model will get it (text parts capped at `maxChars` in total, tool calls
+ * and files left alone), with the token count of exactly that view: the stored one when it
+ * describes the view (the provider counted it so), else counted now.
  */
 function truncate(message: ChatMessage, maxChars: number): Truncated {
-  if (!Array.isArray(message.parts) || maxChars === Number.POSITIVE_INFINITY) {
-    return { message, truncated: false };
+  const view = modelView(message, maxChars);
+  if (!view.truncated) return view;
+  let tokens: number;
+  try {
+    tokens = viewTokens(message, maxChars);
+  } catch {
+    tokens = 0;
   }
-  let remaining = maxChars;
-  let changed = false;
-  const parts = message.parts.map((part) => {
-    if (part?.type !== 'text' || typeof part.text !== 'string') return part;
-    if (part.text.length <= remaining) {
-      remaining -= part.text.length;
-      return part;
-    }
-    const kept = part.text.slice(0, safeCut(part.text, remaining));
-    remaining = 0;
-    changed = true;
-    return { ...part, text: `${kept}… [truncated ${part.text.length - kept.length} chars]` };
-  });
-  if (!changed) return { message, truncated: false };
-  const draft: ChatMessage = { ...message, parts, metadata: { ...message.metadata, tokens: undefined } };
   return {
-    message: { ...draft, metadata: { ...draft.metadata, tokens: safeTokens(draft) } },
+    message: { ...view.message, metadata: { ...view.message.metadata, tokens, tokensMaxChars: maxChars } },
     truncated: true,
   };
-}
-
-/** Never ends a cut on the first half of a surrogate pair, which would leave invalid UTF-16. */
-function safeCut(text: string, at: number): number {
-  const code = text.charCodeAt(at - 1);
-  return at > 0 && code >= 0xd800 && code <= 0xdbff ? at - 1 : at;
 }
 
 function safeTokens(message: ChatMessage): number {

@@ -9,7 +9,7 @@ import type { Provider, ProviderResult } from './types.js';
 export class RedisProvider implements Provider {
   constructor(
     private readonly store: ChatStore,
-    private readonly opts: { windowMessages: number; maxPendingPerTurn: number },
+    private readonly opts: { windowMessages: number; maxPendingPerTurn: number; maxCharsPerMessage: number },
   ) {}
 
   async load(chatKey: string): Promise<ProviderResult> {
@@ -19,10 +19,14 @@ export class RedisProvider implements Provider {
       this.opts.maxPendingPerTurn,
     );
     const history = window.summary ? [window.summary, ...window.messages] : window.messages;
+    const clip = this.opts.maxCharsPerMessage;
     return {
-      // Committed messages already carry tokens; withTokens only fills legacy gaps.
-      history: history.map(withTokens),
-      pending: pending.map((e) => ({ streamId: e.streamId, message: withTokens(e.message) })),
+      // Committed messages already carry tokens; withTokens only fills gaps (pending messages,
+      // counts made before MAX_CHARS_PER_MESSAGE changed).
+      history: await Promise.all(history.map((m) => withTokens(m, clip))),
+      pending: await Promise.all(
+        pending.map(async (e) => ({ streamId: e.streamId, message: await withTokens(e.message, clip) })),
+      ),
       historyTotal: window.total,
     };
   }
