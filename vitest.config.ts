@@ -2,13 +2,24 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Integration and e2e tests share one Redis (random prefix each) and spawn processes:
     // on a 2-core machine a few files at a time is the sweet spot.
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    globalSetup: ['test/helpers/global-setup.ts'],
+    projects: [
+      // No Redis: `npm run test:unit` runs on a machine without one.
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'redis',
+          include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          // Finds Redis at REDIS_URL, or starts a throwaway one for the run.
+          globalSetup: ['test/helpers/global-setup.ts'],
+        },
+      },
+    ],
   },
 });

@@ -1,12 +1,19 @@
-import { Cluster, Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
+import { ensureRedis } from '../../src/dev-redis.js';
 import { loadConfig } from '../../src/shared/config.js';
 
-/** Tests need a real Redis: fail the run at once, with a clear message, when none answers. */
-export default async function setup(): Promise<void> {
+/**
+ * Integration and e2e tests need a real Redis. When none answers at REDIS_URL and it is
+ * local, a throwaway `redis-server` (no persistence) is started for the run and stopped
+ * afterwards, as the demo does; otherwise the run stops at once with a clear message.
+ * A Redis Cluster (REDIS_CLUSTER_NODES) is never started here: scripts/redis-cluster.sh.
+ */
+export default async function setup(): Promise<(() => Promise<void>) | undefined> {
   const { REDIS_URL: url, REDIS_CLUSTER_NODES: nodes } = loadConfig();
   if (nodes) {
     // A cluster run: every master must answer and the cluster must be serving all slots.
     const cluster = new Cluster(nodes, { lazyConnect: true, clusterRetryStrategy: () => null });
+    cluster.on('error', () => undefined);
     const where = nodes.map((n) => `${n.host}:${n.port}`).join(',');
     try {
       await cluster.connect();
@@ -19,15 +26,14 @@ export default async function setup(): Promise<void> {
     } finally {
       cluster.disconnect();
     }
-    return;
+    return undefined;
   }
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  let redis: Awaited<ReturnType<typeof ensureRedis>>;
   try {
-    await redis.connect();
-    await redis.ping();
+    redis = await ensureRedis(url);
   } catch (err) {
-    throw new Error(`tests need Redis at ${url} (set REDIS_URL): ${(err as Error).message}`);
-  } finally {
-    redis.disconnect();
+    throw new Error(`tests need Redis: ${(err as Error).message}`);
   }
+  if (redis.started) console.log(`tests: started a throwaway redis-server at ${url}; it stops after the run`);
+  return () => redis.stop();
 }
