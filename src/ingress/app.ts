@@ -4,6 +4,7 @@ import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
+import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
@@ -56,6 +57,27 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
 };
 
 /**
+ * A dead Redis fails every request: log the first failure of a kind at once, then at most one
+ * line a second with the number left out, instead of one line per request.
+ */
+function throttledLog(logger: Logger, intervalMs = 1000) {
+  const last = new Map<string, { at: number; suppressed: number }>();
+  return (code: string, cause: unknown) => {
+    const now = Date.now();
+    const entry = last.get(code);
+    if (entry && now - entry.at < intervalMs) {
+      entry.suppressed += 1;
+      return;
+    }
+    logger.warn(
+      { code, err: cause, suppressed: entry?.suppressed ?? 0 },
+      'request failed: dependency unavailable',
+    );
+    last.set(code, { at: now, suppressed: 0 });
+  };
+}
+
+/**
  * App factory: no `listen` here, so tests drive it with `inject()` and the process entry
  * decides how to serve it.
  */
@@ -73,14 +95,33 @@ export async function buildIngress(deps: IngressDeps) {
   });
   // JSON only: a text/plain body would otherwise reach the schema as a string.
   app.removeContentTypeParser('text/plain');
+  // Nesting is bounded on the raw text, before anything recursive (parser, schema, stringify)
+  // sees it: thousands of levels used to end in "Maximum call stack size exceeded".
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (jsonTextDepth(body as string, BODY_MAX_DEPTH) > BODY_MAX_DEPTH) {
+      done(
+        new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`),
+        undefined,
+      );
+      return;
+    }
+    parseJson(request, body as string, done);
+  });
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
   const queues = deps.queues ?? [deps.turns];
   instrumentIngress(app, deps.metrics ?? processMetrics(), queues);
 
+  const logUnavailable = throttledLog(deps.logger);
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof HttpError) {
+      if (err.statusCode >= 500 && err.cause) logUnavailable(err.code, err.cause);
       return reply.code(err.statusCode).send(errorBody(err.code, err.message));
+    }
+    if (err instanceof UnstorableError) {
+      return reply.code(400).send(errorBody('VALIDATION_FAILED', `message: ${err.message}`));
     }
     const mapped = err.code ? FASTIFY_CODES[err.code] : undefined;
     if (mapped) {

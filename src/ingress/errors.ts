@@ -23,11 +23,13 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 export class HttpError extends Error {
   override name = 'HttpError';
   readonly statusCode: number;
+  /** `cause` is logged, never sent: the client sees only the code and the message. */
   constructor(
     readonly code: ErrorCode,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.statusCode = ERROR_CODES[code];
   }
 }

@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import { isValidChatKey } from '../shared/chat-key.js';
+import { isRedisUnavailable } from '../shared/redis-errors.js';
+import { UnstorableError } from '../shared/storable.js';
 import { HttpError } from './errors.js';
 
 export function parseChatKey(value: unknown): string {
@@ -18,15 +20,22 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, what: stri
   throw new HttpError('VALIDATION_FAILED', `${field}: ${issue?.message ?? 'invalid'}`);
 }
 
+/** The fixed answer while Redis cannot take the request; the detail goes to the log only. */
+export const REDIS_UNAVAILABLE_MESSAGE = 'storage is unavailable; retry later (with the same message id)';
+
 /**
- * Any failure talking to Redis is a 503: the ingress connection fails fast instead of
- * queueing, so the client can retry (ids make that safe).
+ * Redis unreachable, hung or refusing writes is a 503: the ingress connection fails fast
+ * instead of queueing, so the client can retry (ids make that safe). A value that cannot be
+ * stored is the client's 400. Anything else is a bug: it propagates to the 500 handler.
  */
 export async function withRedis<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
     if (err instanceof HttpError) throw err;
-    throw new HttpError('REDIS_UNAVAILABLE', `storage unavailable: ${(err as Error).message}`);
+    if (err instanceof UnstorableError) throw new HttpError('VALIDATION_FAILED', `message: ${err.message}`);
+    if (isRedisUnavailable(err))
+      throw new HttpError('REDIS_UNAVAILABLE', REDIS_UNAVAILABLE_MESSAGE, { cause: err });
+    throw err;
   }
 }

@@ -19,9 +19,8 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
       ]);
       return { status: 'ready' };
     } catch (err) {
-      return reply
-        .code(503)
-        .send(errorBody('REDIS_UNAVAILABLE', `redis is not reachable: ${(err as Error).message}`));
+      app.log.warn({ err: (err as Error).message }, 'readiness: redis is not reachable');
+      return reply.code(503).send(errorBody('REDIS_UNAVAILABLE', 'redis is not reachable'));
     }
   });
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { enqueueTurn } from '../../shared/jobs.js';
 import type { ChatMessage } from '../../shared/messages.js';
+import { extraSchema } from '../../shared/storable.js';
 import { ActivityIndex } from '../activity.js';
 import { HttpError } from '../errors.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
@@ -28,7 +29,7 @@ const metadataSchema = z
     channel: z.string().max(50).optional(),
     chatId: z.string().max(200).optional(),
     threadId: z.string().max(200).optional(),
-    extra: z.record(z.string(), z.unknown()).optional(),
+    extra: extraSchema.optional(),
   })
   .strict();
 

@@ -6,6 +6,7 @@ import {
   type SourceRange,
   sourceRangeSchema,
 } from '../messages.js';
+import { STORED_MAX_DEPTH, storedJson } from '../storable.js';
 import type { ChatStore } from './chat-store.js';
 import { scripts } from './scripts.js';
 
@@ -71,12 +72,13 @@ export async function applyCompaction(
       apply.replaced.length,
       first.id,
       last.id,
-      JSON.stringify(apply.summary),
-      apply.archive ? JSON.stringify(apply.archive) : '',
+      storedJson(apply.summary, { tooDeep: 'clip' }),
+      // An archive entry wraps stored messages: allow their depth plus its own levels.
+      apply.archive ? storedJson(apply.archive, { tooDeep: 'clip', maxDepth: STORED_MAX_DEPTH + 4 }) : '',
       tokens,
       apply.summary.metadata.tokens ?? 0,
       apply.maxEvents,
-      JSON.stringify(apply.eventData),
+      storedJson(apply.eventData, { tooDeep: 'clip' }),
     ],
   )) as [string, string | number | undefined];
   if (raw[0] === 'ok') return { status: 'ok', version: String(raw[1]) };

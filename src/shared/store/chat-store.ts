@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { chatKeys, chatsIndexKey } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import { storedJson } from '../storable.js';
 import { type RedisClient, scripts } from './scripts.js';
 
 /**
@@ -102,7 +103,8 @@ export class ChatStore {
       await scripts.ingest.run(
         this.redis,
         [k.inbox, k.seen],
-        [message.id, JSON.stringify(message), limits.maxPending, limits.dedupWindowMs],
+        // Throws UnstorableError (nested too deep) before anything is written.
+        [message.id, storedJson(message, { tooDeep: 'throw' }), limits.maxPending, limits.dedupWindowMs],
       ),
     );
     if (raw[0] === 'accepted') return { status: 'accepted', streamId: String(raw[1]) };
@@ -155,10 +157,11 @@ export class ChatStore {
           this.maxEvents,
           turn.runId,
           tokens,
-          JSON.stringify(turn.event ?? {}),
+          storedJson(turn.event ?? {}, { tooDeep: 'clip' }),
           turn.consumed.length,
           ...turn.consumed,
-          ...turn.messages.map((m) => JSON.stringify(m)),
+          // The model's own output (tool inputs) is clipped, never a reason to fail the turn.
+          ...turn.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),
         ],
       ),
     );
@@ -299,7 +302,7 @@ export class ChatStore {
       'type',
       type,
       'data',
-      JSON.stringify(data),
+      storedJson(data, { tooDeep: 'clip' }),
     );
     return id ?? '';
   }

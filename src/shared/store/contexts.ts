@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { contextMessagesKey } from '../keys.js';
 import { type ChatMessage, messageText, parseStoredMessage } from '../messages.js';
+import { storedJson } from '../storable.js';
 import { countTextTokens } from '../tokens.js';
 import type { ChatStore } from './chat-store.js';
 import { scripts } from './scripts.js';
@@ -108,7 +109,7 @@ export async function switchContext(
   if (req.op === 'load') {
     if (!load) return { status: 'not-found' };
     const m = contextMarker(chatKey, load);
-    marker = JSON.stringify(m);
+    marker = storedJson(m, { tooDeep: 'clip' });
     markerTokens = m.metadata.tokens ?? 0;
   }
   const newKey = contextMessagesKey(store.prefix, chatKey, id);
@@ -121,7 +122,7 @@ export async function switchContext(
       fence,
       req.op,
       id,
-      JSON.stringify(meta),
+      storedJson(meta, { tooDeep: 'clip' }),
       load?.id ?? '',
       marker,
       markerTokens,

@@ -1,0 +1,30 @@
+import { ReplyError } from 'ioredis';
+
+/**
+ * Is this error Redis being unreachable, hung or refusing writes — something a client may
+ * retry with the same message id — rather than a bug or bad input? Only these become 503
+ * REDIS_UNAVAILABLE; anything else is a 500 (and logged), so that a 503 never tells a
+ * client to retry forever what can never succeed.
+ */
+
+// Replies that say "not now": memory full (noeviction), a long script, loading, a replica
+// or a cluster in failover.
+const UNAVAILABLE_REPLY = /^(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|MISCONF)\b/;
+
+// ioredis's own connection errors (it throws plain Errors with these messages).
+const CONNECTION_MESSAGE =
+  /Connection is closed|Stream isn't writeable|enableOfflineQueue options is false|Command timed out|Socket timeout|Cluster is disconnect|Node is disconnected|None of startup nodes is available|Failed to refresh slots cache|Too many Cluster redirections|connect ETIMEDOUT/;
+
+const NETWORK_CODE =
+  /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)$/;
+
+const UNAVAILABLE_NAMES = new Set(['MaxRetriesPerRequestError', 'ClusterAllFailedError', 'AbortError']);
+
+export function isRedisUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err instanceof ReplyError) return UNAVAILABLE_REPLY.test(err.message);
+  if (UNAVAILABLE_NAMES.has(err.name)) return true;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string' && NETWORK_CODE.test(code)) return true;
+  return CONNECTION_MESSAGE.test(err.message);
+}
