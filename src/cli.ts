@@ -5,7 +5,7 @@ import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './worker/grace.js';
 import type { Prepared } from './worker/startup.js';
 
-const ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm', 'demo'] as const;
+const ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
 
 const USAGE = `usage: chatlane <role>
@@ -14,7 +14,8 @@ const USAGE = `usage: chatlane <role>
   compactor  history compaction worker (needs LLM_BASE_URL and LLM_MODEL)
   all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo
-  demo       end-to-end demo on a local Redis and the mock model`;
+  demo       end-to-end demo on a local Redis and the mock model
+  loadtest   drive a running deployment over HTTP and check its invariants (--help)`;
 
 interface Closable {
   close(): Promise<void>;
@@ -73,6 +74,7 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
     }
     case 'mock-llm':
     case 'demo':
+    case 'loadtest':
       throw new Error('unreachable');
   }
 }
@@ -111,6 +113,13 @@ async function main(): Promise<void> {
   if (role === 'mock-llm') {
     const { runMockLlm } = await import('./mock-llm/server.js');
     await runMockLlm();
+    return;
+  }
+  if (role === 'loadtest') {
+    const { loadtestMain } = await import('./loadtest/main.js');
+    const code = await loadtestMain(process.argv.slice(3));
+    // Let stdout drain into a pipe before leaving.
+    process.stdout.write('', () => process.exit(code));
     return;
   }
   if (role === 'demo') {

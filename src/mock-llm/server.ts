@@ -75,6 +75,7 @@ const controlSchema = z.strictObject({
 });
 
 const requestsQuerySchema = z.object({ chatKey: z.string().min(1).optional() });
+const statsQuerySchema = z.object({ chatKeyPrefix: z.string().min(1).max(200).optional() });
 
 /** OpenAI's error body; `code` and `message` are what clients and tests look at. */
 function openAiError(message: string, code: string | null) {
@@ -132,7 +133,11 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     data: [{ id: 'mock', object: 'model', created: 0, owned_by: 'chatlane' }],
   }));
 
-  app.get('/stats', async () => state.stats());
+  app.get('/stats', async (request, reply) => {
+    const query = statsQuerySchema.safeParse(request.query);
+    if (!query.success) return sendBadRequest(reply, zodMessage(query.error));
+    return state.stats(query.data.chatKeyPrefix);
+  });
 
   app.get('/requests', async (request, reply) => {
     const query = requestsQuerySchema.safeParse(request.query);

@@ -149,13 +149,33 @@ export class MockLlmState {
     return Object.fromEntries(this.arrivals);
   }
 
-  stats(): MockLlmStats {
+  /**
+   * With `chatKeyPrefix`, every figure covers only the chats whose key starts with it (a
+   * load test's own chats on a mock that others use too); `maxInFlightPerChat` then comes
+   * from the violations, so it is exact whenever it is above 1.
+   */
+  stats(chatKeyPrefix?: string): MockLlmStats {
+    if (chatKeyPrefix === undefined) {
+      return {
+        requests: this.requests,
+        inFlight: this.inFlight,
+        maxInFlightPerChat: this.maxInFlightPerChat,
+        violations: this.violations,
+        perChat: this.perChat,
+      };
+    }
+    const ours = (chatKey: string) => chatKey.startsWith(chatKeyPrefix);
+    const perChat = Object.fromEntries([...this.arrivals].filter(([k]) => ours(k)));
+    const violations = this.violationList.filter((v) => ours(v.chatKey));
+    const requests = Object.values(perChat).reduce((a, b) => a + b, 0);
+    let inFlight = 0;
+    for (const [k, n] of this.inFlightByChat) if (ours(k)) inFlight += n;
     return {
-      requests: this.requests,
-      inFlight: this.inFlight,
-      maxInFlightPerChat: this.maxInFlightPerChat,
-      violations: this.violations,
-      perChat: this.perChat,
+      requests,
+      inFlight,
+      maxInFlightPerChat: Math.max(requests > 0 ? 1 : 0, ...violations.map((v) => v.inFlight)),
+      violations,
+      perChat,
     };
   }
 

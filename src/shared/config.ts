@@ -202,3 +202,12 @@ export function loadMockLlmConfig(env: NodeJS.ProcessEnv = process.env): MockLlm
   return parsed.data;
 }
 // --------------------------------------------------------------- end mock-llm
+
+// ---------------------------------------------------------------------------
+// loadtest: a client of a deployment; it reads only the API token it may need.
+// ---------------------------------------------------------------------------
+
+export function loadLoadtestEnv(env: NodeJS.ProcessEnv = process.env): { apiToken: string | undefined } {
+  const token = env.API_TOKEN?.trim();
+  return { apiToken: token ? token : undefined };
+}

@@ -346,6 +346,40 @@ describe('mock-llm HTTP surface', () => {
     expect((await fetch(`${origin()}/healthz`)).status).toBe(200);
   });
 
+  it('/stats?chatKeyPrefix= narrows every figure to the chats under that prefix', async () => {
+    await completionRequest('run1-a', 'one');
+    await completionRequest('other-b', 'two');
+    // Two requests of run1-b at once: a violation that must show under the prefix.
+    state.hold('run1-b');
+    const first = completionRequest('run1-b', 'x');
+    const second = completionRequest('run1-b', 'y');
+    await state.waitForRequest('run1-b', 2);
+    const during = await (await fetch(`${origin()}/stats?chatKeyPrefix=run1-`)).json();
+    expect(during).toMatchObject({ requests: 3, inFlight: 2, maxInFlightPerChat: 2 });
+    state.release('run1-b');
+    await Promise.all([first, second]);
+
+    const stats = (await (await fetch(`${origin()}/stats?chatKeyPrefix=run1-`)).json()) as {
+      violations: unknown[];
+    };
+    expect(stats).toMatchObject({
+      requests: 3,
+      inFlight: 0,
+      maxInFlightPerChat: 2,
+      perChat: { 'run1-a': 1, 'run1-b': 2 },
+    });
+    expect(stats.violations).toEqual([expect.objectContaining({ chatKey: 'run1-b', inFlight: 2 })]);
+    const other = await (await fetch(`${origin()}/stats?chatKeyPrefix=other-`)).json();
+    expect(other).toEqual({
+      requests: 1,
+      inFlight: 0,
+      maxInFlightPerChat: 1,
+      violations: [],
+      perChat: { 'other-b': 1 },
+    });
+    expect((await fetch(`${origin()}/stats?chatKeyPrefix=`)).status).toBe(400);
+  });
+
   it('controls latency, failures and holds over POST /control, and clears them with POST /reset', async () => {
     const control = (body: unknown) =>
       fetch(`${origin()}/control`, {

@@ -1,0 +1,138 @@
+import type { ChatEvent, OutboxItem } from './api.js';
+
+/**
+ * What the load tool knows about each chat while it runs: its messages and their acks, and
+ * what the deployment showed of it (outbox items with the time we first saw them, and the
+ * events that tell progress). Times are milliseconds since the run started.
+ */
+
+export type MessageOutcome = 'unsent' | 'sending' | 'accepted' | 'duplicate' | 'failed';
+
+export interface MessageRecord {
+  chat: number;
+  index: number;
+  id: string;
+  text: string;
+  /** Open model: when the schedule wanted it sent. */
+  dueAt?: number;
+  /** Start of the first attempt. */
+  sentAt?: number;
+  ackAt?: number;
+  /** Latency of the attempt that was acknowledged. */
+  ackMs?: number;
+  attempts: number;
+  outcome: MessageOutcome;
+  lastError?: string;
+}
+
+export interface SeenOutboxItem extends OutboxItem {
+  seenAt: number;
+}
+
+export interface CommitEvent {
+  runId: string;
+  /** Redis time of the commit (the stream id's milliseconds, epoch ms). */
+  ts: number;
+  consumed: number;
+  merged: number;
+  /** How long the turn ran before its commit (worker clock). */
+  ms: number | undefined;
+  fence: string | undefined;
+  worker: string | undefined;
+}
+
+export interface TakeoverEvent {
+  ts: number;
+  previousOwner: string;
+  owner: string;
+}
+
+export class ChatState {
+  readonly messages: MessageRecord[] = [];
+  /** Acknowledged messages in the order of their acknowledgements (= the chat's inbox order). */
+  readonly ackedInOrder: MessageRecord[] = [];
+  acked = 0;
+  sendsInFlight = 0;
+  /** Messages the deployment says its committed turns consumed (sum over turn.committed). */
+  consumed = 0;
+  readonly commits: CommitEvent[] = [];
+  readonly takeovers: TakeoverEvent[] = [];
+  readonly eventCounts: Record<string, number> = {};
+  readonly outbox = new Map<string, SeenOutboxItem>();
+  outboxCursor: string | undefined;
+  eventsCursor: string | undefined;
+  firstSentAt: number | undefined;
+  lastReplySeenAt: number | undefined;
+  /** Set once the chat was answered while nothing was left to send. */
+  doneAt: number | undefined;
+  /** No more sends will come for this chat (schedule finished or cut). */
+  sendingOver = false;
+  private waiters: Array<() => void> = [];
+
+  constructor(
+    readonly index: number,
+    readonly key: string,
+  ) {}
+
+  /** Every acknowledged message has been consumed by a committed turn and no send is pending. */
+  get answered(): boolean {
+    return this.sendsInFlight === 0 && this.consumed >= this.acked;
+  }
+
+  /** Resolves once `answered` holds (checked after every poll). */
+  whenAnswered(): Promise<void> {
+    if (this.answered) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  notify(): void {
+    if (!this.answered || this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Releases every waiter (the run is over, answered or not). */
+  releaseAll(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  applyOutbox(items: OutboxItem[], now: number): void {
+    for (const item of items) {
+      if (!this.outbox.has(item.id)) {
+        this.outbox.set(item.id, { ...item, seenAt: now });
+        this.lastReplySeenAt = now;
+      }
+    }
+    if (items.length > 0) this.outboxCursor = items.at(-1)!.id;
+  }
+
+  applyEvents(events: ChatEvent[]): void {
+    for (const e of events) {
+      this.eventCounts[e.type] = (this.eventCounts[e.type] ?? 0) + 1;
+      if (e.type === 'turn.committed') {
+        const d = e.data;
+        const consumed = typeof d.consumed === 'number' ? d.consumed : 0;
+        this.consumed += consumed;
+        this.commits.push({
+          runId: String(d.runId ?? ''),
+          ts: e.ts,
+          consumed,
+          merged: typeof d.merged === 'number' ? d.merged : 0,
+          ms: typeof d.ms === 'number' ? d.ms : undefined,
+          fence: d.fence === undefined ? undefined : String(d.fence),
+          worker: typeof d.worker === 'string' ? d.worker : undefined,
+        });
+      } else if (e.type === 'lease.takeover') {
+        this.takeovers.push({
+          ts: e.ts,
+          previousOwner: String(e.data.previousOwner ?? ''),
+          owner: String(e.data.owner ?? ''),
+        });
+      }
+    }
+    if (events.length > 0) this.eventsCursor = events.at(-1)!.id;
+  }
+}

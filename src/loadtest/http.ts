@@ -1,0 +1,115 @@
+import { Pool } from 'undici';
+
+/**
+ * The load tool's only way out: keep-alive connection pools to the origins it was given,
+ * every request counted against one hard budget. No redirects are followed (undici's
+ * `request` never does), so nothing but the given URLs is ever contacted.
+ */
+
+export class BudgetExhaustedError extends Error {
+  override name = 'BudgetExhaustedError';
+}
+
+export class RequestBudget {
+  used = 0;
+  constructor(readonly max: number) {}
+
+  take(): void {
+    if (this.used >= this.max) {
+      throw new BudgetExhaustedError(`request budget of ${this.max} exhausted (--max-requests)`);
+    }
+    this.used++;
+  }
+}
+
+export type HttpOutcome =
+  | { ok: true; status: number; body: unknown; ms: number }
+  /** `status` is absent when no response came (network error, timeout). */
+  | { ok: false; status?: number; code: string; message: string; body?: unknown; ms: number };
+
+export interface HttpClientOptions {
+  connections: number;
+  timeoutMs: number;
+  budget: RequestBudget;
+  token?: string | undefined;
+}
+
+const errorBody = (body: unknown): { code?: string; message?: string } => {
+  if (body && typeof body === 'object' && 'error' in body) {
+    const err = (body as { error: unknown }).error;
+    if (err && typeof err === 'object') return err as { code?: string; message?: string };
+  }
+  return {};
+};
+
+export class HttpClient {
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly headers: Record<string, string>;
+  inFlight = 0;
+
+  constructor(
+    readonly base: URL,
+    private readonly opts: HttpClientOptions,
+  ) {
+    this.pool = new Pool(base.origin, {
+      connections: opts.connections,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      connectTimeout: Math.min(opts.timeoutMs, 10_000),
+    });
+    this.basePath = base.pathname.replace(/\/+$/, '');
+    this.headers = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
+  }
+
+  /** `path` starts with `/`; it is appended to the base URL's path. Never throws but for the budget. */
+  async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<HttpOutcome> {
+    this.opts.budget.take();
+    const started = performance.now();
+    this.inFlight++;
+    try {
+      const res = await this.pool.request({
+        method,
+        path: this.basePath + path,
+        headers: body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+      const text = await res.body.text();
+      const ms = performance.now() - started;
+      let parsed: unknown;
+      try {
+        parsed = text === '' ? undefined : JSON.parse(text);
+      } catch {
+        parsed = text;
+      }
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        return { ok: true, status: res.statusCode, body: parsed, ms };
+      }
+      const err = errorBody(parsed);
+      return {
+        ok: false,
+        status: res.statusCode,
+        code: err.code ?? `HTTP_${res.statusCode}`,
+        message: err.message ?? text.slice(0, 200),
+        body: parsed,
+        ms,
+      };
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      return {
+        ok: false,
+        code: e.code ?? 'NETWORK_ERROR',
+        message: e.message ?? String(err),
+        ms: performance.now() - started,
+      };
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => undefined);
+  }
+}

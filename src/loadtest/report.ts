@@ -1,0 +1,305 @@
+import type { MockStats } from './api.js';
+import type { ChatState } from './chat-state.js';
+import type { LoadtestOptions } from './options.js';
+import type { Schedule } from './schedule.js';
+import { jainIndex, type Summary, summarize } from './stats.js';
+import type { InvariantResult, Verification } from './verify.js';
+
+/** The JSON report (`--out`, `--json`) and its human summary. */
+
+export interface ReportInput {
+  opts: LoadtestOptions;
+  startedAt: Date;
+  schedule: Schedule;
+  chats: ChatState[];
+  verification: Verification;
+  timing: {
+    sendEndedAt: number;
+    drainedAt: number;
+    finishedAt: number;
+    firstAckAt: number | undefined;
+    lastAckAt: number | undefined;
+    drainTimedOut: boolean;
+    cutByDuration: boolean;
+    maxScheduleLagMs: number;
+  };
+  ackMs: number[];
+  errors: {
+    byCode: Record<string, number>;
+    byStatus: Record<string, number>;
+    pollByCode: Record<string, number>;
+    retries: number;
+  };
+  duplicatesAcked: number;
+  requests: number;
+  cpu: NodeJS.CpuUsage;
+  transport: string;
+  watcher: { name: string; resolutionMs: number };
+  modelStats: MockStats | undefined;
+  modelBefore: MockStats | undefined;
+  aborted: string | undefined;
+}
+
+export interface LoadtestReport {
+  tool: 'chatlane loadtest';
+  ok: boolean;
+  aborted: string | null;
+  startedAt: string;
+  target: string;
+  runId: string;
+  settings: Record<string, unknown>;
+  schedule: { messages: number; steps: number; bursts: number; lastArrivalS: number | null };
+  messages: {
+    planned: number;
+    sent: number;
+    acked: number;
+    ackedAsDuplicate: number;
+    failed: number;
+    notSent: number;
+    answered: number;
+    withoutReply: number;
+  };
+  timing: {
+    sendingS: number;
+    drainS: number;
+    totalS: number;
+    cutByDuration: boolean;
+    drainTimedOut: boolean;
+    maxScheduleLagMs: number;
+  };
+  acks: { perSecond: number; latencyMs: Summary };
+  replies: { perSecond: number; latencyMs: Summary; observedBy: string; resolutionMs: number };
+  turns: {
+    committed: number;
+    messagesPerTurn: number;
+    mergedMessages: number;
+    turnsWithMerges: number;
+    takeovers: number;
+    events: Record<string, number>;
+  };
+  fairness: {
+    chatCompletionMs: Summary;
+    chatMaxWaitMs: Summary;
+    jainIndexOfMeanWait: number;
+    worstChat: { chatKey: string; maxWaitMs: number } | null;
+  };
+  errors: {
+    sendsByStatus: Record<string, number>;
+    sendsByCode: Record<string, number>;
+    pollsByCode: Record<string, number>;
+    retries: number;
+  };
+  model: {
+    requests: number;
+    requestsPerTurn: number;
+    maxInFlightPerChat: number;
+    overlaps: number;
+  } | null;
+  duplicates: Verification['duplicates'];
+  client: { transport: string; requests: number; cpuS: number; cpuPctOfOneCore: number };
+  invariants: InvariantResult[];
+}
+
+const r = (v: number, digits = 1) => {
+  if (!Number.isFinite(v)) return Number.NaN;
+  const f = 10 ** digits;
+  return Math.round(v * f) / f;
+};
+
+export function buildReport(input: ReportInput): LoadtestReport {
+  const { opts, chats, verification: v, timing } = input;
+  const all = chats.flatMap((c) => c.messages);
+  const acked = all.filter((m) => m.outcome === 'accepted' || m.outcome === 'duplicate').length;
+  const commits = chats.flatMap((c) => c.commits);
+  const consumed = commits.reduce((s, c) => s + c.consumed, 0);
+  const events: Record<string, number> = {};
+  for (const c of chats) for (const [k, n] of Object.entries(c.eventCounts)) events[k] = (events[k] ?? 0) + n;
+
+  const outcomes = v.chats.filter((c) => c.acked > 0);
+  const completion = outcomes.flatMap((c) => (c.completionMs === undefined ? [] : [c.completionMs]));
+  const maxWaits = outcomes.flatMap((c) => (c.maxWaitMs === undefined ? [] : [c.maxWaitMs]));
+  const meanWaits = outcomes.flatMap((c) => (c.meanWaitMs === undefined ? [] : [c.meanWaitMs]));
+  const worst = outcomes.reduce<(typeof outcomes)[number] | undefined>(
+    (w, c) =>
+      c.maxWaitMs !== undefined && (w?.maxWaitMs === undefined || c.maxWaitMs > w.maxWaitMs) ? c : w,
+    undefined,
+  );
+  const answered = outcomes.reduce((s, c) => s + c.answered, 0);
+  const wallS = timing.finishedAt / 1000;
+  const cpuS = (input.cpu.user + input.cpu.system) / 1e6;
+
+  let model: LoadtestReport['model'] = null;
+  if (input.modelStats) {
+    const count = (s: MockStats | undefined) => Object.values(s?.perChat ?? {}).reduce((a, b) => a + b, 0);
+    const requests = count(input.modelStats) - count(input.modelBefore);
+    const keys = new Set(chats.map((c) => c.key));
+    const overlaps = input.modelStats.violations.filter((o) => keys.has(o.chatKey));
+    model = {
+      requests,
+      requestsPerTurn: r(requests / Math.max(1, commits.length), 2),
+      maxInFlightPerChat: Math.max(requests > 0 ? 1 : 0, ...overlaps.map((o) => o.inFlight)),
+      overlaps: overlaps.length,
+    };
+  }
+
+  const ackWindowS =
+    timing.firstAckAt !== undefined && timing.lastAckAt !== undefined && timing.lastAckAt > timing.firstAckAt
+      ? (timing.lastAckAt - timing.firstAckAt) / 1000
+      : timing.sendEndedAt / 1000;
+  const ok = input.aborted === undefined && v.invariants.every((i) => i.ok);
+  return {
+    tool: 'chatlane loadtest',
+    ok,
+    aborted: input.aborted ?? null,
+    startedAt: input.startedAt.toISOString(),
+    target: opts.url.href,
+    runId: opts.runId,
+    settings: {
+      mode: opts.mode,
+      chats: opts.chats,
+      messages: opts.messages,
+      ...(opts.mode === 'open'
+        ? { rate: opts.rate }
+        : { connections: opts.connections, thinkMs: opts.thinkMs }),
+      bursts: opts.burstShare,
+      burstSize: opts.burstSize,
+      burstWindowMs: opts.burstWindowMs,
+      durationS: opts.durationS,
+      drainS: opts.drainS,
+      seed: opts.seed,
+      textBytes: opts.textBytes,
+      retries: opts.retries,
+      pollIntervalMs: opts.pollIntervalMs,
+      maxRequests: opts.maxRequests,
+      mockUrl: opts.mockUrl?.href ?? null,
+    },
+    schedule: {
+      messages: input.schedule.messages,
+      steps: input.schedule.steps,
+      bursts: input.schedule.bursts,
+      lastArrivalS: input.schedule.mode === 'open' ? r(input.schedule.lastArrivalMs / 1000, 2) : null,
+    },
+    messages: {
+      planned: all.length,
+      sent: all.filter((m) => m.outcome !== 'unsent').length,
+      acked,
+      ackedAsDuplicate: input.duplicatesAcked,
+      failed: all.filter((m) => m.outcome === 'failed').length,
+      notSent: all.filter((m) => m.outcome === 'unsent').length,
+      answered,
+      withoutReply: v.messagesWithoutReply,
+    },
+    timing: {
+      sendingS: r(timing.sendEndedAt / 1000, 2),
+      drainS: r((timing.drainedAt - timing.sendEndedAt) / 1000, 2),
+      totalS: r(wallS, 2),
+      cutByDuration: timing.cutByDuration,
+      drainTimedOut: timing.drainTimedOut,
+      maxScheduleLagMs: r(timing.maxScheduleLagMs),
+    },
+    acks: { perSecond: r(acked / Math.max(ackWindowS, 0.001)), latencyMs: summarize(input.ackMs) },
+    replies: {
+      perSecond: r(answered / Math.max(timing.drainedAt / 1000, 0.001)),
+      latencyMs: summarize(v.e2eMs),
+      observedBy: input.watcher.name,
+      resolutionMs: r(input.watcher.resolutionMs),
+    },
+    turns: {
+      committed: commits.length,
+      messagesPerTurn: r(consumed / Math.max(1, commits.length), 2),
+      mergedMessages: commits.reduce((s, c) => s + c.merged, 0),
+      turnsWithMerges: commits.filter((c) => c.merged > 0).length,
+      takeovers: chats.reduce((s, c) => s + c.takeovers.length, 0),
+      events,
+    },
+    fairness: {
+      chatCompletionMs: summarize(completion, 0),
+      chatMaxWaitMs: summarize(maxWaits, 0),
+      jainIndexOfMeanWait: jainIndex(meanWaits),
+      worstChat:
+        worst?.maxWaitMs !== undefined ? { chatKey: worst.key, maxWaitMs: r(worst.maxWaitMs, 0) } : null,
+    },
+    errors: {
+      sendsByStatus: input.errors.byStatus,
+      sendsByCode: input.errors.byCode,
+      pollsByCode: input.errors.pollByCode,
+      retries: input.errors.retries,
+    },
+    model,
+    duplicates: v.duplicates,
+    client: {
+      transport: input.transport,
+      requests: input.requests,
+      cpuS: r(cpuS, 2),
+      cpuPctOfOneCore: r((cpuS / Math.max(wallS, 0.001)) * 100),
+    },
+    invariants: v.invariants,
+  };
+}
+
+const ms = (v: number) =>
+  Number.isFinite(v) ? (v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v.toFixed(1)} ms`) : '—';
+const counts = (rec: Record<string, number>) =>
+  Object.entries(rec)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k} ×${n}`)
+    .join(', ');
+
+function latencyLine(s: Summary): string {
+  return s.count === 0
+    ? 'no samples'
+    : `p50 ${ms(s.p50)}   p90 ${ms(s.p90)}   p99 ${ms(s.p99)}   max ${ms(s.max)}   (${s.count})`;
+}
+
+export function renderSummary(rep: LoadtestReport): string {
+  const s = rep.settings;
+  const shape =
+    s.mode === 'open'
+      ? `open model at ${s.rate} msg/s`
+      : `closed loop, ${s.connections} users${Array.isArray(s.thinkMs) && Number(s.thinkMs[1]) > 0 ? `, think ${(s.thinkMs as number[]).join('-')} ms` : ''}`;
+  const m = rep.messages;
+  const lines = [
+    `chatlane loadtest — ${rep.target} — ${shape}, ${s.chats} chats × ${s.messages} messages, ` +
+      `bursts ${s.bursts} of ${s.burstSize}, seed ${s.seed}, run ${rep.runId}`,
+    `  messages   sent ${m.sent}/${m.planned} in ${rep.timing.sendingS} s${rep.timing.cutByDuration ? ' (cut by --duration)' : ''}, ` +
+      `acked ${m.acked} (${m.ackedAsDuplicate} as duplicate), failed ${m.failed}, answered ${m.answered}`,
+    `  acks       ${rep.acks.perSecond}/s   ${latencyLine(rep.acks.latencyMs)}`,
+    `  replies    ${rep.replies.perSecond}/s   ${latencyLine(rep.replies.latencyMs)}`,
+    `             send → reply seen (${rep.replies.observedBy}, ±${rep.replies.resolutionMs} ms)`,
+    `  turns      ${rep.turns.committed} committed, ${rep.turns.messagesPerTurn} messages/turn, ` +
+      `${rep.turns.mergedMessages} messages merged into ${rep.turns.turnsWithMerges} running turns` +
+      (rep.turns.takeovers > 0 ? `, ${rep.turns.takeovers} lease takeovers` : ''),
+    `  fairness   chat completion p50 ${ms(rep.fairness.chatCompletionMs.p50)} p99 ${ms(rep.fairness.chatCompletionMs.p99)} ` +
+      `max ${ms(rep.fairness.chatCompletionMs.max)}; worst wait ${rep.fairness.worstChat ? `${ms(rep.fairness.worstChat.maxWaitMs)} (${rep.fairness.worstChat.chatKey})` : '—'}; ` +
+      `Jain index ${rep.fairness.jainIndexOfMeanWait}`,
+    `  errors     ${Object.keys(rep.errors.sendsByCode).length === 0 ? 'none' : `${counts(rep.errors.sendsByStatus)} — ${counts(rep.errors.sendsByCode)} (${rep.errors.retries} retried)`}` +
+      (Object.keys(rep.errors.pollsByCode).length > 0 ? `; polls: ${counts(rep.errors.pollsByCode)}` : ''),
+  ];
+  if (rep.model) {
+    lines.push(
+      `  model      ${rep.model.requests} requests (${rep.model.requestsPerTurn}/turn), most in flight for one chat: ${rep.model.maxInFlightPerChat}`,
+    );
+  }
+  if (rep.duplicates.uncommittedReplies > 0 || rep.duplicates.repeatedTexts > 0) {
+    lines.push(
+      `  duplicates ${rep.duplicates.uncommittedReplies} replies from turns that never committed, ${rep.duplicates.repeatedTexts} repeated reply texts`,
+    );
+  }
+  lines.push(
+    `  client     ${rep.client.requests} requests, ${rep.client.cpuS} s CPU (${rep.client.cpuPctOfOneCore} % of one core)`,
+    'checks',
+  );
+  for (const inv of rep.invariants) {
+    const mark = inv.skipped ? 'skip' : inv.ok ? ' ok ' : 'FAIL';
+    lines.push(
+      `  [${mark}] ${inv.description}${inv.violations > 0 ? ` — ${inv.violations} violation(s)` : ''}`,
+    );
+    for (const ex of inv.examples.slice(0, 5)) lines.push(`         ${ex}`);
+  }
+  if (rep.aborted) lines.push(`aborted: ${rep.aborted}`);
+  const failed = rep.invariants.filter((i) => !i.ok).length;
+  lines.push(
+    rep.ok ? 'PASS' : `FAIL${failed > 0 ? ` (${failed} check${failed > 1 ? 's' : ''} failed)` : ''}`,
+  );
+  return lines.join('\n');
+}
