@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
+import { demoLoadtest } from './demo-loadtest.js';
 import { ensureRedis } from './dev-redis.js';
 import { startIngress } from './ingress/main.js';
 import { startMockLlm } from './mock-llm/server.js';
@@ -107,7 +108,7 @@ export async function runDemo(): Promise<number> {
     console.log(
       `\nmodel requests: ${mock.state.requests}, most in flight for one chat: ${mock.state.maxInFlightPerChat}`,
     );
-    return 0;
+    return await demoLoadtest(ingress.url, mock.url);
   } catch (err) {
     console.error(`demo failed: ${(err as Error).message}`);
     return 1;

@@ -19,8 +19,6 @@ export async function loadtestMain(argv: string[]): Promise<number> {
     process.stdout.write(`${HELP}\n`);
     return 0;
   }
-  // The mock model's counters live at its root, beside the `/v1` an LLM_BASE_URL names.
-  if (opts.mockUrl) opts.mockUrl.pathname = opts.mockUrl.pathname.replace(/\/v1\/?$/, '/');
 
   const mode = opts.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : opts.progress;
   const interrupt = new AbortController();

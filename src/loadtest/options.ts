@@ -312,6 +312,9 @@ export function parseLoadtestArgs(
   if (!parsed.success) throw new UsageError(parsed.error.issues.map((i) => i.message).join('\n'));
   const v = parsed.data;
   const mode = v.rate !== undefined ? 'open' : 'closed';
+  // The mock model's counters live at its root, beside the `/v1` an LLM_BASE_URL names.
+  const mockUrl = v['mock-url'];
+  if (mockUrl) mockUrl.pathname = mockUrl.pathname.replace(/\/v1\/?$/, '/');
   return {
     url: v.url,
     token: v.token ?? env.apiToken,
@@ -335,7 +338,7 @@ export function parseLoadtestArgs(
     pollIntervalMs: v['poll-interval'],
     pollConcurrency: v['poll-concurrency'],
     maxRequests: v['max-requests'],
-    mockUrl: v['mock-url'],
+    mockUrl,
     out: v.out,
     json: v.json,
     progress: v.progress,

@@ -58,6 +58,11 @@ export interface LoadtestReport {
     notSent: number;
     answered: number;
     withoutReply: number;
+    /** Acknowledged messages not in history (and not pending) after the drain. */
+    lost: number;
+    pendingAtEnd: number;
+    committedTwice: number;
+    outOfOrder: number;
   };
   timing: {
     sendingS: number;
@@ -188,6 +193,7 @@ export function buildReport(input: ReportInput): LoadtestReport {
       notSent: all.filter((m) => m.outcome === 'unsent').length,
       answered,
       withoutReply: v.messagesWithoutReply,
+      ...v.fate,
     },
     timing: {
       sendingS: r(timing.sendEndedAt / 1000, 2),

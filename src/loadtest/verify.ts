@@ -50,6 +50,8 @@ export interface Verification {
   e2eMs: number[];
   chats: ChatOutcome[];
   messagesWithoutReply: number;
+  /** Acknowledged messages by what became of them (the chaos run's table reads these). */
+  fate: { lost: number; pendingAtEnd: number; committedTwice: number; outOfOrder: number };
   duplicates: {
     /** Outbox items from turns that never committed: replies sent twice across a crash or takeover. */
     uncommittedReplies: number;
@@ -123,6 +125,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
   const repeatedTextIds: string[] = [];
   let repeatedTexts = 0;
   let ackedTotal = 0;
+  const fate = { lost: 0, pendingAtEnd: 0, committedTwice: 0, outOfOrder: 0 };
 
   for (const chat of chats) {
     const acked = chat.messages.filter(isAcked);
@@ -145,10 +148,15 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
 
     for (const m of chat.messages) {
       const found = positions.get(m.id)?.length ?? 0;
-      if (found > 1) once.fail(`${m.id}: in history ${found} times`);
-      else if (found === 0 && isAcked(m)) {
+      if (found > 1) {
+        fate.committedTwice++;
+        once.fail(`${m.id}: in history ${found} times`);
+      } else if (found === 0 && isAcked(m)) {
+        const stillPending = pendingIds.has(m.id);
+        if (stillPending) fate.pendingAtEnd++;
+        else fate.lost++;
         once.fail(
-          `${m.id}: ${pendingIds.has(m.id) ? 'acknowledged, still pending' : 'acknowledged, not in history (lost)'}`,
+          `${m.id}: ${stillPending ? 'acknowledged, still pending' : 'acknowledged, not in history (lost)'}`,
         );
       }
     }
@@ -158,7 +166,10 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     for (const m of acked) {
       const pos = positions.get(m.id)?.[0];
       if (pos === undefined) continue;
-      if (pos < lastPos) order.fail(`${chat.key}: ${m.id} is before ${lastId} in history`);
+      if (pos < lastPos) {
+        fate.outOfOrder++;
+        order.fail(`${chat.key}: ${m.id} is before ${lastId} in history`);
+      }
       lastPos = Math.max(lastPos, pos);
       lastId = m.id;
     }
@@ -258,6 +269,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     e2eMs,
     chats: outcomes,
     messagesWithoutReply,
+    fate,
     duplicates: { uncommittedReplies, uncommittedReplyIds, repeatedTexts, repeatedTextIds },
   };
 }

@@ -5,7 +5,7 @@ import { REDIS_URL } from './redis.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
-const READY_MESSAGES = ['ingress listening', 'worker started', 'compactor started'];
+const READY_MESSAGES = ['ingress listening', 'worker started', 'compactor started', 'mock-llm listening'];
 
 export interface RoleProcess {
   child: ChildProcess;
@@ -18,10 +18,10 @@ export interface RoleProcess {
 
 /**
  * Start `node dist/cli.js <role>` as a real process and wait until it says it is up
- * ('ingress listening' / 'worker started'). Tests kill only what they started, by pid.
+ * ('ingress listening' / 'worker started' / …). Tests kill only what they started, by pid.
  */
 export async function startRole(
-  role: 'ingress' | 'worker' | 'compactor',
+  role: 'ingress' | 'worker' | 'compactor' | 'mock-llm',
   env: Record<string, string>,
   { timeoutMs = 20_000 } = {},
 ): Promise<RoleProcess> {

@@ -82,6 +82,9 @@ describe('loadtest flags', () => {
     expect(usageError('--url', 'http://127.0.0.1:3000/?x=1')).toMatch(/no query/);
     expect(usageError(...URL_ARG, '--mock-url', 'redis://127.0.0.1:6379')).toMatch(/--mock-url: only http/);
     expect(parse('--url', 'https://chat.example.com/base').url.pathname).toBe('/base');
+    expect(parse(...URL_ARG, '--mock-url', 'http://127.0.0.1:4010/v1').mockUrl?.href).toBe(
+      'http://127.0.0.1:4010/',
+    );
   });
 
   it('enforces the hard caps on size, time and requests', () => {

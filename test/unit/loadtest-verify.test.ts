@@ -83,19 +83,24 @@ describe('loadtest verification', () => {
     const v = verify([chat], []);
     expect(failing(v)).toEqual(['acked-once']);
     expect(v.invariants.find((i) => i.name === 'acked-once')?.examples[0]).toMatch(/m0: .*lost/);
+    expect(v.fate).toEqual({ lost: 1, pendingAtEnd: 0, committedTwice: 0, outOfOrder: 0 });
   });
 
   it('a message committed twice is caught', () => {
     const chat = cleanChat();
     chat.sequence.push(user('m1', T0 + 500), assistant('r3'));
     chat.outbox.push(reply('3-0', 'r3', T0 + 900, 950));
-    expect(failing(verify([chat], []))).toEqual(['acked-once']);
+    const v = verify([chat], []);
+    expect(failing(v)).toEqual(['acked-once']);
+    expect(v.fate.committedTwice).toBe(1);
   });
 
   it('messages out of acknowledgement order are caught', () => {
     const chat = cleanChat();
     chat.sequence = [user('m1', T0), assistant('r1'), user('m0', T0 + 500), assistant('r2')];
-    expect(failing(verify([chat], []))).toEqual(['order']);
+    const v = verify([chat], []);
+    expect(failing(v)).toEqual(['order']);
+    expect(v.fate.outOfOrder).toBe(1);
   });
 
   it('a chat whose last message got no committed reply is unanswered; a pending one is pending', () => {
@@ -105,6 +110,7 @@ describe('loadtest verification', () => {
     const v = verify([chat], []);
     expect(failing(v).sort()).toEqual(['acked-once', 'answered', 'nothing-pending']);
     expect(v.messagesWithoutReply).toBe(0);
+    expect(v.fate).toEqual({ lost: 0, pendingAtEnd: 1, committedTwice: 0, outOfOrder: 0 });
 
     const silent = cleanChat();
     silent.outbox = silent.outbox.filter((o) => o.runId !== 'r2');

@@ -1,0 +1,299 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { freePort } from '../bench/util.js';
+import { parseLoadtestArgs } from '../src/loadtest/options.js';
+import { progressPrinter } from '../src/loadtest/progress.js';
+import { seededRandom } from '../src/loadtest/random.js';
+import { renderSummary } from '../src/loadtest/report.js';
+import { runLoadtest } from '../src/loadtest/run.js';
+import { type RoleProcess, startRole } from '../test/helpers/processes.js';
+import { type Kill, recoveryAfterKills } from './chaos/recovery.js';
+import { ownRedis } from './chaos/redis-server.js';
+
+/**
+ * `npm run chaos [-- --short]`: one machine, real processes. Its own redis-server (AOF,
+ * fsync on every write) on a spare port, the mock model, an ingress, 3 workers and a
+ * compactor (`dist/cli.js`); `chatlane loadtest` drives them while a random worker is
+ * SIGKILLed every few seconds (and restarted after a pause) and Redis is killed and restarted
+ * once. Then a table of what must be zero, and the time to recover after each kill.
+ * Exits 1 when a must-be-zero row is not zero or the load test's checks failed.
+ */
+
+const { values: flags } = parseArgs({
+  options: {
+    short: { type: 'boolean', default: false },
+    workers: { type: 'string', default: '3' },
+    chats: { type: 'string' },
+    messages: { type: 'string' },
+    rate: { type: 'string' },
+    duration: { type: 'string' },
+    'kill-every': { type: 'string' },
+    pause: { type: 'string' },
+    seed: { type: 'string', default: '1' },
+    out: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+});
+
+if (flags.help) {
+  process.stdout.write(`usage: npm run chaos -- [--short] [options]
+  --short            the CI variant: ~1.5 minutes, short leases and lock times
+  --workers <n>      worker processes (default 3)
+  --chats <n>        chats (default: 1000, short: 150)
+  --messages <n>     messages per chat (default: 15, short: 10)
+  --rate <msgs/s>    open-model arrival rate (default: 50, short: 35)
+  --duration <s>     seconds of load (default: 300, short: 45)
+  --kill-every <s>   SIGKILL a random worker this often (default: 10, short: 7)
+  --pause <s>        restart a killed worker after this pause (default: 3, short: 2)
+  --seed <n>         schedule and victim choice (default 1)
+  --out <file>       write the JSON result (table, kills, the load test's report)
+`);
+  process.exit(0);
+}
+
+const short = flags.short === true;
+const num = (raw: string | undefined, fallback: number) => (raw === undefined ? fallback : Number(raw));
+const settings = {
+  workers: num(flags.workers, 3),
+  chats: num(flags.chats, short ? 150 : 1000),
+  messages: num(flags.messages, short ? 10 : 15),
+  rate: num(flags.rate, short ? 35 : 50),
+  durationS: num(flags.duration, short ? 45 : 300),
+  killEveryS: num(flags['kill-every'], short ? 7 : 10),
+  pauseS: num(flags.pause, short ? 2 : 3),
+  seed: num(flags.seed, 1),
+};
+for (const [k, v] of Object.entries(settings)) {
+  if (!Number.isFinite(v) || v <= 0) {
+    process.stderr.write(`chaos: --${k} must be a positive number\n`);
+    process.exit(2);
+  }
+}
+
+// The short run cannot wait out production lock and lease times between kills; the full run
+// keeps the defaults users get.
+const timings: Record<string, string> = short
+  ? { TURN_LEASE_MS: '3000', JOB_LOCK_MS: '3000', STALLED_INTERVAL_MS: '2000', SWEEP_INTERVAL_MS: '5000' }
+  : {};
+
+const say = (line: string) =>
+  process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const started = Date.now();
+const dir = mkdtempSync(join(tmpdir(), 'chatlane-chaos-'));
+const procs = new Set<RoleProcess>();
+const redis = ownRedis(dir, await freePort());
+
+/** Every process this run started, stopped by pid; the Redis directory removed. Idempotent. */
+let cleaned = false;
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  await Promise.allSettled([...procs].map((p) => p.kill('SIGKILL')));
+  await redis.stop('SIGKILL').catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+}
+// Last resort if something exits the process under us: signal by pid, synchronously.
+process.on('exit', () => {
+  if (cleaned) return;
+  for (const p of procs) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {}
+  }
+  const pid = redis.pid();
+  if (pid) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {}
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`${signal}: stopping every process of this run`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+async function start(role: 'ingress' | 'worker' | 'compactor' | 'mock-llm', env: Record<string, string>) {
+  const proc = await startRole(role, env, { timeoutMs: 60_000 });
+  procs.add(proc);
+  return proc;
+}
+
+interface ChaosRow {
+  row: string;
+  value: number | string;
+  mustBeZero: boolean;
+}
+
+async function main(): Promise<number> {
+  await redis.start();
+  say(`redis-server on ${redis.url} (AOF, appendfsync always) in ${dir}`);
+  const mock = await start('mock-llm', { MOCK_LLM_PORT: '0', MOCK_LLM_LATENCY_MS: '50-200' });
+  const env: Record<string, string> = {
+    REDIS_URL: redis.url,
+    CHATLANE_PREFIX: 'chaos',
+    LLM_BASE_URL: mock.url!,
+    LLM_MODEL: 'mock',
+    // Small enough that long chats compact while the run goes on.
+    MAX_INPUT_TOKENS: '1500',
+    ...timings,
+  };
+  const ingress = await start('ingress', env);
+  const workers: RoleProcess[] = [];
+  for (let i = 0; i < settings.workers; i++) workers.push(await start('worker', env));
+  await start('compactor', env);
+  say(`mock ${mock.url}, ingress ${ingress.url}, ${workers.length} workers, a compactor`);
+
+  const opts = parseLoadtestArgs([
+    '--url',
+    ingress.url!,
+    '--mock-url',
+    mock.url!,
+    '--chats',
+    String(settings.chats),
+    '--messages',
+    String(settings.messages),
+    '--rate',
+    String(settings.rate),
+    '--duration',
+    String(settings.durationS),
+    '--drain',
+    '120',
+    '--seed',
+    String(settings.seed),
+    '--text-bytes',
+    '120',
+    // Redis restarts: the ingress answers 503 meanwhile, the client retries with the same id.
+    '--retries',
+    '12',
+    '--poll-interval',
+    '200',
+  ]);
+  if (opts === 'help') throw new Error('unreachable');
+
+  const random = seededRandom(settings.seed ^ 0x9e3779b9);
+  const kills: Kill[] = [];
+  let redisRestart: { downAt: number; upAt: number } | undefined;
+  const loadDone = new AbortController();
+
+  const restarts: Promise<void>[] = [];
+  const chaos = (async () => {
+    const redisAt = Date.now() + (settings.durationS * 1000) / 2;
+    const until = Date.now() + settings.durationS * 1000 - 2000;
+    let nextKill = Date.now() + settings.killEveryS * 1000;
+    while (Date.now() < until && !loadDone.signal.aborted) {
+      await sleep(200);
+      if (!redisRestart && Date.now() >= redisAt) {
+        const downAt = Date.now();
+        say('SIGKILL redis-server, restarting it on the same port');
+        await redis.stop('SIGKILL');
+        await redis.start();
+        redisRestart = { downAt, upAt: Date.now() };
+        say(`redis-server back after ${((redisRestart.upAt - downAt) / 1000).toFixed(1)} s`);
+      }
+      if (Date.now() >= nextKill && workers.length > 0) {
+        nextKill = Date.now() + settings.killEveryS * 1000;
+        const victim = workers.splice(random.int(0, workers.length - 1), 1)[0]!;
+        kills.push({ pid: victim.pid, at: Date.now() });
+        await victim.kill('SIGKILL');
+        procs.delete(victim);
+        say(`SIGKILL worker pid ${victim.pid}; restarting in ${settings.pauseS} s`);
+        restarts.push(
+          sleep(settings.pauseS * 1000).then(async () => {
+            const next = await start('worker', env);
+            workers.push(next);
+            say(`worker pid ${next.pid} started`);
+          }),
+        );
+      }
+    }
+  })();
+
+  const printer = progressPrinter('plain');
+  const result = await runLoadtest(opts, {
+    ...(printer && { onProgress: printer }),
+    progressIntervalMs: 1000,
+  });
+  loadDone.abort();
+  await chaos;
+  await Promise.all(restarts);
+  const rep = result.report;
+  process.stdout.write(`${renderSummary(rep)}\n\n`);
+
+  const recovery = recoveryAfterKills(kills, result.chats, hostname());
+  const dup = rep.duplicates;
+  const rows: ChaosRow[] = [
+    { row: 'acknowledged messages', value: rep.messages.acked, mustBeZero: false },
+    { row: 'lost', value: rep.messages.lost, mustBeZero: true },
+    { row: 'still pending at the end', value: rep.messages.pendingAtEnd, mustBeZero: true },
+    { row: 'committed twice', value: rep.messages.committedTwice, mustBeZero: true },
+    { row: 'out of order', value: rep.messages.outOfOrder, mustBeZero: true },
+    { row: 'per-chat overlaps at the model', value: rep.model?.overlaps ?? 'no data', mustBeZero: true },
+    {
+      row: 'duplicate deliveries (outbox: replies of uncommitted turns)',
+      value: dup.uncommittedReplies,
+      mustBeZero: false,
+    },
+    {
+      row: 'duplicate deliveries (outbox: repeated reply texts)',
+      value: dup.repeatedTexts,
+      mustBeZero: false,
+    },
+  ];
+  for (const [i, k] of recovery.entries()) {
+    rows.push({
+      row: `recovery after kill ${i + 1} (pid ${k.pid}, ${k.heldChats} chats held)`,
+      value:
+        k.heldChats === 0
+          ? 'held nothing'
+          : `taken over ${k.takenOverAfterS} s, answered ${k.recoveredAfterS === null ? 'NEVER' : `${k.recoveredAfterS} s`}`,
+      mustBeZero: false,
+    });
+  }
+  const width = Math.max(...rows.map((r) => r.row.length));
+  const bad = rows.filter((r) => r.mustBeZero && r.value !== 0);
+  const unrecovered = recovery.filter((k) => k.recoveredAfterS === null);
+  const wallS = Math.round((Date.now() - started) / 1000);
+  const lines = [
+    `chaos run: ${settings.workers} workers + compactor, ${kills.length} worker kills (SIGKILL, restarted after ${settings.pauseS} s), ` +
+      `Redis SIGKILLed and restarted ${redisRestart ? `once (down ${((redisRestart.upAt - redisRestart.downAt) / 1000).toFixed(1)} s)` : 'never (run too short)'}, ${wallS} s wall time`,
+    ...rows.map(
+      (r) =>
+        `  ${r.row.padEnd(width)}  ${String(r.value).padStart(30)}${r.mustBeZero ? (r.value === 0 ? '   ok (must be 0)' : '   FAIL (must be 0)') : ''}`,
+    ),
+  ];
+  if (dup.uncommittedReplyIds.length > 0)
+    lines.push(`  uncommitted reply ids: ${dup.uncommittedReplyIds.join(' ')}`);
+  if (dup.repeatedTextIds.length > 0) lines.push(`  repeated reply ids: ${dup.repeatedTextIds.join(' ')}`);
+  lines.push(
+    '  (duplicates are counted in the outbox: no delivery target is configured, replies are at-least-once)',
+  );
+  const ok = bad.length === 0 && unrecovered.length === 0 && rep.ok && redisRestart !== undefined;
+  lines.push(ok ? 'CHAOS PASS' : `CHAOS FAIL${rep.ok ? '' : ' (the load test failed its checks)'}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
+
+  if (flags.out) {
+    writeFileSync(
+      flags.out,
+      `${JSON.stringify({ settings, timings, wallS, rows, kills: recovery, redisRestart, loadtest: rep }, null, 2)}\n`,
+    );
+  }
+  return ok ? 0 : 1;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (err) {
+  say(`failed: ${(err as Error).stack ?? String(err)}`);
+} finally {
+  await cleanup();
+}
+process.stdout.write('', () => process.exit(code));

@@ -1,0 +1,91 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/**
+ * The chaos run's own Redis: a `redis-server` on a port chosen at run time, persisting every
+ * write to its AOF before answering (`appendfsync always`) in a directory of its own, so it
+ * can be killed and started again on the same port with nothing acknowledged lost.
+ */
+
+export interface OwnRedis {
+  port: number;
+  url: string;
+  pid(): number | undefined;
+  /** Stops the server with `signal` and waits for it to exit. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts it again on the same port and directory (the AOF is replayed). */
+  start(): Promise<void>;
+}
+
+async function pings(url: string): Promise<boolean> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    // While the AOF loads, PING answers LOADING: not ready yet.
+    return (await redis.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export function ownRedis(dir: string, port: number): OwnRedis {
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
+
+  const start = async () => {
+    const proc = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+        '--maxmemory-policy',
+        'noeviction',
+        '--logfile',
+        join(dir, 'redis.log'),
+      ],
+      { stdio: 'ignore' },
+    );
+    child = proc;
+    exited = new Promise((resolve) => proc.once('exit', () => resolve()));
+    const spawnError = new Promise<Error>((resolve) => proc.once('error', resolve));
+    for (let i = 0; i < 200; i++) {
+      const failed = await Promise.race([
+        spawnError,
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), 50)),
+      ]);
+      if (failed) throw new Error(`could not start redis-server (is it installed?): ${failed.message}`);
+      if (proc.exitCode !== null)
+        throw new Error(`redis-server exited with ${proc.exitCode}; see ${dir}/redis.log`);
+      if (await pings(url)) return;
+    }
+    proc.kill('SIGKILL');
+    throw new Error(`redis-server on port ${port} did not answer within 10 s; see ${dir}/redis.log`);
+  };
+
+  return {
+    port,
+    url,
+    pid: () => child?.pid,
+    start,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (!child || child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
