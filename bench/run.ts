@@ -4,18 +4,20 @@ import { parseArgs } from 'node:util';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
+import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
 import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
 
 /**
- * Entry: `tsx bench/run.ts [--runs N] [--only ingress|turns|pipeline|compaction|tokenizer] [--duration S] [--warmup S]`
- * (the last two are the ingress seconds per measurement and of warm-up).
+ * Entry: `tsx bench/run.ts [--runs N] [--only ingress|turns|pipeline|compaction|tokenizer|recovery] [--duration S] [--warmup S]`
+ * (the last two are the ingress seconds per measurement and of warm-up; recovery kills a
+ * worker max(5, N) times and needs `npm run build`).
  * Prints one JSON document on stdout; progress goes to stderr. Targets are reported, never
  * enforced: a missed target is `meetsTarget: false`, not a failed process.
  */
 
-const BENCHMARKS = ['ingress', 'turns', 'pipeline', 'compaction', 'tokenizer'] as const;
+const BENCHMARKS = ['ingress', 'turns', 'pipeline', 'compaction', 'tokenizer', 'recovery'] as const;
 type Name = (typeof BENCHMARKS)[number];
 
 const { values } = parseArgs({
@@ -95,6 +97,11 @@ for (const name of selected) {
       results.pipeline = await benchPipeline({ ...PIPELINE_DEFAULTS, runs });
     } else if (name === 'tokenizer') {
       results.tokenizer = await benchTokenizer({ ...TOKENIZER_DEFAULTS, runs });
+    } else if (name === 'recovery') {
+      results.recovery = await benchRecovery({
+        ...RECOVERY_DEFAULTS,
+        kills: Math.max(RECOVERY_DEFAULTS.kills, runs),
+      });
     } else {
       results.compaction = await benchCompaction({ ...COMPACTION_DEFAULTS, runs });
     }

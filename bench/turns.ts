@@ -7,6 +7,7 @@ import { silentLogger } from '../src/shared/logger.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
+import { bullmqLockRenewTime } from '../src/worker/liveness.js';
 import { turnDepsFromConfig } from '../src/worker/main.js';
 import type { TurnOutcome } from '../src/worker/turn.js';
 import { createTurnWorker } from '../src/worker/turn-worker.js';
@@ -281,6 +282,7 @@ async function measureAnchor(opts: TurnsOptions, run: number): Promise<AnchorMea
       prefix: options.prefix,
       concurrency: opts.concurrency,
       lockDuration: config.JOB_LOCK_MS,
+      lockRenewTime: bullmqLockRenewTime(config.JOB_LOCK_MS),
       stalledInterval: config.STALLED_INTERVAL_MS,
       maxStalledCount: 3,
       autorun: false,

@@ -78,9 +78,12 @@ export const configSchema = z.object({
   CHAT_SEND_MAX_PER_TURN: int(5, 1),
   SYSTEM_PROMPT_FILE: optionalString,
 
-  TURN_LEASE_MS: int(30_000, 100),
-  JOB_LOCK_MS: int(30_000, 100),
-  STALLED_INTERVAL_MS: int(30_000, 100),
+  // Liveness (docs/DESIGN.md, "Recovery"): lease and job lock are renewed ~10× per period, so
+  // a worker stalled up to ~7 s keeps its turns while a dead one's chats are taken over
+  // within about JOB_LOCK_MS + STALLED_INTERVAL_MS.
+  TURN_LEASE_MS: int(10_000, 100),
+  JOB_LOCK_MS: int(10_000, 100),
+  STALLED_INTERVAL_MS: int(1_000, 100),
   // Sweeper (DESIGN §5): re-enqueues chats with pending messages, no live job and no live lease.
   SWEEP_INTERVAL_MS: int(30_000, 100),
   SWEEP_BATCH: int(1000, 1),

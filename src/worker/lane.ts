@@ -1,6 +1,7 @@
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { renewalInterval } from './liveness.js';
 
 /**
  * A held turn lease on one chat. The lease only keeps other workers politely away; what
@@ -68,8 +69,12 @@ export class Lane {
   }
 
   private startRenewing(): void {
-    const every = Math.max(50, Math.floor(this.leaseMs / 3));
+    const every = renewalInterval(this.leaseMs);
+    let inFlight = false;
     this.timer = setInterval(() => {
+      // One renewal at a time: against a Redis that hangs, ticks must not pile up calls.
+      if (inFlight) return;
+      inFlight = true;
       this.store
         .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
         .then((ok) => {
@@ -77,7 +82,10 @@ export class Lane {
         })
         // A failed renewal is retried on the next tick; if the lease runs out meanwhile the
         // next renewal is rejected by the fence and the turn aborts.
-        .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'));
+        .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'))
+        .finally(() => {
+          inFlight = false;
+        });
     }, every);
     this.timer.unref();
   }

@@ -3,6 +3,7 @@ import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '
 import type { Metrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
 import { instrumentTurnProcessor } from './instrument.js';
+import { bullmqLockRenewTime } from './liveness.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {
@@ -49,6 +50,7 @@ export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worke
     ...queueOptions(opts.prefix, QUEUES.turns, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
+    lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
     maxStalledCount: 3,
     // BullMQ's per-minute completed/failed counts: bullmq_job_*_total on /metrics, Bull Board's graphs.

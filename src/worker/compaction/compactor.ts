@@ -2,6 +2,7 @@ import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
+import { bullmqLockRenewTime } from '../liveness.js';
 import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
 
 export interface CompactorOptions {
@@ -44,6 +45,7 @@ export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOpti
     ...queueOptions(opts.prefix, QUEUES.compaction, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
+    lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
     autorun: false,
   });

@@ -23,7 +23,9 @@ end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'leaseUntil', now + tonumber(ARGV[2]))
 if owner and owner ~= ARGV[1] then
-  -- The previous holder's lease ran out without a finish: it stalled or died.
-  addEvent(KEYS[2], ARGV[3], 'lease.takeover', { previousOwner = owner, owner = ARGV[1], fence = fence })
+  -- The previous holder's lease ran out without a finish: it stalled or died. expiredMs
+  -- (how long the lease had been expired) tells a slow retry from a slow lease.
+  addEvent(KEYS[2], ARGV[3], 'lease.takeover',
+    { previousOwner = owner, owner = ARGV[1], fence = fence, expiredMs = now - leaseUntil })
 end
 return { 'ok', fence }
