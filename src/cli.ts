@@ -5,13 +5,14 @@ import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './worker/grace.js';
 import type { Prepared } from './worker/startup.js';
 
-const ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
+const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
 
 const USAGE = `usage: chatlane <role>
   ingress    HTTP API and webhooks
   worker     turn worker (needs LLM_BASE_URL and LLM_MODEL)
   compactor  history compaction worker (needs LLM_BASE_URL and LLM_MODEL)
+  delivery   reply delivery only (workers deliver too unless DELIVERY_IN_WORKER=false)
   all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo
   demo       end-to-end demo on a local Redis and the mock model
@@ -71,6 +72,10 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
     case 'compactor': {
       const { prepareCompactor } = await import('./worker/compaction/main.js');
       return startInOrder([() => prepareCompactor(config, logger)]);
+    }
+    case 'delivery': {
+      const { prepareDelivery } = await import('./worker/delivery/main.js');
+      return startInOrder([() => prepareDelivery(config, logger)]);
     }
     case 'mock-llm':
     case 'demo':

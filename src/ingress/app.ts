@@ -9,6 +9,7 @@ import type { ChatStore } from '../shared/store/chat-store.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
+import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress } from './metrics.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
@@ -35,6 +36,8 @@ export interface IngressDeps {
   metrics?: Metrics;
   /** Bull Board credentials; without user and password the board is not mounted. */
   admin?: AdminOptions;
+  /** Default: built from store, turns and limits (pass one to share it with entry points outside the app). */
+  ingest?: Ingest;
 }
 
 export interface IngressState {
@@ -45,6 +48,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     deps: IngressDeps;
     lifecycle: IngressState;
+    /** The one ingest every entry point calls (`./ingest.ts`). */
+    ingest: Ingest;
   }
 }
 
@@ -111,6 +116,7 @@ export async function buildIngress(deps: IngressDeps) {
   });
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
+  app.decorate('ingest', deps.ingest ?? createIngest(deps));
   const queues = deps.queues ?? [deps.turns];
   instrumentIngress(app, deps.metrics ?? processMetrics(), queues);
 

@@ -107,6 +107,22 @@ export const configSchema = z.object({
     .enum(['true', 'false', '1', '0'])
     .default('true')
     .transform((v) => v === 'true' || v === '1'),
+
+  // Delivery of outbox items to chats with a reply route (platforms, generic webhooks).
+  // The worker process runs the delivery worker too unless this is false (then run
+  // `chatlane delivery` processes).
+  DELIVERY_IN_WORKER: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  DELIVERY_CONCURRENCY: int(64, 1),
+  // Attempts per outbox item (every non-ok answer counts, rate limits included); then the
+  // item is skipped and recorded as `delivery.failed`.
+  DELIVERY_MAX_ATTEMPTS: int(10, 1),
+  DELIVERY_BACKOFF_MS: int(1000, 10),
+  DELIVERY_BACKOFF_MAX_MS: int(60_000, 10),
+  // One send's limit; a chat's delivery lease is derived from it (see src/worker/delivery).
+  DELIVERY_TIMEOUT_MS: int(10_000, 100),
 });
 
 type RawConfig = z.infer<typeof configSchema>;

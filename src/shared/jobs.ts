@@ -22,6 +22,9 @@ export type TurnJob = z.infer<typeof turnJobSchema>;
 export const compactionJobSchema = z.object({ chatKey: chatKeySchema });
 export type CompactionJob = z.infer<typeof compactionJobSchema>;
 
+export const deliveryJobSchema = z.object({ chatKey: chatKeySchema });
+export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
+
 export function queueOptions(prefix: string, name: QueueName, connection: ConnectionOptions): QueueOptions {
   return { connection, prefix: queuePrefix(prefix, name) };
 }
@@ -63,6 +66,26 @@ export async function enqueueCompaction(queue: Queue<CompactionJob>, chatKey: st
       deduplication: { id: chatKey, keepLastIfActive: true },
       attempts: 8,
       backoff: { type: 'exponential', delay: 2000 },
+    },
+  );
+}
+
+/**
+ * Ask for the chat's outbox to be delivered (after every outbox write of a chat with a reply
+ * route). The same deduplication as turns: one delivery job per chat at a time, and an add
+ * while it runs keeps one follow-up, so no trigger is lost. The job reads everything after
+ * the chat's delivery cursor, so one job serves any number of writes.
+ */
+export async function enqueueDelivery(queue: Queue<DeliveryJob>, chatKey: string): Promise<void> {
+  await queue.add(
+    'deliver',
+    { chatKey },
+    {
+      deduplication: { id: chatKey, keepLastIfActive: true },
+      // Only for failures of the job itself (Redis): a receiver's failures are retried per
+      // item, by delaying the job (DELIVERY_MAX_ATTEMPTS).
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
     },
   );
 }

@@ -10,6 +10,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed';
 export type MessageResult = 'accepted' | 'duplicate' | 'rejected';
 export type CompactionResult = 'applied' | 'conflict' | 'skipped' | 'failed';
+/** One send of an outbox item: accepted, to be retried, or failed for good (item skipped). */
+export type DeliveryResult = 'delivered' | 'retry' | 'failed';
 
 export interface Metrics {
   registry: Registry;
@@ -21,6 +23,9 @@ export interface Metrics {
   modelTokens: Counter<'type'>;
   fenceRejections: Counter;
   deliveryFailures: Counter<'channel'>;
+  deliveries: Counter<'channel' | 'result'>;
+  deliverySendDuration: Histogram<'channel'>;
+  deliveryLag: Histogram<'channel'>;
   compactionRuns: Counter<'result'>;
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
@@ -77,11 +82,30 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       help: 'Turns that lost their chat: a fenced write (commit, outbox, renew) was refused because another turn took over',
       registers,
     }),
-    // Defined for the delivery issue: nothing increments it yet (delivery stops at the outbox).
     deliveryFailures: new Counter({
       name: 'chatlane_delivery_failures_total',
-      help: 'Outbox deliveries to a platform that failed, by channel',
+      help: 'Outbox items given up on (permanent failure or attempts exhausted; the item was skipped), by channel',
       labelNames: ['channel'],
+      registers,
+    }),
+    deliveries: new Counter({
+      name: 'chatlane_deliveries_total',
+      help: 'Sends of outbox items by channel and result (delivered, retry, failed)',
+      labelNames: ['channel', 'result'],
+      registers,
+    }),
+    deliverySendDuration: new Histogram({
+      name: 'chatlane_delivery_send_duration_seconds',
+      help: "One send of an outbox item to its channel, until the receiver's answer",
+      labelNames: ['channel'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    deliveryLag: new Histogram({
+      name: 'chatlane_delivery_lag_seconds',
+      help: 'From the outbox write to the receiver accepting the item, by channel',
+      labelNames: ['channel'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
       registers,
     }),
     // Incremented by the compactor through recordCompactionRun().
@@ -118,6 +142,18 @@ export function recordCompactionRun(metrics: Metrics, result: CompactionResult, 
   if (result === 'applied' && tokensSaved > 0) metrics.compactionTokensSaved.inc(tokensSaved);
 }
 
+/** One send: its result and duration; for an accepted item also the lag since its outbox write. */
+export function recordDelivery(
+  metrics: Metrics,
+  send: { channel: string; result: DeliveryResult; seconds: number; lagSeconds?: number },
+): void {
+  const { channel } = send;
+  metrics.deliveries.inc({ channel, result: send.result });
+  metrics.deliverySendDuration.observe({ channel }, send.seconds);
+  if (send.lagSeconds !== undefined) metrics.deliveryLag.observe({ channel }, Math.max(0, send.lagSeconds));
+}
+
+/** An item given up on (skipped past): permanent failure or attempts exhausted. */
 export function recordDeliveryFailure(metrics: Metrics, channel: string): void {
   metrics.deliveryFailures.inc({ channel });
 }

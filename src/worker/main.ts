@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
 import { type Config, ConfigError, requireModel } from '../shared/config.js';
-import { type CompactionJob, createQueue, enqueueCompaction, QUEUES, type TurnJob } from '../shared/jobs.js';
+import {
+  type CompactionJob,
+  createQueue,
+  type DeliveryJob,
+  enqueueCompaction,
+  enqueueDelivery,
+  QUEUES,
+  type TurnJob,
+} from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
@@ -11,6 +19,7 @@ import { createModel } from './agent/model.js';
 import { compactChat } from './compaction/compact.js';
 import { compactionThreshold } from './compaction/cut.js';
 import { compactionDepsFromConfig } from './compaction/main.js';
+import { buildDeliveryWorker, type DeliveryParts } from './delivery/main.js';
 import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
@@ -104,6 +113,8 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
+  const deliveries = createQueue<DeliveryJob>(config.CHATLANE_PREFIX, QUEUES.deliveries, connection);
+  opened.add(() => deliveries.close());
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
@@ -117,6 +128,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       }
     },
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
+    deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -128,6 +140,12 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     metrics: processMetrics(),
   });
   opened.add(() => worker.close());
+  // Delivery runs here unless the operator runs `chatlane delivery` processes instead.
+  let delivery: DeliveryParts | undefined;
+  if (config.DELIVERY_IN_WORKER) {
+    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection));
+    opened.add(() => delivery!.close());
+  }
   const sweeper = await opened.step(async () => {
     await worker.waitUntilReady();
     await checkRedisPolicy(connection, logger);
@@ -140,6 +158,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       connection,
       store,
       turns,
+      deliveries,
       intervalMs: config.SWEEP_INTERVAL_MS,
       batch: config.SWEEP_BATCH,
       logger,
@@ -176,6 +195,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         const stopped = Promise.all([
           worker.close().catch((err: unknown) => logger.warn({ err }, 'worker close failed')),
           sweeper.close(),
+          delivery?.close(),
         ]);
         if (!(await settleWithin(stopped, config.SHUTDOWN_GRACE_MS))) {
           logger.warn(
@@ -188,6 +208,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         await side.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await closeRedis(connection);
       })();
       return closing;
@@ -199,12 +220,16 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     async run() {
       ran = true;
       worker.run().catch((err: unknown) => logger.error({ err }, 'turn worker stopped'));
+      delivery?.run();
       await sweeper.run();
       logger.info(
         {
           concurrency: config.WORKER_CONCURRENCY,
           globalConcurrency: await turns.getGlobalConcurrency(),
           model: config.LLM_MODEL,
+          delivery: delivery
+            ? { concurrency: config.DELIVERY_CONCURRENCY, channels: delivery.senders.channels() }
+            : 'off',
           metricsUrl: side.url,
         },
         'worker started',

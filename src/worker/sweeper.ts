@@ -1,6 +1,8 @@
 import { type ConnectionOptions, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import {
   createQueue,
+  type DeliveryJob,
+  enqueueDelivery,
   enqueueTurn,
   QUEUES,
   queueOptions,
@@ -55,6 +57,11 @@ export function sweepCursorKey(prefix: string): string {
 export interface SweepDeps {
   store: ChatStore;
   turns: Queue<TurnJob>;
+  /**
+   * When given, a chat with outbox items its delivery has not reached and no live delivery
+   * job gets one (the trigger after an outbox write is lost when its process dies in between).
+   */
+  deliveries?: Queue<DeliveryJob>;
   /** Chats checked per sweep (SWEEP_BATCH), plus up to a tenth of it from failed jobs. */
   batch: number;
   logger: Logger;
@@ -85,10 +92,11 @@ export interface SweepReport {
  * will take them: no live lease and no job in a live state.
  */
 export async function sweepChat(
-  deps: Pick<SweepDeps, 'store' | 'turns'>,
+  deps: Pick<SweepDeps, 'store' | 'turns' | 'deliveries' | 'logger'>,
   chatKey: string,
 ): Promise<SweepVerdict> {
   const state = await deps.store.sweepCheck(chatKey);
+  if (state.undelivered && deps.deliveries) await sweepDelivery(deps, deps.deliveries, chatKey);
   if (state.pending === 0) return 'idle';
   if (state.lease === 'live') return 'leased';
   const jobId = await deps.turns.getDeduplicationJobId(chatKey);
@@ -103,6 +111,23 @@ export async function sweepChat(
     staleJobState: jobState ?? null,
   });
   return 'requeued';
+}
+
+/** Re-add the chat's delivery job unless one will run. */
+async function sweepDelivery(
+  deps: Pick<SweepDeps, 'store' | 'logger'>,
+  deliveries: Queue<DeliveryJob>,
+  chatKey: string,
+): Promise<void> {
+  const jobId = await deliveries.getDeduplicationJobId(chatKey);
+  const jobState = jobId ? await deliveries.getJobState(jobId) : undefined;
+  if (jobState && LIVE_JOB_STATES.has(jobState)) return;
+  await enqueueDelivery(deliveries, chatKey);
+  await deps.store.appendEvent(chatKey, 'sweep.delivery-requeued', {
+    staleJobId: jobId ?? null,
+    staleJobState: jobState ?? null,
+  });
+  deps.logger?.warn({ chatKey }, 'sweeper re-enqueued the delivery of a chat with undelivered replies');
 }
 
 /** Chats whose turn jobs failed for good most recently (they keep their pending messages). */

@@ -12,6 +12,7 @@ import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
 import { isContextOverflowError } from './compaction/overflow.js';
 import { Lane } from './lane.js';
+import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
@@ -52,6 +53,8 @@ export interface TurnDeps {
    * the job lock and the lease to expire.
    */
   shutdownSignal?: AbortSignal;
+  /** Triggers a chat's delivery after an outbox write (chats with a reply route only). */
+  deliver?: DeliveryTrigger;
 }
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
@@ -163,6 +166,8 @@ async function turnBody(
     maxPerTurn: settings.maxSendsPerTurn,
     onFencedOut: () => lane.markLost('outbox fenced out'),
     state: sendState,
+    deliver: deps.deliver,
+    logger,
   });
   const control: LoopControl = {};
   const tools = {

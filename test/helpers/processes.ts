@@ -5,7 +5,13 @@ import { REDIS_URL } from './redis.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
-const READY_MESSAGES = ['ingress listening', 'worker started', 'compactor started', 'mock-llm listening'];
+const READY_MESSAGES = [
+  'ingress listening',
+  'worker started',
+  'compactor started',
+  'delivery started',
+  'mock-llm listening',
+];
 
 export interface RoleProcess {
   child: ChildProcess;
@@ -21,7 +27,7 @@ export interface RoleProcess {
  * ('ingress listening' / 'worker started' / …). Tests kill only what they started, by pid.
  */
 export async function startRole(
-  role: 'ingress' | 'worker' | 'compactor' | 'mock-llm',
+  role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'mock-llm',
   env: Record<string, string>,
   { timeoutMs = 20_000 } = {},
 ): Promise<RoleProcess> {

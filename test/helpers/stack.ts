@@ -4,7 +4,7 @@ import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { type RoleProcess, startRole } from './processes.js';
 import { deletePrefix, randomPrefix, testRedis } from './redis.js';
 
-type Role = 'ingress' | 'worker' | 'compactor';
+type Role = 'ingress' | 'worker' | 'compactor' | 'delivery';
 
 export interface Stack {
   redis: ReturnType<typeof testRedis>;

@@ -1,6 +1,6 @@
 import type { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { createQueue, type DeliveryJob, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { sweepChat, sweepCursorKey, sweepOnce } from '../../src/worker/sweeper.js';
@@ -45,7 +45,12 @@ const deps = () => ({ store, turns, batch: 1000, logger: silentLogger() });
 
 describe('sweep-check.lua', () => {
   it('reports pending messages and the lease by the Redis clock', async () => {
-    expect(await store.sweepCheck('fresh')).toEqual({ lease: 'free', pending: 0, leaseMs: 0 });
+    expect(await store.sweepCheck('fresh')).toEqual({
+      lease: 'free',
+      pending: 0,
+      leaseMs: 0,
+      undelivered: false,
+    });
     await strand('c1');
     await store.acquire('c1', 'someone', 60_000);
     const live = await store.sweepCheck('c1');
@@ -57,6 +62,43 @@ describe('sweep-check.lua', () => {
     const expired = await store.sweepCheck('c2');
     expect(expired).toMatchObject({ lease: 'expired', pending: 0 });
     expect(expired.leaseMs).toBeGreaterThanOrEqual(100);
+  });
+});
+
+describe('sweepChat and deliveries', () => {
+  it('re-adds the delivery of a routed chat whose outbox is ahead of its cursor and has no job, once', async () => {
+    const deliveries = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
+    try {
+      const route = { channel: 'test', threadId: 't' };
+      await store.ingest('routed', userMessage('routed', 'r1', 'hi'), limits, route);
+      const lease = await store.acquire('routed', 'turn', 60_000);
+      if (!lease.ok) throw new Error('busy');
+      // Written, but the process died before it could trigger the delivery.
+      expect(
+        await store.sendOutbox('routed', lease.fence, { runId: 'r', text: 'reply', ts: 1 }),
+      ).toMatchObject({
+        ok: true,
+        routed: true,
+      });
+      expect((await store.sweepCheck('routed')).undelivered).toBe(true);
+      const sweepDeps = { ...deps(), deliveries };
+      await sweepChat(sweepDeps, 'routed');
+      const jobId = await deliveries.getDeduplicationJobId('routed');
+      expect(jobId && (await deliveries.getJobState(jobId))).toBe('waiting');
+      await sweepChat(sweepDeps, 'routed');
+      expect(await deliveries.getWaitingCount()).toBe(1);
+      expect((await store.readEvents('routed', undefined, 10)).map((e) => e.type)).toEqual([
+        'sweep.delivery-requeued',
+      ]);
+
+      // A chat without a route is never delivered: nothing to re-add.
+      const api = await store.acquire('api-only', 'turn', 60_000);
+      if (!api.ok) throw new Error('busy');
+      await store.sendOutbox('api-only', api.fence, { runId: 'r', text: 'reply', ts: 1 });
+      expect((await store.sweepCheck('api-only')).undelivered).toBe(false);
+    } finally {
+      await deliveries.close();
+    }
   });
 });
 

@@ -13,10 +13,12 @@ const composeText = readFileSync(`${root}docker-compose.yml`, 'utf8');
 const dockerfileText = readFileSync(`${root}Dockerfile`, 'utf8');
 
 /** Roles `node dist/cli.js <role>` accepts. Kept here on purpose, not imported. */
-const CLI_ROLES = ['ingress', 'worker', 'compactor', 'all', 'mock-llm'];
+const CLI_ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm'];
 
-const APP_SERVICES = ['ingress', 'worker', 'compactor', 'mock-llm'] as const;
-const REDIS_CLIENTS = ['ingress', 'worker', 'compactor'] as const;
+const APP_SERVICES = ['ingress', 'worker', 'compactor', 'delivery', 'mock-llm'] as const;
+const REDIS_CLIENTS = ['ingress', 'worker', 'compactor', 'delivery'] as const;
+/** Services that only start with `--profile <name>`. */
+const OPTIONAL = { 'mock-llm': 'mock', delivery: 'delivery' } as Record<string, string>;
 
 interface Healthcheck {
   test?: string | string[];
@@ -177,8 +179,8 @@ describe('docker-compose.yml', () => {
     expect(worker.container_name).toBeUndefined();
   });
 
-  it('gives worker and compactor a metrics port and a stop grace period of at least 30s', () => {
-    for (const name of ['worker', 'compactor']) {
+  it('gives worker, compactor and delivery a metrics port and a stop grace period of at least 30s', () => {
+    for (const name of ['worker', 'compactor', 'delivery']) {
       const s = service(name);
       expect(env(s).METRICS_PORT, name).toBe('9100');
       expect(healthcheckText(s), name).toContain('127.0.0.1:9100/');
@@ -191,8 +193,14 @@ describe('docker-compose.yml', () => {
     expect(mock.profiles).toEqual(['mock']);
     expect(env(mock).MOCK_LLM_HOST).toBe('0.0.0.0');
     for (const [name, s] of Object.entries(compose.services)) {
-      if (name !== 'mock-llm') expect(s.profiles, `${name} must run without a profile`).toBeUndefined();
+      if (OPTIONAL[name]) expect(s.profiles, name).toEqual([OPTIONAL[name]]);
+      else expect(s.profiles, `${name} must run without a profile`).toBeUndefined();
     }
+  });
+
+  it('runs delivery in the workers unless DELIVERY_IN_WORKER=false starts the delivery profile', () => {
+    expect(env(service('worker')).DELIVERY_IN_WORKER).toBe(withDefault('DELIVERY_IN_WORKER', 'true'));
+    expect(env(service('delivery')).DELIVERY_IN_WORKER).toBeUndefined();
   });
 
   it('gives every app service a node-fetch healthcheck and restart: unless-stopped', () => {

@@ -33,6 +33,20 @@ describe('loadConfig defaults', () => {
     });
   });
 
+  it('runs delivery in the worker with bounded attempts and a send timeout by default', () => {
+    expect(loadConfig({})).toMatchObject({
+      DELIVERY_IN_WORKER: true,
+      DELIVERY_CONCURRENCY: 64,
+      DELIVERY_MAX_ATTEMPTS: 10,
+      DELIVERY_BACKOFF_MS: 1000,
+      DELIVERY_BACKOFF_MAX_MS: 60_000,
+      DELIVERY_TIMEOUT_MS: 10_000,
+    });
+    expect(loadConfig({ DELIVERY_IN_WORKER: 'false' }).DELIVERY_IN_WORKER).toBe(false);
+    const err = configErrorOf(() => loadConfig({ DELIVERY_MAX_ATTEMPTS: '0', DELIVERY_IN_WORKER: 'no' }));
+    expect(namedVariables(err).sort()).toEqual(['DELIVERY_IN_WORKER', 'DELIVERY_MAX_ATTEMPTS']);
+  });
+
   it('leaves the optional model and auth settings unset by default', () => {
     const config = loadConfig({});
     expect(config.LLM_BASE_URL).toBeUndefined();

@@ -1,11 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { enqueueTurn } from '../../shared/jobs.js';
 import type { ChatMessage } from '../../shared/messages.js';
 import { extraSchema } from '../../shared/storable.js';
-import { ActivityIndex } from '../activity.js';
-import { HttpError } from '../errors.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 
 const MAX_TEXT = 100_000;
@@ -77,27 +74,14 @@ export function toUserMessage(chatKey: string, body: PostMessageBody, now: numbe
 }
 
 export async function messageRoutes(app: FastifyInstance): Promise<void> {
-  const { store, turns, limits } = app.deps;
-  const activity = new ActivityIndex(store);
+  const { store } = app.deps;
 
   app.post('/chats/:chatKey/messages', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
     const body = parseOrThrow(postMessageBody, request.body ?? undefined, 'body');
     const message = toUserMessage(chatKey, body, Date.now());
-
-    const result = await withRedis(() =>
-      store.ingest(chatKey, message, {
-        maxPending: limits.maxPendingPerChat,
-        dedupWindowMs: limits.dedupWindowMs,
-      }),
-    );
-    if (result.status === 'full') {
-      throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);
-    }
-    // A duplicate enqueues too: if an earlier attempt stored the message but failed to
-    // enqueue, the client's retry is what gets the chat its turn.
-    await withRedis(() => Promise.all([enqueueTurn(turns, chatKey), activity.touch(chatKey)]));
-    return reply.code(202).send({ chatKey, messageId: message.id, status: result.status });
+    const result = await app.ingest({ chatKey, message });
+    return reply.code(202).send({ chatKey, messageId: result.messageId, status: result.status });
   });
 
   app.get('/chats/:chatKey/messages', async (request) => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { chatKeys, chatsIndexKey } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { storedJson } from '../storable.js';
@@ -28,6 +29,8 @@ export interface SweepState {
   /** `free`: no owner; `live`: held, `leaseMs` left; `expired`: ran out `leaseMs` ago, never released. */
   lease: 'free' | 'live' | 'expired';
   leaseMs: number;
+  /** The chat has a reply route and outbox items its delivery has not reached. */
+  undelivered: boolean;
 }
 
 export type FencedResult<T> =
@@ -60,7 +63,7 @@ export interface HistoryWindow {
   total: number;
 }
 
-type StreamEntry = [id: string, fields: string[]];
+export type StreamEntry = [id: string, fields: string[]];
 
 const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
 
@@ -68,6 +71,17 @@ function fieldsOf(fields: string[]): Map<string, string> {
   const map = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
   return map;
+}
+
+/** One outbox stream entry as the API and the senders see it. */
+export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
+  const f = fieldsOf(fields);
+  return {
+    id,
+    text: f.get('text') ?? '',
+    ts: Number(f.get('ts') ?? streamIdTime(id)),
+    runId: f.get('runId') ?? '',
+  };
 }
 
 /** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
@@ -93,18 +107,29 @@ export class ChatStore {
     return chatKeys(this.prefix, chatKey);
   }
 
+  /**
+   * Store one user message once (idempotent on `message.id`). `route`, when given, becomes
+   * the chat's reply route (written only if it changed); without one the route stays as it is.
+   */
   async ingest(
     chatKey: string,
     message: ChatMessage,
     limits: { maxPending: number; dedupWindowMs: number },
+    route?: ReplyRoute,
   ): Promise<IngestResult> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.ingest.run(
         this.redis,
-        [k.inbox, k.seen],
-        // Throws UnstorableError (nested too deep) before anything is written.
-        [message.id, storedJson(message, { tooDeep: 'throw' }), limits.maxPending, limits.dedupWindowMs],
+        [k.inbox, k.seen, k.meta, k.outbox],
+        [
+          message.id,
+          // Throws UnstorableError (nested too deep) before anything is written.
+          storedJson(message, { tooDeep: 'throw' }),
+          limits.maxPending,
+          limits.dedupWindowMs,
+          route ? encodeRoute(route) : '',
+        ],
       ),
     );
     if (raw[0] === 'accepted') return { status: 'accepted', streamId: String(raw[1]) };
@@ -169,11 +194,15 @@ export class ChatStore {
     return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
   }
 
+  /**
+   * Fenced outbox write. `routed` says the chat has a reply route: the caller then triggers
+   * the chat's delivery job (chats without a route are read over the API only).
+   */
   async sendOutbox(
     chatKey: string,
     fence: string,
     item: { runId: string; text: string; ts: number },
-  ): Promise<FencedResult<{ id: string }>> {
+  ): Promise<FencedResult<{ id: string; routed: boolean }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.outbox.run(
@@ -182,7 +211,7 @@ export class ChatStore {
         [fence, this.maxEvents, this.outboxMaxLen, item.runId, item.text, item.ts],
       ),
     );
-    if (raw[0] === 'ok') return { ok: true, id: String(raw[1]) };
+    if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };
     return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
   }
 
@@ -220,9 +249,14 @@ export class ChatStore {
   /** Pending count and lease state in one read (sweep-check.lua). */
   async sweepCheck(chatKey: string): Promise<SweepState> {
     const k = this.keys(chatKey);
-    const raw = tuple.parse(await scripts.sweepCheck.run(this.redis, [k.meta, k.inbox], []));
+    const raw = tuple.parse(await scripts.sweepCheck.run(this.redis, [k.meta, k.inbox, k.outbox], []));
     const lease = raw[0] === 'live' || raw[0] === 'expired' ? raw[0] : 'free';
-    return { lease, pending: Number(raw[1] ?? 0), leaseMs: Number(raw[2] ?? 0) };
+    return {
+      lease,
+      pending: Number(raw[1] ?? 0),
+      leaseMs: Number(raw[2] ?? 0),
+      undelivered: Number(raw[3] ?? 0) === 1,
+    };
   }
 
   /**
@@ -281,15 +315,7 @@ export class ChatStore {
 
   async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
     const entries = await this.rangeAfter(this.keys(chatKey).outbox, after, limit);
-    return entries.map(([id, fields]) => {
-      const f = fieldsOf(fields);
-      return {
-        id,
-        text: f.get('text') ?? '',
-        ts: Number(f.get('ts') ?? streamIdTime(id)),
-        runId: f.get('runId') ?? '',
-      };
-    });
+    return entries.map(outboxItemOf);
   }
 
   async appendEvent(chatKey: string, type: string, data: Record<string, unknown>): Promise<string> {

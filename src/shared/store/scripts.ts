@@ -49,13 +49,17 @@ export class LuaScript {
 }
 
 export const scripts = {
-  ingest: new LuaScript('ingest', 2),
+  ingest: new LuaScript('ingest', 4),
   acquire: new LuaScript('acquire', 2),
   renew: new LuaScript('renew', 2),
   commit: new LuaScript('commit', 4),
   outbox: new LuaScript('outbox', 3),
   finish: new LuaScript('finish', 3),
-  sweepCheck: new LuaScript('sweep-check', 2),
+  sweepCheck: new LuaScript('sweep-check', 3),
   compact: new LuaScript('compact', 4),
   contextSwitch: new LuaScript('context-switch', 6),
+  deliveryClaim: new LuaScript('delivery-claim', 2),
+  deliveryAdvance: new LuaScript('delivery-advance', 2),
+  deliveryDefer: new LuaScript('delivery-defer', 1),
+  deliveryRelease: new LuaScript('delivery-release', 1),
 };

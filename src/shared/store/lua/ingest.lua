@@ -1,13 +1,16 @@
 --[[
-  Accept one user message into the chat's inbox, once.
+  Accept one user message into the chat's inbox, once, and remember where replies go.
 
   KEYS[1] inbox   stream of accepted, not yet consumed messages
   KEYS[2] seen    zset message id -> accept time (idempotency window)
+  KEYS[3] meta    hash: route (reply route JSON), deliveredTo (delivery cursor), ...
+  KEYS[4] outbox  stream of replies (read only: where a new route starts delivering)
 
   ARGV[1] message id
   ARGV[2] message JSON (UIMessage)
   ARGV[3] max pending messages in the inbox
   ARGV[4] idempotency window in ms
+  ARGV[5] reply route JSON (canonical), or '' to leave the chat's route as it is
 
   Returns { 'accepted', streamId } | { 'duplicate' } | { 'full', pending }
 ]]
@@ -27,4 +30,15 @@ end
 
 local streamId = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'm', ARGV[2])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
+
+-- The route is written only when it changed: one HGET and a string compare otherwise.
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'route') ~= ARGV[5] then
+  redis.call('HSET', KEYS[3], 'route', ARGV[5])
+  -- A chat that gains its first route starts delivering after what its outbox already holds:
+  -- replies written before anyone could receive them were read over the API, not resent.
+  if redis.call('HEXISTS', KEYS[3], 'deliveredTo') == 0 then
+    local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)[1]
+    redis.call('HSET', KEYS[3], 'deliveredTo', last and last[1] or '0-0')
+  end
+end
 return { 'accepted', streamId }

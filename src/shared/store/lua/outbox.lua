@@ -12,7 +12,8 @@
   ARGV[5] text
   ARGV[6] ts (ms)
 
-  Returns { 'ok', streamId } | { 'fenced-out', currentFence }
+  Returns { 'ok', streamId, routed } | { 'fenced-out', currentFence }
+    routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
 ]]
 -- @include "fence"
 if currentFence(KEYS[1]) ~= ARGV[1] then
@@ -20,4 +21,4 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
 end
 local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
   'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
-return { 'ok', id }
+return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route') }

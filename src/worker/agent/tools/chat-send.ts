@@ -1,6 +1,8 @@
 import { tool, zodSchema } from 'ai';
 import { z } from 'zod';
+import type { Logger } from '../../../shared/logger.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
+import { type DeliveryTrigger, writeOutbox } from '../../outbox.js';
 
 export interface ChatSendContext {
   store: ChatStore;
@@ -12,6 +14,9 @@ export interface ChatSendContext {
   onFencedOut: () => void;
   /** Shared across attempts of one turn, so a retried attempt never repeats a reply. */
   state?: ChatSendState;
+  /** Triggers the chat's delivery after a write, when the chat has a reply route. */
+  deliver?: DeliveryTrigger | undefined;
+  logger: Logger;
 }
 
 export interface ChatSendState {
@@ -57,7 +62,7 @@ export async function send(
     return { status: 'limit', message: `at most ${ctx.maxPerTurn} messages per turn; stop sending` };
   }
   state.sent.push(text);
-  const res = await ctx.store.sendOutbox(ctx.chatKey, ctx.fence, { runId: ctx.runId, text, ts: Date.now() });
+  const res = await writeOutbox(ctx, ctx.chatKey, ctx.fence, { runId: ctx.runId, text, ts: Date.now() });
   if (!res.ok) {
     state.sent.pop();
     ctx.onFencedOut();

@@ -1,0 +1,63 @@
+import type { Queue } from 'bullmq';
+import type { ReplyRoute } from '../shared/delivery/route.js';
+import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
+import type { ChatMessage } from '../shared/messages.js';
+import type { ChatStore } from '../shared/store/chat-store.js';
+import { ActivityIndex } from './activity.js';
+import { HttpError } from './errors.js';
+import { withRedis } from './validation.js';
+
+/**
+ * The one ingest every entry point calls (HTTP API, signed generic webhooks, platform
+ * webhooks, Telegram polling): store the user message once, remember where the chat's
+ * replies go, and make sure the chat gets a turn.
+ *
+ *   ingest.lua (idempotent on message.id; writes the reply route iff it changed)
+ *   → enqueue the chat's turn (deduplicated by chatKey)
+ *   → activity index (at most once a second per chat and process)
+ *
+ * Resolves only once the message is in Redis: a caller that answers 2xx after it has kept
+ * its promise to the sender. Throws `HttpError` with the registry's code:
+ * CHAT_FULL (429) when the chat already holds MAX_PENDING_PER_CHAT messages,
+ * REDIS_UNAVAILABLE (503) when Redis cannot be reached (the sender should retry; the id
+ * makes the retry safe).
+ */
+export interface IngestRequest {
+  chatKey: string;
+  /** A user UIMessage; its `id` is the idempotency key (platform message id, webhook-id, ...). */
+  message: ChatMessage;
+  /** Where replies go; omitted (HTTP API) leaves the chat's route as it is. */
+  route?: ReplyRoute;
+}
+
+export interface IngestResult {
+  status: 'accepted' | 'duplicate';
+  messageId: string;
+}
+
+export type Ingest = (request: IngestRequest) => Promise<IngestResult>;
+
+export interface IngestDeps {
+  store: ChatStore;
+  turns: Queue<TurnJob>;
+  limits: { maxPendingPerChat: number; dedupWindowMs: number };
+  /** Shared by every entry point of a process so its once-a-second throttle holds. */
+  activity?: ActivityIndex;
+}
+
+export function createIngest(deps: IngestDeps): Ingest {
+  const { store, turns } = deps;
+  const activity = deps.activity ?? new ActivityIndex(store);
+  const limits = { maxPending: deps.limits.maxPendingPerChat, dedupWindowMs: deps.limits.dedupWindowMs };
+
+  return async ({ chatKey, message, route }) => {
+    const result = await withRedis(() => store.ingest(chatKey, message, limits, route));
+    if (result.status === 'full') {
+      throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);
+    }
+    // A duplicate enqueues too: if an earlier attempt stored the message but failed to
+    // enqueue, the sender's retry is what gets the chat its turn.
+    await withRedis(() => Promise.all([enqueueTurn(turns, chatKey), activity.touch(chatKey)]));
+    return { status: result.status, messageId: message.id };
+  };
+}

@@ -1,0 +1,78 @@
+import type { OutboxItem } from '../store/chat-store.js';
+import type { ReplyRoute } from './route.js';
+
+/**
+ * The delivery side's plug-in point: one `Sender` per channel (`route.channel`), looked up in
+ * a `SenderRegistry` by the delivery worker. Senders live under `src/shared` so ingress-side
+ * code (a platform's webhook module building its Chat SDK adapter) and worker-side code can
+ * both construct and register them.
+ *
+ * Contract for `send`:
+ * - It posts exactly one outbox item to the conversation `route` names.
+ * - It must not throw: a throw is treated as `retry` (a transient failure) and logged.
+ * - It must honour `signal` (aborted after DELIVERY_TIMEOUT_MS): a send still running then is
+ *   treated as `retry`, and the delivery lease it runs under is long enough for any send that
+ *   honours the signal to end before another worker may take the chat over.
+ * - `ok` means the receiver accepted the item: only then does the chat's delivery cursor move.
+ *   Delivery is at-least-once: after a crash between acceptance and the cursor write the same
+ *   item is sent again, with the same `item.id` (receivers dedupe on it).
+ * - `retry` = try this item again later (5xx, network error, timeout, rate limit). `afterMs`,
+ *   when the receiver said how long to wait (HTTP 429 `Retry-After`, Telegram `retry_after`),
+ *   replaces the exponential backoff for this attempt.
+ * - `failed` = retrying cannot help (403 bot blocked, 400 chat not found, 410 gone): the item
+ *   is skipped, a `delivery.failed` event is recorded and the chat's later items go on.
+ * Every non-`ok` attempt counts toward DELIVERY_MAX_ATTEMPTS; the last one fails the item.
+ */
+export interface Sender {
+  /** The `route.channel` this sender serves. */
+  readonly channel: string;
+  send(request: SendRequest): Promise<SendResult>;
+  /** Release connections (called once when the delivery worker closes). */
+  close?(): Promise<void>;
+}
+
+export interface SendRequest {
+  chatKey: string;
+  route: ReplyRoute;
+  item: OutboxItem;
+  /** 1 for the first try of this item, 2 for the first retry, ... */
+  attempt: number;
+  signal: AbortSignal;
+}
+
+export type SendResult =
+  | { status: 'ok' }
+  | { status: 'retry'; reason: string; afterMs?: number }
+  | { status: 'failed'; reason: string };
+
+export class SenderRegistry {
+  private readonly senders = new Map<string, Sender>();
+
+  constructor(senders: Iterable<Sender> = []) {
+    for (const sender of senders) this.register(sender);
+  }
+
+  /** One sender per channel: registering a channel twice is a programming error. */
+  register(sender: Sender): this {
+    if (this.senders.has(sender.channel)) {
+      throw new Error(`a sender for channel '${sender.channel}' is already registered`);
+    }
+    this.senders.set(sender.channel, sender);
+    return this;
+  }
+
+  get(channel: string): Sender | undefined {
+    return this.senders.get(channel);
+  }
+
+  channels(): string[] {
+    return [...this.senders.keys()];
+  }
+
+  /** Close every sender once; never throws. */
+  async close(): Promise<void> {
+    const all = [...this.senders.values()];
+    this.senders.clear();
+    await Promise.allSettled(all.map((s) => s.close?.()));
+  }
+}

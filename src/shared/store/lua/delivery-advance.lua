@@ -1,0 +1,34 @@
+--[[
+  Move the chat's delivery cursor past one item, by compare-and-set, iff we hold the lease.
+
+  KEYS[1] meta    hash: deliveredTo, dOwner, dLeaseUntil, dTry
+  KEYS[2] events
+
+  ARGV[1] owner token
+  ARGV[2] expected cursor (what the caller's claim read, or its last advance wrote)
+  ARGV[3] new cursor (the item's outbox id)
+  ARGV[4] lease in ms (renewed)
+  ARGV[5] max events
+  ARGV[6] '' when the item was accepted, else the JSON of its `delivery.failed` event
+
+  Returns { 'ok' } | { 'lost', currentOwner } | { 'moved', currentCursor }
+  A stalled duplicate job can neither move the cursor backwards nor skip an item: the
+  owner check stops it once another job took the lease, and the compare-and-set stops it
+  whatever happened in between.
+]]
+-- @include "now"
+-- @include "events"
+local owner = redis.call('HGET', KEYS[1], 'dOwner')
+if owner ~= ARGV[1] then
+  return { 'lost', owner or '' }
+end
+local cursor = redis.call('HGET', KEYS[1], 'deliveredTo') or '0-0'
+if cursor ~= ARGV[2] then
+  return { 'moved', cursor }
+end
+redis.call('HSET', KEYS[1], 'deliveredTo', ARGV[3], 'dLeaseUntil', nowMs() + tonumber(ARGV[4]))
+redis.call('HDEL', KEYS[1], 'dTry')
+if ARGV[6] ~= '' then
+  addEvent(KEYS[2], ARGV[5], 'delivery.failed', cjson.decode(ARGV[6]))
+end
+return { 'ok' }

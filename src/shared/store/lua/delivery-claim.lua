@@ -1,0 +1,52 @@
+--[[
+  Take the chat's delivery lease and read the next outbox items after its delivery cursor.
+
+  KEYS[1] meta    hash: route, deliveredTo, dOwner, dLeaseUntil, dTry
+  KEYS[2] outbox
+
+  ARGV[1] owner token (unique per delivery job run)
+  ARGV[2] lease in ms
+  ARGV[3] max items
+
+  Returns { 'none' }                  no reply route: nothing is ever delivered
+        | { 'empty' }                 nothing after the cursor (no lease taken)
+        | { 'busy', ttlMs }           another live owner delivers this chat
+        | { 'ok', route, cursor, tryItem, tries, entries }
+    cursor   the delivery cursor (last outbox id accepted or skipped), '0-0' when none
+    tryItem  the item whose earlier attempts failed ('' when none), tries = how many
+    entries  XRANGE entries strictly after the cursor
+  The lease keeps a stalled duplicate job from sending while a live one does (so items never
+  overtake each other); the cursor itself only moves by compare-and-set (delivery-advance).
+]]
+-- @include "now"
+local route = redis.call('HGET', KEYS[1], 'route')
+if not route then
+  return { 'none' }
+end
+local now = nowMs()
+local owner = redis.call('HGET', KEYS[1], 'dOwner')
+local leaseUntil = tonumber(redis.call('HGET', KEYS[1], 'dLeaseUntil') or '0')
+if owner and owner ~= ARGV[1] and leaseUntil > now then
+  return { 'busy', leaseUntil - now }
+end
+
+local cursor = redis.call('HGET', KEYS[1], 'deliveredTo') or '0-0'
+local entries = redis.call('XRANGE', KEYS[2], '(' .. cursor, '+', 'COUNT', tonumber(ARGV[3]))
+if #entries == 0 then
+  if owner == ARGV[1] then
+    redis.call('HDEL', KEYS[1], 'dOwner', 'dLeaseUntil')
+  end
+  return { 'empty' }
+end
+
+redis.call('HSET', KEYS[1], 'dOwner', ARGV[1], 'dLeaseUntil', now + tonumber(ARGV[2]))
+local try = redis.call('HGET', KEYS[1], 'dTry')
+local tryItem, tries = '', 0
+if try then
+  local sep = string.find(try, ' ', 1, true)
+  if sep then
+    tryItem = string.sub(try, 1, sep - 1)
+    tries = tonumber(string.sub(try, sep + 1)) or 0
+  end
+end
+return { 'ok', route, cursor, tryItem, tries, entries }

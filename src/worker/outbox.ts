@@ -1,0 +1,31 @@
+import type { Logger } from '../shared/logger.js';
+import type { ChatStore, FencedResult } from '../shared/store/chat-store.js';
+
+/**
+ * Asks for the chat's delivery (BullMQ `deliveries`, deduplicated by chatKey). Must not throw
+ * for the caller's sake: `writeOutbox` logs a failed trigger and the sweeper re-adds it.
+ */
+export type DeliveryTrigger = (chatKey: string) => Promise<void>;
+
+/**
+ * Every worker-side outbox write goes through here (chat_send, failure notices, contact
+ * sends): the fenced write, then — when the chat has a reply route — its delivery job.
+ * Chats without a route (HTTP API only) cost no job: their outbox is read over the API.
+ */
+export async function writeOutbox(
+  deps: { store: ChatStore; deliver?: DeliveryTrigger | undefined; logger: Logger },
+  chatKey: string,
+  fence: string,
+  item: { runId: string; text: string; ts: number },
+): Promise<FencedResult<{ id: string; routed: boolean }>> {
+  const res = await deps.store.sendOutbox(chatKey, fence, item);
+  if (res.ok && res.routed && deps.deliver) {
+    await deps.deliver(chatKey).catch((err: unknown) => {
+      deps.logger.warn(
+        { err, chatKey, itemId: res.id },
+        'delivery trigger failed; the sweeper will re-add it',
+      );
+    });
+  }
+  return res;
+}
