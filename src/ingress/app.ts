@@ -8,6 +8,7 @@ import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storab
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
+import { clientErrorHandler, frameworkErrors } from './client-errors.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress } from './metrics.js';
@@ -97,6 +98,12 @@ export async function buildIngress(deps: IngressDeps) {
     childLoggerFactory: (logger) => logger,
     // Message ids in paths are user data; a stable router keeps them out of logs by route.
     routerOptions: { maxParamLength: 256 },
+    // Errors before any route runs, in the documented shape too.
+    clientErrorHandler: clientErrorHandler(deps.logger),
+    frameworkErrors,
+    // Node would answer a Host-less HTTP/1.1 request with its own empty 400; the hook below
+    // answers it in our shape instead.
+    http: { requireHostHeader: false },
   });
   // JSON only: a text/plain body would otherwise reach the schema as a string.
   app.removeContentTypeParser('text/plain');
@@ -113,6 +120,10 @@ export async function buildIngress(deps: IngressDeps) {
       return;
     }
     parseJson(request, body as string, done);
+  });
+  app.addHook('onRequest', (request, _reply, done) => {
+    const missingHost = !request.headers.host && request.raw.httpVersion === '1.1';
+    done(missingHost ? new HttpError('BAD_REQUEST', 'the Host header is missing') : undefined);
   });
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
@@ -146,9 +157,11 @@ export async function buildIngress(deps: IngressDeps) {
     return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+    return reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${shown}`));
+  });
 
   await app.register(healthRoutes);
   await registerAdmin(app, queues, deps.admin ?? {}, deps.logger);

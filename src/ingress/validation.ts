@@ -1,12 +1,12 @@
 import type { z } from 'zod';
-import { isValidChatKey } from '../shared/chat-key.js';
+import { CHAT_KEY_RULE, isValidChatKey } from '../shared/chat-key.js';
 import { isRedisUnavailable } from '../shared/redis-errors.js';
 import { UnstorableError } from '../shared/storable.js';
 import { HttpError } from './errors.js';
 
 export function parseChatKey(value: unknown): string {
   if (typeof value !== 'string' || !isValidChatKey(value)) {
-    throw new HttpError('INVALID_CHAT_KEY', 'chatKey must be 1-200 characters of [A-Za-z0-9._:@-]');
+    throw new HttpError('INVALID_CHAT_KEY', CHAT_KEY_RULE);
   }
   return value;
 }

@@ -6,13 +6,18 @@ import { z } from 'zod';
  */
 export const CHAT_KEY_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
 
-export const chatKeySchema = z
-  .string()
-  .regex(CHAT_KEY_PATTERN, 'chatKey must be 1-200 characters of [A-Za-z0-9._:@-]');
+export const CHAT_KEY_RULE = "chatKey must be 1-200 characters of [A-Za-z0-9._:@-], and not '.' or '..'";
 
+/**
+ * `.` and `..` match the pattern but are path segments with a meaning of their own: a client,
+ * proxy or URL library resolves `/v1/chats/../messages` to another path, so a chat with that
+ * key could not be addressed reliably.
+ */
 export function isValidChatKey(value: string): boolean {
-  return CHAT_KEY_PATTERN.test(value);
+  return CHAT_KEY_PATTERN.test(value) && value !== '.' && value !== '..';
 }
+
+export const chatKeySchema = z.string().refine(isValidChatKey, CHAT_KEY_RULE);
 
 /** Telegram chats and forum topics (seed 001 §6). */
 export function telegramChatKey(chatId: number | string, threadId?: number | string): string {

@@ -21,6 +21,8 @@ const invalid: Array<[label: string, value: string]> = [
   ['a newline inside', 'a\nb'],
   ['a trailing newline', 'abc\n'],
   ['a leading newline', '\nabc'],
+  ['only a dot (a path segment clients resolve)', '.'],
+  ['only two dots (a path segment clients resolve)', '..'],
 ];
 
 describe('isValidChatKey', () => {

@@ -68,7 +68,11 @@ export async function contextRoutes(app: FastifyInstance): Promise<void> {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
     const body = parseOrThrow(contextActionBody, request.body ?? undefined, 'body');
 
-    // Resolve the target before taking the lane, so a miss writes nothing at all.
+    // Resolve the chat and the target before taking the lane, so a miss writes nothing at all
+    // (taking the lane creates the chat's meta and events).
+    if (!(await withRedis(() => store.chatExists(chatKey)))) {
+      throw new HttpError('CHAT_NOT_FOUND', `no chat ${chatKey}`);
+    }
     let target: ContextMeta | undefined;
     if (body.action === 'load') {
       target = await withRedis(() =>

@@ -242,6 +242,12 @@ export class ChatStore {
     }));
   }
 
+  /** Has this chat ever taken a message (or been switched)? Its meta, history or inbox exists. */
+  async chatExists(chatKey: string): Promise<boolean> {
+    const k = this.keys(chatKey);
+    return (await this.redis.exists(k.meta, k.hist, k.inbox)) > 0;
+  }
+
   async pendingCount(chatKey: string): Promise<number> {
     return this.redis.xlen(this.keys(chatKey).inbox);
   }
