@@ -17,6 +17,7 @@ import { healthRoutes } from './routes/health.js';
 import { inspectRoutes } from './routes/inspect.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
+import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
 export interface IngressLimits {
   maxPendingPerChat: number;
@@ -39,6 +40,8 @@ export interface IngressDeps {
   admin?: AdminOptions;
   /** Default: built from store, turns and limits (pass one to share it with entry points outside the app). */
   ingest?: Ingest;
+  /** Signed generic webhook sources and the reply URL policy (default: none configured). */
+  genericWebhooks?: GenericWebhookOptions;
 }
 
 export interface IngressState {
@@ -165,14 +168,20 @@ export async function buildIngress(deps: IngressDeps) {
 
   await app.register(healthRoutes);
   await registerAdmin(app, queues, deps.admin ?? {}, deps.logger);
+  // Callback-style hooks: on the hot path a promise per hook per request is measurable.
+  const refuseWhenShuttingDown = (_request: unknown, _reply: unknown, done: (err?: Error) => void) => {
+    done(app.lifecycle.shuttingDown ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down') : undefined);
+  };
+  await app.register(async (hooks) => {
+    hooks.addHook('onRequest', refuseWhenShuttingDown);
+    await hooks.register(
+      genericWebhookRoutes,
+      deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } },
+    );
+  });
   await app.register(
     async (api) => {
-      // Callback-style hooks: on the hot path a promise per hook per request is measurable.
-      api.addHook('onRequest', (_request, _reply, done) => {
-        done(
-          app.lifecycle.shuttingDown ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down') : undefined,
-        );
-      });
+      api.addHook('onRequest', refuseWhenShuttingDown);
       if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
       await api.register(messageRoutes);
       await api.register(outboxRoutes);

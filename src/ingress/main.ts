@@ -1,8 +1,10 @@
 import type { Config } from '../shared/config.js';
+import { replyUrlPolicy } from '../shared/delivery/senders.js';
 import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
+import { standardSources } from '../shared/webhooks/standard.js';
 import { buildIngress, type IngressApp } from './app.js';
 
 export interface IngressHandle {
@@ -30,6 +32,10 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     logger,
     queues: [turns, ...watched],
     admin: { user: config.ADMIN_USER, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
+    genericWebhooks: {
+      sources: standardSources(config.GENERIC_WEBHOOKS),
+      replyPolicy: replyUrlPolicy(config),
+    },
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

@@ -10,8 +10,11 @@ import { type Metrics, metricsContentType, renderMetrics } from '../shared/metri
 
 type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
 
-/** The route whose outcomes `chatlane_messages_total` counts. */
-const POST_MESSAGE_ROUTE = '/v1/chats/:chatKey/messages';
+/** Routes whose outcomes `chatlane_messages_total` counts: every entry point that ingests. */
+const INGEST_ROUTES: ReadonlySet<string> = new Set([
+  '/v1/chats/:chatKey/messages',
+  '/webhooks/generic/:source',
+]);
 
 /** Routes without a match (404s) share one label so raw URLs never become label values. */
 const UNMATCHED = 'unmatched';
@@ -42,7 +45,7 @@ function resultOf(statusCode: number, payload: unknown): { result: string; reaso
 export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Queue[]): void {
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (request.method === 'POST' && request.routeOptions.url === POST_MESSAGE_ROUTE) {
+    if (request.method === 'POST' && INGEST_ROUTES.has(request.routeOptions.url ?? '')) {
       const outcome = resultOf(reply.statusCode, payload);
       if (outcome) metrics.messages.inc(outcome);
     }

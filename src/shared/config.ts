@@ -35,6 +35,31 @@ const clusterNodes = z
     return nodes;
   });
 
+/** A flag variable: true/false/1/0. */
+const flag = (def: 'true' | 'false') =>
+  z
+    .enum(['true', 'false', '1', '0'])
+    .default(def)
+    .transform((v) => v === 'true' || v === '1');
+
+/** Comma-separated names matching `pattern`, without repeats; unset = none. */
+const nameList = (pattern: RegExp, what: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx): string[] => {
+      const names = (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      for (const name of names) {
+        if (!pattern.test(name)) ctx.addIssue({ code: 'custom', message: `'${name}' is not ${what}` });
+      }
+      if (new Set(names).size !== names.length)
+        ctx.addIssue({ code: 'custom', message: 'lists a name twice' });
+      return names;
+    });
+
 export const configSchema = z.object({
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   // When set, every connection is an ioredis Cluster over these nodes (REDIS_URL then only
@@ -111,10 +136,7 @@ export const configSchema = z.object({
   // Delivery of outbox items to chats with a reply route (platforms, generic webhooks).
   // The worker process runs the delivery worker too unless this is false (then run
   // `chatlane delivery` processes).
-  DELIVERY_IN_WORKER: z
-    .enum(['true', 'false', '1', '0'])
-    .default('true')
-    .transform((v) => v === 'true' || v === '1'),
+  DELIVERY_IN_WORKER: flag('true'),
   DELIVERY_CONCURRENCY: int(64, 1),
   // Attempts per outbox item (every non-ok answer counts, rate limits included); then the
   // item is skipped and recorded as `delivery.failed`.
@@ -123,18 +145,86 @@ export const configSchema = z.object({
   DELIVERY_BACKOFF_MAX_MS: int(60_000, 10),
   // One send's limit; a chat's delivery lease is derived from it (see src/worker/delivery).
   DELIVERY_TIMEOUT_MS: int(10_000, 100),
+
+  // Signed generic webhooks (POST /webhooks/generic/:source). Each source listed here needs
+  // GENERIC_WEBHOOK_SECRETS_<NAME> (see `genericSources`).
+  GENERIC_WEBHOOK_SOURCES: nameList(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a source name (1-64 chars of [a-z0-9_-])'),
+  // Where replies may be POSTed (replyTo.url). Unset: any host whose addresses are all
+  // public. Set: only these hosts (exact, or `*.example.com` for subdomains), which may then
+  // also be private addresses (internal services the operator vouches for).
+  GENERIC_WEBHOOK_REPLY_HOSTS: nameList(
+    /^(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$|^\[[0-9a-f:.]+\]$/,
+    'a host name, *.domain, an IPv4 address or a [bracketed] IPv6 address (lowercase)',
+  ),
+  // http: reply URLs (development against a local receiver); https only otherwise.
+  GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: flag('false'),
 });
 
 type RawConfig = z.infer<typeof configSchema>;
 export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'> & {
   COMPACT_AT_TOKENS: number;
   KEEP_RECENT_TOKENS: number;
+  /** GENERIC_WEBHOOK_SOURCES with their secrets. */
+  GENERIC_WEBHOOKS: GenericSource[];
 };
 
+/** A generic webhook source: its name and its Standard Webhooks secrets, current first. */
+export interface GenericSource {
+  name: string;
+  secrets: string[];
+}
+
+/** The variable holding a source's secrets: GENERIC_WEBHOOK_SECRETS_<NAME> ('-' becomes '_'). */
+export function genericSecretsVariable(source: string): string {
+  return `GENERIC_WEBHOOK_SECRETS_${source.toUpperCase().replace(/-/g, '_')}`;
+}
+
+const WHSEC = /^(?:whsec_)?([A-Za-z0-9+/]+={0,2})$/;
+
+/**
+ * Each source's secrets: whitespace- or comma-separated Standard Webhooks secrets
+ * (`whsec_` + base64 of 24-64 bytes). Several at once for rotation: every one verifies
+ * incoming webhooks and signs replies (one signature each); put the newest first.
+ */
+function genericSources(
+  names: string[],
+  env: Record<string, string>,
+): { sources: GenericSource[]; issues: string[] } {
+  const sources: GenericSource[] = [];
+  const issues: string[] = [];
+  const seen = new Map<string, string>();
+  for (const name of names) {
+    const variable = genericSecretsVariable(name);
+    const other = seen.get(variable);
+    if (other) {
+      issues.push(`  GENERIC_WEBHOOK_SOURCES: '${other}' and '${name}' both read ${variable}`);
+      continue;
+    }
+    seen.set(variable, name);
+    const secrets = (env[variable] ?? '').split(/[\s,]+/).filter(Boolean);
+    if (secrets.length === 0) {
+      issues.push(`  ${variable}: missing: source '${name}' needs at least one signing secret`);
+      continue;
+    }
+    secrets.forEach((secret, i) => {
+      const m = WHSEC.exec(secret);
+      const bytes = m ? Buffer.from(m[1]!, 'base64').length : 0;
+      if (bytes < 24 || bytes > 64) {
+        issues.push(
+          `  ${variable}: secret ${i + 1} is not whsec_ followed by the base64 of 24-64 random bytes`,
+        );
+      }
+    });
+    sources.push({ name, secrets });
+  }
+  return { sources, issues };
+}
+
 /** Values that default to a share of another one. */
-function derive(raw: RawConfig): Config {
+function derive(raw: RawConfig, sources: GenericSource[]): Config {
   return {
     ...raw,
+    GENERIC_WEBHOOKS: sources,
     COMPACT_AT_TOKENS: raw.COMPACT_AT_TOKENS ?? Math.floor(0.8 * raw.MAX_INPUT_TOKENS),
     KEEP_RECENT_TOKENS: raw.KEEP_RECENT_TOKENS ?? Math.floor(0.4 * raw.MAX_INPUT_TOKENS),
   };
@@ -155,12 +245,17 @@ function withoutBlanks(env: NodeJS.ProcessEnv): Record<string, string> {
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(withoutBlanks(env));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+  const vars = withoutBlanks(env);
+  const parsed = configSchema.safeParse(vars);
+  const lines = parsed.success
+    ? []
+    : parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+  const generic = genericSources(parsed.success ? parsed.data.GENERIC_WEBHOOK_SOURCES : [], vars);
+  lines.push(...generic.issues);
+  if (!parsed.success || lines.length > 0) {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  return derive(parsed.data);
+  return derive(parsed.data, generic.sources);
 }
 
 export interface ModelConfig {

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import { buildIngress, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
+import type { GenericWebhookOptions } from '../../src/ingress/webhooks/generic.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
@@ -15,7 +16,7 @@ export interface TestIngress {
 export async function testIngress(
   redis: RedisClient,
   prefix: string,
-  opts: { apiToken?: string; limits?: Partial<IngressLimits> } = {},
+  opts: { apiToken?: string; limits?: Partial<IngressLimits>; genericWebhooks?: GenericWebhookOptions } = {},
 ): Promise<TestIngress> {
   const store = new ChatStore(redis, { prefix, maxEvents: 100 });
   const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
@@ -26,6 +27,7 @@ export async function testIngress(
     apiToken: opts.apiToken,
     logger: silentLogger(),
     limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
+    ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
   });
   return {
     app,

@@ -47,6 +47,51 @@ describe('loadConfig defaults', () => {
     expect(namedVariables(err).sort()).toEqual(['DELIVERY_IN_WORKER', 'DELIVERY_MAX_ATTEMPTS']);
   });
 
+  it('reads generic webhook sources with their secrets, newest first, from per-source variables', () => {
+    const a = `whsec_${Buffer.alloc(32, 1).toString('base64')}`;
+    const b = `whsec_${Buffer.alloc(24, 2).toString('base64')}`;
+    const config = loadConfig({
+      GENERIC_WEBHOOK_SOURCES: 'crm, support-desk',
+      GENERIC_WEBHOOK_SECRETS_CRM: `${a} ${b}`,
+      GENERIC_WEBHOOK_SECRETS_SUPPORT_DESK: b,
+      GENERIC_WEBHOOK_REPLY_HOSTS: 'hooks.example.com,*.crm.example.com,127.0.0.1',
+    });
+    expect(config.GENERIC_WEBHOOKS).toEqual([
+      { name: 'crm', secrets: [a, b] },
+      { name: 'support-desk', secrets: [b] },
+    ]);
+    expect(config.GENERIC_WEBHOOK_REPLY_HOSTS).toEqual([
+      'hooks.example.com',
+      '*.crm.example.com',
+      '127.0.0.1',
+    ]);
+    expect(config.GENERIC_WEBHOOK_REPLY_ALLOW_HTTP).toBe(false);
+    expect(loadConfig({}).GENERIC_WEBHOOKS).toEqual([]);
+  });
+
+  it('names the secrets variable a listed source lacks, and refuses secrets that are not whsec_ base64 of 24-64 bytes', () => {
+    const short = `whsec_${Buffer.alloc(8).toString('base64')}`;
+    const err = configErrorOf(() =>
+      loadConfig({
+        GENERIC_WEBHOOK_SOURCES: 'crm,forms,Bad Name',
+        GENERIC_WEBHOOK_SECRETS_FORMS: `${short},not-base64!`,
+      }),
+    );
+    expect(namedVariables(err)).toEqual(['GENERIC_WEBHOOK_SOURCES']);
+    const err2 = configErrorOf(() =>
+      loadConfig({
+        GENERIC_WEBHOOK_SOURCES: 'crm,forms',
+        GENERIC_WEBHOOK_SECRETS_FORMS: `${short},not-base64!`,
+      }),
+    );
+    expect(namedVariables(err2)).toEqual([
+      'GENERIC_WEBHOOK_SECRETS_CRM',
+      'GENERIC_WEBHOOK_SECRETS_FORMS',
+      'GENERIC_WEBHOOK_SECRETS_FORMS',
+    ]);
+    expect(err2.message).toContain("source 'crm' needs at least one signing secret");
+  });
+
   it('leaves the optional model and auth settings unset by default', () => {
     const config = loadConfig({});
     expect(config.LLM_BASE_URL).toBeUndefined();

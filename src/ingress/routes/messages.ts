@@ -5,9 +5,10 @@ import type { ChatMessage } from '../../shared/messages.js';
 import { extraSchema } from '../../shared/storable.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 
-const MAX_TEXT = 100_000;
+export const MAX_TEXT = 100_000;
 
-const partSchema = z.discriminatedUnion('type', [
+/** A user message part as callers may send it (text, or a file by URL). */
+export const partSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text'), text: z.string().min(1).max(MAX_TEXT) }).strict(),
   z
     .object({

@@ -1,0 +1,138 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { chatKeySchema } from '../../shared/chat-key.js';
+import { GENERIC_CHANNEL } from '../../shared/delivery/generic-sender.js';
+import type { ReplyRoute } from '../../shared/delivery/route.js';
+import { BODY_MAX_DEPTH, jsonTextDepth } from '../../shared/storable.js';
+import { type ReplyUrlPolicy, replyUrlProblem } from '../../shared/webhooks/reply-url.js';
+import { type StandardWebhookSource, TOLERANCE_SECONDS } from '../../shared/webhooks/standard.js';
+import { HttpError } from '../errors.js';
+import { MAX_TEXT, partSchema, toUserMessage } from '../routes/messages.js';
+import { parseOrThrow } from '../validation.js';
+
+export interface GenericWebhookOptions {
+  sources: ReadonlyMap<string, StandardWebhookSource>;
+  replyPolicy: ReplyUrlPolicy;
+}
+
+/** The route whose outcomes `chatlane_messages_total` counts beside the HTTP API's. */
+export const GENERIC_WEBHOOK_ROUTE = '/webhooks/generic/:source';
+
+const WEBHOOK_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+export const genericWebhookBody = z
+  .object({
+    chatKey: chatKeySchema,
+    text: z.string().min(1).max(MAX_TEXT).optional(),
+    parts: z.array(partSchema).min(1).max(100).optional(),
+    user: z
+      .object({ id: z.string().min(1).max(200).optional(), name: z.string().min(1).max(200).optional() })
+      .strict()
+      .optional(),
+    replyTo: z
+      .object({ url: z.string().max(2048) })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .refine((b) => b.text !== undefined || b.parts !== undefined, {
+    message: 'give text or parts',
+    path: ['text'],
+  });
+
+/**
+ * `POST /webhooks/generic/:source`: a user's own system (CRM, support form, app backend)
+ * pushes a message in, signed with the Standard Webhooks scheme. Order of checks, each
+ * refusing before anything is written: unknown source (404, before the body is read) →
+ * signature over the raw bytes (401) → JSON (400) → body schema (400) → reply URL policy
+ * (400) → the shared ingest. `webhook-id` is the idempotency key: a replay with a valid
+ * signature inside the tolerance is answered `duplicate` and stores nothing new (a replay
+ * outside it fails the timestamp check, 401).
+ *
+ * The raw body parser is registered in this plugin only, so the JSON API keeps Fastify's
+ * own parser.
+ */
+export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWebhookOptions): Promise<void> {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  const sourceOf = (request: FastifyRequest): StandardWebhookSource => {
+    const name = (request.params as { source?: string }).source ?? '';
+    const source = opts.sources.get(name);
+    if (!source)
+      throw new HttpError('UNKNOWN_SOURCE', `no generic webhook source '${name.slice(0, 64)}' is configured`);
+    return source;
+  };
+
+  app.post(GENERIC_WEBHOOK_ROUTE, {
+    onRequest: (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+      try {
+        sourceOf(request);
+        done();
+      } catch (err) {
+        done(err as Error);
+      }
+    },
+    handler: async (request, reply) => {
+      const source = sourceOf(request);
+      const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const failure = source.verify(raw, request.headers);
+      if (failure === 'timestamp') {
+        throw new HttpError(
+          'TIMESTAMP_OUT_OF_TOLERANCE',
+          `webhook-timestamp is more than ${TOLERANCE_SECONDS / 60} minutes away from the server's clock`,
+        );
+      }
+      if (failure === 'missing-headers') {
+        throw new HttpError(
+          'INVALID_SIGNATURE',
+          'webhook-id, webhook-timestamp and webhook-signature headers are required',
+        );
+      }
+      if (failure)
+        throw new HttpError('INVALID_SIGNATURE', `no signature matches a secret of source '${source.name}'`);
+
+      const webhookId = String(request.headers['webhook-id']);
+      if (!WEBHOOK_ID.test(webhookId)) {
+        throw new HttpError('VALIDATION_FAILED', 'webhook-id must be 1-128 characters of [A-Za-z0-9._:@-]');
+      }
+      const text = raw.toString('utf8');
+      if (jsonTextDepth(text, BODY_MAX_DEPTH) > BODY_MAX_DEPTH) {
+        throw new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`);
+      }
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch (err) {
+        throw new HttpError('INVALID_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+      }
+      const body = parseOrThrow(genericWebhookBody, json, 'body');
+      let route: ReplyRoute | undefined;
+      if (body.replyTo) {
+        const problem = replyUrlProblem(body.replyTo.url, opts.replyPolicy);
+        if (problem) throw new HttpError('REPLY_URL_NOT_ALLOWED', `replyTo.url: ${problem}`);
+        route = { channel: GENERIC_CHANNEL, source: source.name, url: body.replyTo.url };
+      }
+      const message = toUserMessage(
+        body.chatKey,
+        {
+          // Scoped by source: two sources may use the same ids.
+          id: `${source.name}:${webhookId}`,
+          ...(body.text !== undefined && { text: body.text }),
+          ...(body.parts !== undefined && { parts: body.parts }),
+          metadata: {
+            channel: GENERIC_CHANNEL,
+            ...(body.user?.id !== undefined && { userId: body.user.id }),
+            ...(body.user?.name !== undefined && { username: body.user.name }),
+            extra: { source: source.name, webhookId },
+          },
+        },
+        Date.now(),
+      );
+      const result = await app.ingest({ chatKey: body.chatKey, message, ...(route && { route }) });
+      return reply
+        .code(202)
+        .send({ chatKey: body.chatKey, messageId: result.messageId, status: result.status });
+    },
+  });
+}

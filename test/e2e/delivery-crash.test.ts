@@ -1,0 +1,153 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RoleProcess } from '../helpers/processes.js';
+import { waitFor } from '../helpers/redis.js';
+import { useStack } from '../helpers/stack.js';
+import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
+
+const SECRET = webhookSecret();
+
+interface Arrival {
+  webhookId: string;
+  text: string;
+}
+
+/**
+ * The user's system: verifies each reply with the `standardwebhooks` package and records it.
+ * `onNext` lets a test act on the next arrival before it is answered.
+ */
+class Receiver {
+  readonly arrivals: Arrival[] = [];
+  onNext: ((res: ServerResponse) => Promise<void>) | undefined;
+  private server!: Server;
+  url = '';
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}/replies`;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const payload = Buffer.concat(chunks).toString('utf8');
+    const body = new Webhook(SECRET).verify(payload, req.headers as Record<string, string>) as {
+      text: string;
+    };
+    // Accepted: the receiver has stored it, whatever happens to the answer.
+    this.arrivals.push({ webhookId: String(req.headers['webhook-id']), text: body.text });
+    const act = this.onNext;
+    this.onNext = undefined;
+    if (act) await act(res);
+    else res.writeHead(200).end('ok');
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+/**
+ * Each id appears at most twice, and arrivals never go back to an earlier item once a later
+ * one arrived (stream ids of one chat compare by their ms-seq numbers).
+ */
+function checkAtMostTwiceInOrder(arrivals: Arrival[]): void {
+  const count = new Map<string, number>();
+  for (const a of arrivals) count.set(a.webhookId, (count.get(a.webhookId) ?? 0) + 1);
+  for (const [id, n] of count) expect(n, `${id} arrived ${n} times`).toBeLessThanOrEqual(2);
+  const key = (id: string) => id.split('-').map(Number) as [number, number];
+  for (let i = 1; i < arrivals.length; i++) {
+    const [pm, ps] = key(arrivals[i - 1]!.webhookId);
+    const [m, s] = key(arrivals[i]!.webhookId);
+    expect(m > pm || (m === pm && s >= ps), `arrival ${i} went back to an earlier item`).toBe(true);
+  }
+}
+
+describe('a delivery process killed after the receiver accepted an item', () => {
+  const receiver = new Receiver();
+  const stack = useStack('e2e-dlv-crash', {
+    roles: [],
+    env: {
+      GENERIC_WEBHOOK_SOURCES: 'crm',
+      GENERIC_WEBHOOK_SECRETS_CRM: SECRET,
+      GENERIC_WEBHOOK_REPLY_HOSTS: '127.0.0.1',
+      GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: 'true',
+      // The turn workers only write the outbox; the delivery process is the one we kill.
+      DELIVERY_IN_WORKER: 'false',
+      // Short lock, stall check and delivery lease (2 × 500 ms + 1 s) so recovery is quick.
+      DELIVERY_TIMEOUT_MS: '500',
+      JOB_LOCK_MS: '1500',
+      STALLED_INTERVAL_MS: '1000',
+    },
+  });
+  let ingress: RoleProcess;
+
+  beforeAll(async () => {
+    await receiver.start();
+    ingress = await stack.start('ingress');
+    await stack.start('worker');
+  });
+  afterAll(() => receiver.close());
+
+  async function say(chatKey: string, text: string): Promise<void> {
+    const payload = JSON.stringify({ chatKey, text, replyTo: { url: receiver.url } });
+    const res = await fetch(`${ingress.url}/webhooks/generic/crm`, {
+      method: 'POST',
+      headers: signedHeaders(SECRET, payload),
+      body: payload,
+    });
+    expect(res.status).toBe(202);
+  }
+
+  const outboxIds = async (chatKey: string) =>
+    (await stack.store.readOutbox(chatKey, undefined, 100)).map((i) => i.id);
+
+  async function killAfterAccept(chatKey: string, answer: boolean): Promise<void> {
+    let delivery = await stack.start('delivery');
+    await say(chatKey, 'one');
+    await waitFor(async () => receiver.arrivals.length === 1, { what: 'the first reply' });
+
+    // The next reply: the receiver stores it, freezes the delivery process so it cannot
+    // record the acceptance, answers (or not), and kills it.
+    const doomed = delivery;
+    receiver.onNext = async (res) => {
+      process.kill(doomed.pid, 'SIGSTOP');
+      if (answer) await new Promise<void>((r) => res.writeHead(200).end('ok', () => r()));
+      await doomed.kill('SIGKILL');
+      res.destroy();
+    };
+    await say(chatKey, 'two');
+    await waitFor(async () => doomed.child.exitCode !== null || doomed.child.signalCode !== null, {
+      what: 'the delivery process killed',
+    });
+    // A third reply is written while nobody delivers.
+    await say(chatKey, 'three');
+    await waitFor(async () => (await outboxIds(chatKey)).length === 3, {
+      what: 'three replies in the outbox',
+    });
+    expect(receiver.arrivals.map((a) => a.text)).toEqual(['echo: one', 'echo: two']);
+
+    delivery = await stack.start('delivery');
+    const ids = await outboxIds(chatKey);
+    await waitFor(async () => receiver.arrivals.at(-1)?.webhookId === ids[2], {
+      timeoutMs: 30_000,
+      what: 'the third reply after the restart',
+    });
+    // The frozen item came again, with the same id, before the next one; nothing else repeats.
+    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([ids[0], ids[1], ids[1], ids[2]]);
+    checkAtMostTwiceInOrder(receiver.arrivals);
+    await delivery.kill('SIGTERM');
+    receiver.arrivals.length = 0;
+  }
+
+  it('whose answer was sent but never read: the item arrives twice with the same id, in order', async () => {
+    await killAfterAccept('crash-answered', true);
+  }, 60_000);
+
+  it('killed before it could answer: the same', async () => {
+    await killAfterAccept('crash-unanswered', false);
+  }, 60_000);
+});

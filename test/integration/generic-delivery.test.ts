@@ -1,0 +1,292 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Queue, Worker } from 'bullmq';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { GenericWebhookSender, retryAfterMs } from '../../src/shared/delivery/generic-sender.js';
+import { SenderRegistry } from '../../src/shared/delivery/sender.js';
+import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { waitReady } from '../../src/shared/redis.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { DeliveryStore } from '../../src/shared/store/delivery.js';
+import { guardedLookup, isPrivateAddress } from '../../src/shared/webhooks/reply-url.js';
+import { standardSources } from '../../src/shared/webhooks/standard.js';
+import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
+import { writeOutbox } from '../../src/worker/outbox.js';
+import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
+
+const NEW = webhookSecret();
+const OLD = webhookSecret();
+
+const redis = testRedis();
+let prefix: string;
+let ing: TestIngress;
+let store: ChatStore;
+let queue: Queue<DeliveryJob>;
+let worker: Worker<DeliveryJob>;
+let receiver: Receiver;
+
+const SOURCES = [{ name: 'crm', secrets: [NEW, OLD] }];
+const POLICY = { allowHttp: true, hosts: ['127.0.0.1'] };
+
+interface Arrival {
+  webhookId: string;
+  body: { type: string; chatKey: string; id: string; text: string; ts: number };
+  /** Which receiver secret verified it. */
+  verifiedWith: 'new' | 'old';
+  status: number;
+}
+
+/**
+ * A local replyTo.url receiver that verifies every request with the `standardwebhooks`
+ * package, as a user's system would, and answers with scripted statuses (default 200).
+ */
+class Receiver {
+  readonly arrivals: Arrival[] = [];
+  readonly rejected: string[] = [];
+  readonly statuses: Array<number | [number, Record<string, string>]> = [];
+  private server!: Server;
+  url = '';
+  /** The receiver knows only this secret (a rotation seen from its side). */
+  knows: 'new' | 'old' | 'both' = 'both';
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}/hooks/chatlane`;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const payload = Buffer.concat(chunks).toString('utf8');
+    const headers = req.headers as Record<string, string>;
+    let verifiedWith: 'new' | 'old' | undefined;
+    for (const [name, s] of [
+      ['new', NEW],
+      ['old', OLD],
+    ] as const) {
+      if (this.knows !== 'both' && this.knows !== name) continue;
+      try {
+        new Webhook(s).verify(payload, headers);
+        verifiedWith = name;
+        break;
+      } catch {
+        // try the next secret
+      }
+    }
+    if (!verifiedWith) {
+      this.rejected.push(payload);
+      res.writeHead(401).end();
+      return;
+    }
+    const next = this.statuses.shift() ?? 200;
+    const [status, extra] = Array.isArray(next) ? next : [next, {}];
+    this.arrivals.push({
+      webhookId: headers['webhook-id']!,
+      body: JSON.parse(payload),
+      verifiedWith,
+      status,
+    });
+    res.writeHead(status, extra).end(status < 300 ? 'ok' : 'no');
+  }
+
+  accepted(): Arrival[] {
+    return this.arrivals.filter((a) => a.status < 300);
+  }
+
+  close(): Promise<void> {
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+/** A chat that came in through the signed webhook with replyTo.url = the receiver. */
+async function chatFromWebhook(chatKey: string): Promise<void> {
+  const payload = JSON.stringify({ chatKey, text: 'hello', replyTo: { url: receiver.url } });
+  const res = await ing.app.inject({
+    method: 'POST',
+    url: '/webhooks/generic/crm',
+    headers: signedHeaders(NEW, payload),
+    payload,
+  });
+  expect(res.statusCode).toBe(202);
+}
+
+/** Replies as a turn writes them: fenced, then the delivery trigger. */
+async function reply(chatKey: string, texts: string[]): Promise<string[]> {
+  const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
+  if (!lease.ok) throw new Error('busy');
+  const ids: string[] = [];
+  for (const text of texts) {
+    const res = await writeOutbox(
+      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
+      chatKey,
+      lease.fence,
+      { runId: 'r1', text, ts: Date.now() },
+    );
+    if (!res.ok) throw new Error('fenced out');
+    ids.push(res.id);
+  }
+  return ids;
+}
+
+beforeAll(() => waitReady(redis));
+beforeEach(async () => {
+  prefix = randomPrefix('gdl');
+  receiver = new Receiver();
+  await receiver.start();
+  ing = await testIngress(redis, prefix, {
+    genericWebhooks: { sources: standardSources(SOURCES), replyPolicy: POLICY },
+  });
+  store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  queue = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
+  worker = createDeliveryWorker(
+    {
+      store: new DeliveryStore(redis, prefix, 100),
+      senders: new SenderRegistry([new GenericWebhookSender(standardSources(SOURCES), POLICY)]),
+      settings: {
+        maxAttempts: 5,
+        backoffMs: 50,
+        backoffMaxMs: 200,
+        timeoutMs: 2000,
+        batch: 10,
+        maxItemsPerJob: 100,
+        maxJobMs: 10_000,
+      },
+      workerId: 'test',
+      logger: silentLogger(),
+    },
+    {
+      prefix,
+      connection: redis,
+      concurrency: 4,
+      lockDurationMs: 5000,
+      stalledIntervalMs: 5000,
+      deliveries: queue,
+    },
+  );
+  void worker.run();
+});
+afterEach(async () => {
+  await worker.close(true);
+  await queue.close();
+  await ing.close();
+  await receiver.close();
+  await deletePrefix(redis, prefix);
+});
+afterAll(() => redis.disconnect());
+
+describe('replies to a generic webhook’s replyTo.url', () => {
+  it('are POSTed signed with the source’s secret; webhook-id is the outbox item id', async () => {
+    await chatFromWebhook('ticket-1');
+    const ids = await reply('ticket-1', ['first answer', 'second answer']);
+    await waitFor(async () => receiver.accepted().length === 2, { what: 'two replies' });
+    expect(receiver.rejected).toEqual([]);
+    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual(ids);
+    expect(receiver.arrivals[0]!.body).toMatchObject({
+      type: 'chat.reply',
+      chatKey: 'ticket-1',
+      id: ids[0],
+      text: 'first answer',
+    });
+  });
+
+  it('verify for a receiver that knows only the old secret while the rotation is under way', async () => {
+    receiver.knows = 'old';
+    await chatFromWebhook('ticket-1');
+    await reply('ticket-1', ['answer']);
+    await waitFor(async () => receiver.accepted().length === 1, { what: 'the reply' });
+    expect(receiver.arrivals[0]!.verifiedWith).toBe('old');
+  });
+
+  it('a receiver answering 500 then 200 gets the item twice, with the same webhook-id, then the rest in order', async () => {
+    receiver.statuses.push(500);
+    await chatFromWebhook('ticket-1');
+    const [first, second] = await reply('ticket-1', ['one', 'two']);
+    await waitFor(async () => receiver.accepted().length === 2, { what: 'both delivered' });
+    expect(receiver.arrivals.map((a) => [a.webhookId, a.status])).toEqual([
+      [first, 500],
+      [first, 200],
+      [second, 200],
+    ]);
+  });
+
+  it('honours Retry-After on a 429', async () => {
+    receiver.statuses.push([429, { 'retry-after': '1' }]);
+    await chatFromWebhook('ticket-1');
+    await reply('ticket-1', ['limited']);
+    const started = Date.now();
+    await waitFor(async () => receiver.accepted().length === 1, { what: 'delivered after Retry-After' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+  });
+
+  it('gives up at once on 410 Gone: the item is skipped and recorded, the next one delivered', async () => {
+    receiver.statuses.push(410);
+    await chatFromWebhook('ticket-1');
+    const [gone, next] = await reply('ticket-1', ['gone', 'next']);
+    await waitFor(async () => receiver.accepted().length === 1, { what: 'the next item' });
+    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([gone, next]);
+    const failed = (await store.readEvents('ticket-1', undefined, 50)).filter(
+      (e) => e.type === 'delivery.failed',
+    );
+    expect(failed.map((e) => e.data)).toEqual([
+      expect.objectContaining({
+        itemId: gone,
+        channel: 'generic',
+        reason: 'permanent',
+        error: expect.stringContaining('410'),
+      }),
+    ]);
+  });
+});
+
+describe('reply URL guard', () => {
+  it('knows loopback, private, link-local and mapped addresses from public ones', () => {
+    for (const a of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '::1',
+      'fd00::1',
+      'fe80::1',
+      '::ffff:10.0.0.1',
+      '0.0.0.0',
+    ]) {
+      expect(isPrivateAddress(a), a).toBe(true);
+    }
+    for (const a of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111'])
+      expect(isPrivateAddress(a), a).toBe(false);
+  });
+
+  it('refuses a host name that resolves to a private address, on the address the socket would use', async () => {
+    const err = await new Promise<NodeJS.ErrnoException | null>((resolve) =>
+      guardedLookup('localhost', {}, (e) => resolve(e)),
+    );
+    expect(err?.code).toBe('EPRIVATEADDRESS');
+  });
+
+  it('a sender without the host on its allowlist refuses to POST to a private address and fails the item', async () => {
+    const sender = new GenericWebhookSender(standardSources(SOURCES), { allowHttp: true, hosts: [] });
+    const result = await sender.send({
+      chatKey: 'c',
+      route: { channel: 'generic', source: 'crm', url: receiver.url },
+      item: { id: '1-0', text: 'x', ts: 1, runId: 'r' },
+      attempt: 1,
+      signal: AbortSignal.timeout(2000),
+    });
+    expect(result).toEqual({ status: 'failed', reason: 'reply URL refused: 127.0.0.1 is a private address' });
+    expect(receiver.arrivals).toEqual([]);
+  });
+
+  it('reads Retry-After as seconds or an HTTP date', () => {
+    expect(retryAfterMs('3', 0)).toBe(3000);
+    expect(retryAfterMs(new Date(10_000).toUTCString(), 4000)).toBe(6000);
+    expect(retryAfterMs('soon')).toBeUndefined();
+    expect(retryAfterMs(undefined)).toBeUndefined();
+  });
+});
