@@ -19,6 +19,24 @@ import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
+/** How long a slow client may take (see HTTP_*_TIMEOUT_MS in config). */
+export interface HttpLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  /** 0 = no limit. */
+  maxRequestsPerSocket?: number;
+}
+
+/**
+ * Node checks connections for the two timeouts only every `connectionsCheckingInterval`
+ * (30 s by default, which would let a slow client stay twice as long as configured): check
+ * four times per timeout, at most once a second.
+ */
+function connectionsCheckingInterval(http: HttpLimits): number {
+  return Math.max(10, Math.min(1000, Math.floor(Math.min(http.headersTimeoutMs, http.requestTimeoutMs) / 4)));
+}
+
 export interface IngressLimits {
   maxPendingPerChat: number;
   dedupWindowMs: number;
@@ -30,6 +48,8 @@ export interface IngressDeps {
   store: ChatStore;
   turns: Queue<TurnJob>;
   limits: IngressLimits;
+  /** Slow-client limits; without them Node's and Fastify's defaults apply (tests). */
+  http?: HttpLimits;
   apiToken?: string | undefined;
   logger: Logger;
   /** Queues shown on the Bull Board and exported on /metrics (default: `turns` only). */
@@ -91,6 +111,7 @@ function throttledLog(logger: Logger, intervalMs = 1000) {
  * decides how to serve it.
  */
 export async function buildIngress(deps: IngressDeps) {
+  const { http } = deps;
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.limits.bodyLimitBytes,
@@ -104,9 +125,22 @@ export async function buildIngress(deps: IngressDeps) {
     // Errors before any route runs, in the documented shape too.
     clientErrorHandler: clientErrorHandler(deps.logger),
     frameworkErrors,
-    // Node would answer a Host-less HTTP/1.1 request with its own empty 400; the hook below
-    // answers it in our shape instead.
-    http: { requireHostHeader: false },
+    ...(http && {
+      requestTimeout: http.requestTimeoutMs,
+      keepAliveTimeout: http.keepAliveTimeoutMs,
+      ...(http.maxRequestsPerSocket ? { maxRequestsPerSocket: http.maxRequestsPerSocket } : {}),
+    }),
+    http: {
+      // Node would answer a Host-less HTTP/1.1 request with its own empty 400; the hook below
+      // answers it in our shape instead.
+      requireHostHeader: false,
+      // Timeouts end in 408 REQUEST_TIMEOUT through clientErrorHandler.
+      ...(http && {
+        headersTimeout: http.headersTimeoutMs,
+        requestTimeout: http.requestTimeoutMs,
+        connectionsCheckingInterval: connectionsCheckingInterval(http),
+      }),
+    },
   });
   // JSON only: a text/plain body would otherwise reach the schema as a string.
   app.removeContentTypeParser('text/plain');

@@ -36,6 +36,12 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       sources: standardSources(config.GENERIC_WEBHOOKS),
       replyPolicy: replyUrlPolicy(config),
     },
+    http: {
+      headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
+    },
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

@@ -121,6 +121,15 @@ export const configSchema = z.object({
   DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
   EVENTS_MAX_LEN: int(1000, 10),
   BODY_LIMIT_BYTES: int(256 * 1024, 1024),
+  // Slow clients (ingress): the request line and headers must arrive within the first, the whole
+  // request (body included) within the second, or the client gets 408 and the connection is
+  // closed. An idle keep-alive connection is closed after the third: keep it above the idle
+  // timeout of the load balancer in front (AWS ALB: 60 s), so the balancer closes first.
+  HTTP_HEADERS_TIMEOUT_MS: int(10_000, 1),
+  HTTP_REQUEST_TIMEOUT_MS: int(30_000, 1),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000, 1),
+  // Requests one connection may carry before the server closes it (0 = no limit).
+  HTTP_MAX_REQUESTS_PER_SOCKET: int(0, 0),
 
   // Compaction (DESIGN §7). Token thresholds default to fractions of MAX_INPUT_TOKENS.
   COMPACT_AT_TOKENS: z.coerce.number().int().min(1).optional(),
@@ -255,7 +264,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success || lines.length > 0) {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  return derive(parsed.data, generic.sources);
+  const config = derive(parsed.data, generic.sources);
+  // Node refuses a headers timeout longer than the request timeout.
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      `invalid configuration:\n  HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
+    );
+  }
+  return config;
 }
 
 export interface ModelConfig {

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { buildIngress, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
+import { buildIngress, type HttpLimits, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
 import type { GenericWebhookOptions } from '../../src/ingress/webhooks/generic.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -13,10 +13,17 @@ export interface TestIngress {
   close(): Promise<void>;
 }
 
+export interface TestIngressOptions {
+  apiToken?: string;
+  limits?: Partial<IngressLimits>;
+  http?: HttpLimits;
+  genericWebhooks?: GenericWebhookOptions;
+}
+
 export async function testIngress(
   redis: RedisClient,
   prefix: string,
-  opts: { apiToken?: string; limits?: Partial<IngressLimits>; genericWebhooks?: GenericWebhookOptions } = {},
+  opts: TestIngressOptions = {},
 ): Promise<TestIngress> {
   const store = new ChatStore(redis, { prefix, maxEvents: 100 });
   const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
@@ -26,6 +33,7 @@ export async function testIngress(
     turns,
     apiToken: opts.apiToken,
     logger: silentLogger(),
+    ...(opts.http ? { http: opts.http } : {}),
     limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
     ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
   });
@@ -38,4 +46,15 @@ export async function testIngress(
       await turns.close();
     },
   };
+}
+
+/** A test ingress listening on a free port of 127.0.0.1, for raw-socket tests. */
+export async function listeningIngress(
+  redis: RedisClient,
+  prefix: string,
+  opts: TestIngressOptions = {},
+): Promise<{ ing: TestIngress; port: number }> {
+  const ing = await testIngress(redis, prefix, opts);
+  await ing.app.listen({ host: '127.0.0.1', port: 0 });
+  return { ing, port: (ing.app.server.address() as { port: number }).port };
 }

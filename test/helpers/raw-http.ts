@@ -16,7 +16,7 @@ export interface RawResponse {
 /**
  * One HTTP exchange over a plain socket, with bytes no HTTP client library would send.
  * Resolves when the server closed the connection, when one whole response (by its
- * Content-Length) has arrived, or after `timeoutMs`. `halfClose` sends FIN after the last
+ * Content-Length) has arrived (unless `untilClose`), or after `timeoutMs`. `halfClose` sends FIN after the last
  * byte; Node's server then drops a response that is not written yet, so leave it off unless
  * the point is an incomplete request.
  */
@@ -27,7 +27,8 @@ export function rawHttp(
     timeoutMs = 3000,
     halfClose = false,
     gapMs = 0,
-  }: { timeoutMs?: number; halfClose?: boolean; gapMs?: number } = {},
+    untilClose = false,
+  }: { timeoutMs?: number; halfClose?: boolean; gapMs?: number; untilClose?: boolean } = {},
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket: Socket = connect(port, '127.0.0.1');
@@ -47,6 +48,7 @@ export function rawHttp(
       const parsed = parse(Buffer.concat(received).toString('latin1'));
       const length = Number(parsed.headers['content-length']);
       if (
+        !untilClose &&
         parsed.status !== undefined &&
         Number.isFinite(length) &&
         Buffer.byteLength(parsed.body, 'latin1') >= length
