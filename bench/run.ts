@@ -1,23 +1,44 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
+import { writeCharts } from './chart.js';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction.js';
+import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
+import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
+import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
 import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
+import { benchScaling, SCALING_DEFAULTS } from './scaling.js';
+import { benchSerialized, SERIALIZED_DEFAULTS } from './serialized.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
 import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
 
 /**
- * Entry: `tsx bench/run.ts [--runs N] [--only ingress|turns|pipeline|compaction|tokenizer|recovery] [--duration S] [--warmup S]`
- * (the last two are the ingress seconds per measurement and of warm-up; recovery kills a
- * worker max(5, N) times and needs `npm run build`).
+ * Entry: `tsx bench/run.ts [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR]`
+ * (duration and warmup are the ingress seconds per measurement and of warm-up; `--smoke` runs
+ * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
+ * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
+ * overhead, concurrency, scaling, offered-load) start `dist/cli.js` processes: build first.
+ * recovery kills a worker max(5, N) times.
  * Prints one JSON document on stdout; progress goes to stderr. Targets are reported, never
  * enforced: a missed target is `meetsTarget: false`, not a failed process.
  */
 
-const BENCHMARKS = ['ingress', 'turns', 'pipeline', 'compaction', 'tokenizer', 'recovery'] as const;
+const BENCHMARKS = [
+  'ingress',
+  'turns',
+  'pipeline',
+  'compaction',
+  'tokenizer',
+  'recovery',
+  'serialized',
+  'overhead',
+  'concurrency',
+  'scaling',
+  'offered-load',
+] as const;
 type Name = (typeof BENCHMARKS)[number];
 
 const { values } = parseArgs({
@@ -26,6 +47,9 @@ const { values } = parseArgs({
     only: { type: 'string' },
     duration: { type: 'string', default: String(INGRESS_DEFAULTS.durationS) },
     warmup: { type: 'string', default: String(INGRESS_DEFAULTS.warmupS) },
+    smoke: { type: 'boolean', default: false },
+    charts: { type: 'string' },
+    'chart-label': { type: 'string', default: '' },
   },
   strict: true,
 });
@@ -46,6 +70,15 @@ if (only !== undefined && !(BENCHMARKS as readonly string[]).includes(only)) {
   process.exit(2);
 }
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
+const smoke = values.smoke === true;
+// Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
+const SMOKE = {
+  serialized: { chats: 100, anchorJobs: 500 },
+  overhead: { levels: [20, 100], latencyMs: 300, warmupTurns: 20 },
+  concurrency: { levels: [20, 100], latencyMs: 500, warmupChats: 20 },
+  scaling: { workers: [1, 2], chats: 256, warmupChats: 32 },
+  'offered-load': { rates: [10, 40], durationS: 5 },
+};
 
 async function redisVersion(): Promise<string> {
   const redis = adminRedis();
@@ -102,6 +135,28 @@ for (const name of selected) {
         ...RECOVERY_DEFAULTS,
         kills: Math.max(RECOVERY_DEFAULTS.kills, runs),
       });
+    } else if (name === 'serialized') {
+      results.serialized = await benchSerialized({
+        ...SERIALIZED_DEFAULTS,
+        ...(smoke && SMOKE.serialized),
+        runs,
+      });
+    } else if (name === 'overhead') {
+      results.overhead = await benchOverhead({ ...OVERHEAD_DEFAULTS, ...(smoke && SMOKE.overhead), runs });
+    } else if (name === 'concurrency') {
+      results.concurrency = await benchConcurrency({
+        ...CONCURRENCY_DEFAULTS,
+        ...(smoke && SMOKE.concurrency),
+        runs,
+      });
+    } else if (name === 'scaling') {
+      results.scaling = await benchScaling({ ...SCALING_DEFAULTS, ...(smoke && SMOKE.scaling), runs });
+    } else if (name === 'offered-load') {
+      results['offered-load'] = await benchOfferedLoad({
+        ...OFFERED_LOAD_DEFAULTS,
+        ...(smoke && SMOKE['offered-load']),
+        runs,
+      });
     } else {
       results.compaction = await benchCompaction({ ...COMPACTION_DEFAULTS, runs });
     }
@@ -114,7 +169,13 @@ for (const name of selected) {
 }
 
 report.benchmarks = results;
+report.smoke = smoke;
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
+if (values.charts) {
+  const label = values['chart-label'] || (smoke ? 'SMOKE RUN (small sizes, not a recorded figure)' : '');
+  const files = writeCharts(report as { benchmarks: Record<string, unknown> }, values.charts, label);
+  progress(files.length > 0 ? `charts: ${files.join(', ')}` : 'charts: no offered-load or scaling results');
+}
 // BullMQ and ioredis may leave timers behind after close, so exit explicitly — but only once
 // stdout has drained: into a pipe the write is asynchronous, and exiting at once cut the
 // report off at 64 KiB.

@@ -129,7 +129,7 @@ function completion(timeoutMs: number, what: string) {
   };
 }
 
-async function measureChatlane(opts: TurnsOptions, run: number): Promise<ChatlaneMeasurement> {
+export async function measureChatlane(opts: TurnsOptions, run: number): Promise<ChatlaneMeasurement> {
   const prefix = randomPrefix('turns');
   const config = loadConfig({
     REDIS_URL,
@@ -250,7 +250,7 @@ async function measureChatlane(opts: TurnsOptions, run: number): Promise<Chatlan
   }
 }
 
-async function measureAnchor(opts: TurnsOptions, run: number): Promise<AnchorMeasurement> {
+export async function measureAnchor(opts: TurnsOptions, run: number): Promise<AnchorMeasurement> {
   const prefix = randomPrefix('anchor');
   const admin = adminRedis();
   // Bare BullMQ as its docs set it up (no auto-pipelining): the anchor must not inherit our tuning.

@@ -244,3 +244,10 @@ export function prng(seed: number): () => number {
 export function counted(message: ChatMessage): ChatMessage {
   return { ...message, metadata: { ...message.metadata, tokens: messageTokens(message) } };
 }
+
+/** Appends `value` to `record[key]`, creating the list on first use. */
+export function pushTo<T>(record: Record<string, T[]>, key: string | number, value: T): void {
+  const list = record[key];
+  if (list) list.push(value);
+  else record[key] = [value];
+}

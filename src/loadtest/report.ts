@@ -73,12 +73,25 @@ export interface LoadtestReport {
     maxScheduleLagMs: number;
   };
   acks: { perSecond: number; latencyMs: Summary };
-  replies: { perSecond: number; latencyMs: Summary; observedBy: string; resolutionMs: number };
+  replies: {
+    /** Messages answered ÷ time until the last reply (drain included). */
+    perSecond: number;
+    /**
+     * The rate under load: slope of the cumulative count of answered messages over the last
+     * three quarters of the sending phase (least squares), so the first replies' delay does not count.
+     */
+    perSecondWhileSending: number;
+    latencyMs: Summary;
+    observedBy: string;
+    resolutionMs: number;
+  };
   turns: {
     committed: number;
     messagesPerTurn: number;
     mergedMessages: number;
     turnsWithMerges: number;
+    /** How long committed turns ran (turn.committed `ms`: lease taken → commit), ms. */
+    durationMs: Summary;
     takeovers: number;
     events: Record<string, number>;
   };
@@ -110,6 +123,22 @@ const r = (v: number, digits = 1) => {
   const f = 10 ** digits;
   return Math.round(v * f) / f;
 };
+
+/** Least-squares slope of "answered so far" against time within [from, to] ms, per second. */
+export function steadyRate(answeredAt: number[], from: number, to: number): number {
+  const ts = answeredAt.filter((t) => t >= from && t <= to).sort((a, b) => a - b);
+  if (ts.length < 2) return Number.NaN;
+  const n = ts.length;
+  const meanT = ts.reduce((s, t) => s + t, 0) / n;
+  const meanI = (n - 1) / 2;
+  let cov = 0;
+  let varT = 0;
+  ts.forEach((t, i) => {
+    cov += (t - meanT) * (i - meanI);
+    varT += (t - meanT) ** 2;
+  });
+  return varT === 0 ? Number.NaN : (cov / varT) * 1000;
+}
 
 export function buildReport(input: ReportInput): LoadtestReport {
   const { opts, chats, verification: v, timing } = input;
@@ -206,6 +235,7 @@ export function buildReport(input: ReportInput): LoadtestReport {
     acks: { perSecond: r(acked / Math.max(ackWindowS, 0.001)), latencyMs: summarize(input.ackMs) },
     replies: {
       perSecond: r(answered / Math.max(timing.drainedAt / 1000, 0.001)),
+      perSecondWhileSending: r(steadyRate(v.answeredAt, timing.sendEndedAt / 4, timing.sendEndedAt)),
       latencyMs: summarize(v.e2eMs),
       observedBy: input.watcher.name,
       resolutionMs: r(input.watcher.resolutionMs),
@@ -215,6 +245,10 @@ export function buildReport(input: ReportInput): LoadtestReport {
       messagesPerTurn: r(consumed / Math.max(1, commits.length), 2),
       mergedMessages: commits.reduce((s, c) => s + c.merged, 0),
       turnsWithMerges: commits.filter((c) => c.merged > 0).length,
+      durationMs: summarize(
+        commits.flatMap((c) => (c.ms === undefined ? [] : [c.ms])),
+        0,
+      ),
       takeovers: chats.reduce((s, c) => s + c.takeovers.length, 0),
       events,
     },
@@ -270,10 +304,11 @@ export function renderSummary(rep: LoadtestReport): string {
     `  messages   sent ${m.sent}/${m.planned} in ${rep.timing.sendingS} s${rep.timing.cutByDuration ? ' (cut by --duration)' : ''}, ` +
       `acked ${m.acked} (${m.ackedAsDuplicate} as duplicate), failed ${m.failed}, answered ${m.answered}`,
     `  acks       ${rep.acks.perSecond}/s   ${latencyLine(rep.acks.latencyMs)}`,
-    `  replies    ${rep.replies.perSecond}/s   ${latencyLine(rep.replies.latencyMs)}`,
+    `  replies    ${rep.replies.perSecond}/s (${rep.replies.perSecondWhileSending}/s while sending)   ${latencyLine(rep.replies.latencyMs)}`,
     `             send → reply seen (${rep.replies.observedBy}, ±${rep.replies.resolutionMs} ms)`,
     `  turns      ${rep.turns.committed} committed, ${rep.turns.messagesPerTurn} messages/turn, ` +
-      `${rep.turns.mergedMessages} messages merged into ${rep.turns.turnsWithMerges} running turns` +
+      `${rep.turns.mergedMessages} messages merged into ${rep.turns.turnsWithMerges} running turns, ` +
+      `turn p50 ${ms(rep.turns.durationMs.p50)} p99 ${ms(rep.turns.durationMs.p99)}` +
       (rep.turns.takeovers > 0 ? `, ${rep.turns.takeovers} lease takeovers` : ''),
     `  fairness   chat completion p50 ${ms(rep.fairness.chatCompletionMs.p50)} p99 ${ms(rep.fairness.chatCompletionMs.p99)} ` +
       `max ${ms(rep.fairness.chatCompletionMs.max)}; worst wait ${rep.fairness.worstChat ? `${ms(rep.fairness.worstChat.maxWaitMs)} (${rep.fairness.worstChat.chatKey})` : '—'}; ` +

@@ -48,6 +48,8 @@ export interface Verification {
   invariants: InvariantResult[];
   /** Send → reply seen, per acknowledged message that got one (ms). */
   e2eMs: number[];
+  /** When each of those replies was seen (ms since the run started), same order. */
+  answeredAt: number[];
   chats: ChatOutcome[];
   messagesWithoutReply: number;
   /** Acknowledged messages by what became of them (the chaos run's table reads these). */
@@ -118,6 +120,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
   );
 
   const e2eMs: number[] = [];
+  const answeredAt: number[] = [];
   const outcomes: ChatOutcome[] = [];
   let messagesWithoutReply = 0;
   const uncommittedReplyIds: string[] = [];
@@ -196,6 +199,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
       const wait = Math.max(0, reply.seenAt - m.sentAt);
       waits.push(wait);
       e2eMs.push(wait);
+      answeredAt.push(reply.seenAt);
       lastReplyAt = Math.max(lastReplyAt ?? 0, reply.seenAt);
     }
 
@@ -267,6 +271,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
       serialModel.result(modelOverlaps === undefined),
     ],
     e2eMs,
+    answeredAt,
     chats: outcomes,
     messagesWithoutReply,
     fate,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { HistoryMessage } from '../../src/loadtest/api.js';
 import type { CommitEvent, MessageRecord, SeenOutboxItem } from '../../src/loadtest/chat-state.js';
+import { steadyRate } from '../../src/loadtest/report.js';
 import { type ChatEvidence, verify } from '../../src/loadtest/verify.js';
 
 /**
@@ -68,6 +69,7 @@ describe('loadtest verification', () => {
     const v = verify([cleanChat()], []);
     expect(failing(v)).toEqual([]);
     expect(v.e2eMs).toEqual([120, 150]);
+    expect(v.answeredAt).toEqual([120, 650]);
     expect(v.chats[0]).toMatchObject({ acked: 2, answered: 2, completionMs: 650, maxWaitMs: 150 });
     expect(v.duplicates).toMatchObject({ uncommittedReplies: 0, repeatedTexts: 0 });
   });
@@ -183,5 +185,14 @@ describe('loadtest verification', () => {
       repeatedTexts: 1,
       repeatedTextIds: ['lt-x-0/2-1'],
     });
+  });
+});
+
+describe('loadtest steady rate', () => {
+  it('is the slope of answered-so-far over the window, blind to the delay before the first reply', () => {
+    // One reply every 100 ms from 2 s on (10/s), after a 2 s silence: the window average would say less.
+    const at = Array.from({ length: 80 }, (_, i) => 2000 + i * 100);
+    expect(steadyRate(at, 2500, 10_000)).toBeCloseTo(10, 5);
+    expect(steadyRate([], 0, 1000)).toBeNaN();
   });
 });

@@ -1,0 +1,69 @@
+// The wrapper-overhead anchor: the bare AI SDK `generateText` tool loop, no queue, no store.
+// Plain JavaScript on purpose, run with plain `node` like the worker's compiled dist/: neither
+// side carries a TypeScript loader. Same provider package and options as the worker
+// (src/worker/agent/model.ts, loop.ts), the same `chat_send` tool schema, the same mock model
+// over HTTP: step 1 calls chat_send, step 2 stops — 2 model calls per turn.
+//
+// Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, waits for `go`, runs
+// BARE_TURNS turns with BARE_CONCURRENCY at once, prints `done <turns> <modelSteps>`, waits
+// to be killed. The parent reads this process's CPU and memory from /proc.
+import { createInterface } from 'node:readline';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { generateText, stepCountIs, tool, zodSchema } from 'ai';
+import { z } from 'zod';
+
+const env = process.env;
+const concurrency = Number(env.BARE_CONCURRENCY);
+const turns = Number(env.BARE_TURNS);
+const warmup = Number(env.BARE_WARMUP ?? '0');
+const prefix = env.BARE_CHAT_PREFIX ?? 'bare';
+
+const model = createOpenAICompatible({
+  name: 'llm',
+  baseURL: env.BARE_MOCK_URL,
+  includeUsage: true,
+}).chatModel('mock');
+const INPUT = zodSchema(z.object({ text: z.string().min(1).max(8000) }));
+const tools = {
+  chat_send: tool({
+    description:
+      'Send a message to the user in this chat. This is the only way the user sees your reply. ' +
+      'Call it once per reply message.',
+    inputSchema: INPUT,
+    execute: async () => ({ status: 'sent', id: '0-0' }),
+  }),
+};
+
+let steps = 0;
+async function turn(i) {
+  const result = await generateText({
+    model,
+    // The mock reads the chat key from the system prompt, as it does from the worker's.
+    system: `You are a helpful assistant.\nChatKey: ${prefix}-${i}\nReply with chat_send.`,
+    messages: [{ role: 'user', content: `message ${i} of a benchmark chat` }],
+    tools,
+    stopWhen: stepCountIs(16),
+    maxRetries: 2,
+  });
+  steps += result.steps.length;
+}
+
+async function pool(from, count) {
+  let next = from;
+  const end = from + count;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      while (next < end) await turn(next++);
+    }),
+  );
+}
+
+await pool(0, warmup);
+steps = 0;
+process.stdout.write('ready\n');
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  if (line.trim() !== 'go') continue;
+  await pool(warmup, turns);
+  process.stdout.write(`done ${turns} ${steps}\n`);
+}
