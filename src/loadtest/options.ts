@@ -30,7 +30,11 @@ interface Flag {
 }
 
 export const FLAGS: readonly Flag[] = [
-  { name: 'url', arg: 'url', help: 'the ingress to drive (http or https); nothing else is ever contacted' },
+  {
+    name: 'url',
+    arg: 'url',
+    help: 'the ingress to drive (http or https); nothing but it and --mock-url is contacted',
+  },
   {
     name: 'token',
     arg: 'token',
