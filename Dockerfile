@@ -6,7 +6,7 @@
 # SIGTERM from `docker stop` directly and the CLI's shutdown handlers drain work.
 
 # ---- build: compile TypeScript (and copy the Lua scripts) with dev dependencies ----
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 
 # Dependencies first so the layer is cached until the lockfile changes. `npm install` with the
@@ -20,7 +20,7 @@ RUN npm run build \
   && npm prune --omit=dev
 
 # ---- runtime: production dependencies and compiled output only ----
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 

@@ -219,10 +219,15 @@ describe('docker-compose.yml', () => {
 });
 
 describe('Dockerfile', () => {
-  it('is multi-stage on node:20-bookworm-slim', () => {
+  it('is multi-stage on node:24-bookworm-slim (Node 24 LTS), within the versions package.json supports', () => {
     const froms = instructions.filter((i) => i.keyword === 'FROM');
     expect(froms.length).toBeGreaterThanOrEqual(2);
-    for (const f of froms) expect(f.args).toMatch(/^node:20-bookworm-slim\b/);
+    for (const f of froms) expect(f.args).toMatch(/^node:24-bookworm-slim\b/);
+    const engines = (JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { engines: { node: string } })
+      .engines.node;
+    // The image's Node 24 is inside an open-ended `>=` clause of engines.
+    const floors = engines.split('||').map((r) => /^\s*>=\s*(\d+)\./.exec(r)?.[1]);
+    expect(floors.some((major) => major !== undefined && Number(major) <= 24), engines).toBe(true);
   });
 
   it('installs from the lockfile, builds, then prunes dev dependencies', () => {
