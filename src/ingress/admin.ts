@@ -10,6 +10,7 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
+import { QUEUE_DESCRIPTIONS, type QueueName } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { errorBody } from './errors.js';
 import { secretMatcher } from './secret.js';
@@ -66,7 +67,13 @@ export async function registerAdmin(
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(BOARD_PATH);
   createBullBoard({
-    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode: options.readOnly === true })),
+    queues: queues.map(
+      (q) =>
+        new BullMQAdapter(q, {
+          readOnlyMode: options.readOnly === true,
+          description: QUEUE_DESCRIPTIONS[q.name as QueueName] ?? '',
+        }),
+    ),
     serverAdapter,
     options: { uiConfig: { boardTitle: 'chatlane queues' } },
   });

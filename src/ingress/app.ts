@@ -52,8 +52,10 @@ export interface IngressDeps {
   http?: HttpLimits;
   apiToken?: string | undefined;
   logger: Logger;
-  /** Queues shown on the Bull Board and exported on /metrics (default: `turns` only). */
+  /** Queues shown on the Bull Board (default: `turns` only). */
   queues?: Queue[];
+  /** Queues whose queue-wide metrics /metrics exports (default: `queues`; QUEUE_METRICS). */
+  metricsQueues?: Queue[];
   /** Default: the process's registry. */
   metrics?: Metrics;
   /** Bull Board credentials; without user and password the board is not mounted. */
@@ -166,7 +168,7 @@ export async function buildIngress(deps: IngressDeps) {
   app.decorate('lifecycle', { shuttingDown: false });
   app.decorate('ingest', deps.ingest ?? createIngest(deps));
   const queues = deps.queues ?? [deps.turns];
-  instrumentIngress(app, deps.metrics ?? processMetrics(), queues);
+  instrumentIngress(app, deps.metrics ?? processMetrics(), deps.metricsQueues ?? queues);
 
   const logUnavailable = throttledLog(deps.logger);
   app.setErrorHandler((err: FastifyError, request, reply) => {

@@ -1,7 +1,8 @@
 import type { Config } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
-import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
+import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
+import { exportsQueueMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { standardSources } from '../shared/webhooks/standard.js';
@@ -21,16 +22,16 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
   const store = new ChatStore(redis, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
   // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
-  const watched = [QUEUES.compaction, QUEUES.deliveries].map((name) =>
-    createQueue(config.CHATLANE_PREFIX, name, redis),
-  );
+  const watched = watchQueues(config.CHATLANE_PREFIX, redis).filter((q) => q.name !== QUEUES.turns);
+  const queues = [turns, ...watched];
   const app = await buildIngress({
     redis,
     store,
     turns,
     apiToken: config.API_TOKEN,
     logger,
-    queues: [turns, ...watched],
+    queues,
+    metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues : [],
     admin: { user: config.ADMIN_USER, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
     genericWebhooks: {
       sources: standardSources(config.GENERIC_WEBHOOKS),

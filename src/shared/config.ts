@@ -84,6 +84,13 @@ export const configSchema = z.object({
   // if it is free, else any free port (so several processes share a host with no setup).
   // Set: exactly that port (0 = any free port); a taken one stops the process.
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  // Queue-wide metrics (BullMQ job counts by state, completed/failed totals) describe the whole
+  // fleet, so exactly one process should export them or sums over processes over-count.
+  // Unset: the ingress does, workers and compactors do not. true/false overrides per process.
+  QUEUE_METRICS: z
+    .enum(['true', 'false', '1', '0'])
+    .optional()
+    .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
   LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),

@@ -16,6 +16,17 @@ export const QUEUES = {
 } as const;
 export type QueueName = (typeof QUEUES)[keyof typeof QUEUES];
 
+/** What each queue is for, as Bull Board shows it. */
+export const QUEUE_DESCRIPTIONS: Record<QueueName, string> = {
+  turns:
+    "One job per chat with pending messages ({ chatKey }): a worker runs the chat's next turn. Deduplicated by chatKey; a chat never has two active jobs.",
+  compaction:
+    "Summarises the oldest part of a chat's history once it passes COMPACT_AT_TOKENS ({ chatKey }); run by compactors, never blocks a turn.",
+  deliveries: "Sends a chat's outbox to the platform it came from, in order ({ chatKey }).",
+  maintenance:
+    'Fleet-wide periodic jobs: the sweeper re-adds chats that have pending messages but no live job or lease.',
+};
+
 export const turnJobSchema = z.object({ chatKey: chatKeySchema });
 export type TurnJob = z.infer<typeof turnJobSchema>;
 
@@ -27,6 +38,11 @@ export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 
 export function queueOptions(prefix: string, name: QueueName, connection: ConnectionOptions): QueueOptions {
   return { connection, prefix: queuePrefix(prefix, name) };
+}
+
+/** A Queue object for every queue of the catalogue (to watch them: Bull Board, queue metrics). */
+export function watchQueues(prefix: string, connection: ConnectionOptions): Queue[] {
+  return Object.values(QUEUES).map((name) => createQueue(prefix, name, connection));
 }
 
 export function createQueue<T>(prefix: string, name: QueueName, connection: ConnectionOptions): Queue<T> {

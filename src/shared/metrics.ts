@@ -129,6 +129,16 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
   };
 }
 
+export type MetricsRole = 'ingress' | 'worker' | 'compactor';
+
+/**
+ * Whether this process exports the queue-wide metrics (QUEUE_METRICS): by default only the
+ * ingress, so a fleet's sum counts each queue once. Every process exports its own work.
+ */
+export function exportsQueueMetrics(queueMetrics: boolean | undefined, role: MetricsRole): boolean {
+  return queueMetrics ?? role === 'ingress';
+}
+
 let shared: Metrics | undefined;
 
 /** The process's registry (default process metrics included), created on first use. */

@@ -25,7 +25,7 @@ import { meteredModel } from './instrument.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
-import { startSideServer } from './side-server.js';
+import { startRoleSideServer } from './side-server.js';
 import { Opened, type Prepared, runPrepared } from './startup.js';
 import { prepareSweeper } from './sweeper.js';
 import type { TurnDeps } from './turn.js';
@@ -168,13 +168,11 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
 
   // 3. Listeners.
   const side = await opened.step(() =>
-    startSideServer({
-      host: config.HOST,
-      port: config.METRICS_PORT,
+    startRoleSideServer(config, {
+      role: 'worker',
       metrics: processMetrics(),
       redis: connection,
       isRunning: () => worker.isRunning() && !worker.closing,
-      queues: [turns],
       logger,
     }),
   );

@@ -1,8 +1,10 @@
 import type { Queue } from 'bullmq';
 import Fastify, { LogController } from 'fastify';
-import { ConfigError, DEFAULT_METRICS_PORT } from '../shared/config.js';
+import { type Config, ConfigError, DEFAULT_METRICS_PORT } from '../shared/config.js';
+import { watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
+import { exportsQueueMetrics, type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
+import type { RedisClient } from '../shared/redis.js';
 
 /**
  * The small HTTP server beside a worker (or compactor) process: `/metrics`, `/healthz` and
@@ -15,7 +17,7 @@ export interface SideServerOptions {
   redis: { ping(): Promise<unknown> };
   /** BullMQ `worker.isRunning()` (false once closing or closed). */
   isRunning: () => boolean;
-  /** Queues whose depth /metrics exports (BullMQ's own exporter, read on scrape). */
+  /** Queues whose queue-wide metrics /metrics exports (BullMQ's own exporter, read on scrape). */
   queues?: readonly Queue[];
   logger: Logger;
   role?: string;
@@ -124,4 +126,39 @@ export async function startSideServer(opts: SideServerOptions & SideServerListen
       `metrics side server could not listen on ${host}:${port ?? defaultPort}: ${(err as Error).message}`,
     );
   }
+}
+
+/**
+ * The side server of a worker or compactor process, from its configuration: HOST and
+ * METRICS_PORT, and the queue-wide metrics of every queue only when QUEUE_METRICS makes this
+ * process their exporter (by default the ingress is, so a fleet's sums count each queue once).
+ */
+export async function startRoleSideServer(
+  config: Pick<Config, 'HOST' | 'METRICS_PORT' | 'QUEUE_METRICS' | 'CHATLANE_PREFIX'>,
+  opts: Pick<SideServerOptions, 'metrics' | 'isRunning' | 'logger'> & {
+    role: 'worker' | 'compactor';
+    redis: RedisClient;
+  },
+): Promise<SideServerHandle> {
+  const queues = exportsQueueMetrics(config.QUEUE_METRICS, opts.role)
+    ? watchQueues(config.CHATLANE_PREFIX, opts.redis)
+    : [];
+  const closeQueues = () => Promise.all(queues.map((q) => q.close().catch(() => undefined)));
+  let side: SideServerHandle;
+  try {
+    side = await startSideServer({ ...opts, host: config.HOST, port: config.METRICS_PORT, queues });
+  } catch (err) {
+    await closeQueues();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    ...side,
+    close() {
+      closing ??= side.close().then(async () => {
+        await closeQueues();
+      });
+      return closing;
+    },
+  };
 }

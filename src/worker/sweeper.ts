@@ -1,4 +1,4 @@
-import { type ConnectionOptions, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { type ConnectionOptions, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import {
   createQueue,
   type DeliveryJob,
@@ -239,7 +239,12 @@ export async function prepareSweeper(opts: SweeperOptions): Promise<SweeperHandl
       else logger.debug(log, 'sweep done');
       return report;
     },
-    { ...queueOptions(opts.prefix, QUEUES.maintenance, opts.connection), concurrency: 1, autorun: false },
+    {
+      ...queueOptions(opts.prefix, QUEUES.maintenance, opts.connection),
+      concurrency: 1,
+      metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
+      autorun: false,
+    },
   );
   worker.on('failed', (job, err) => logger.warn({ jobId: job?.id, err }, 'sweep failed'));
   worker.on('error', (err) => logger.error({ err }, 'sweeper error'));

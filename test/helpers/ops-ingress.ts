@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import { pino } from 'pino';
 import type { AdminOptions } from '../../src/ingress/admin.js';
 import { buildIngress, type IngressApp } from '../../src/ingress/app.js';
-import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { createQueue, QUEUES, type TurnJob, watchQueues } from '../../src/shared/jobs.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
@@ -18,7 +18,7 @@ export interface OpsIngress {
   close(): Promise<void>;
 }
 
-/** An ingress watching all three queues, with its own metrics registry and a captured log. */
+/** An ingress watching every queue, with its own metrics registry and a captured log. */
 export async function opsIngress(
   redis: RedisClient,
   prefix: string,
@@ -26,11 +26,7 @@ export async function opsIngress(
 ): Promise<OpsIngress> {
   const store = new ChatStore(redis, { prefix, maxEvents: 100 });
   const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
-  const queues: Queue[] = [
-    turns,
-    createQueue(prefix, QUEUES.compaction, redis),
-    createQueue(prefix, QUEUES.deliveries, redis),
-  ];
+  const queues: Queue[] = [turns, ...watchQueues(prefix, redis).filter((q) => q.name !== QUEUES.turns)];
   const metrics = createMetrics();
   const logs: OpsIngress['logs'] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line)) });

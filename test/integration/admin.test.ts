@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { QUEUE_DESCRIPTIONS, type QueueName } from '../../src/shared/jobs.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { type OpsIngress, opsIngress } from '../helpers/ops-ingress.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -25,6 +26,7 @@ const get = (url: string, authorization?: string) =>
 interface BoardQueue {
   name: string;
   readOnlyMode: boolean;
+  description?: string;
 }
 const boardQueues = async (authorization: string) => {
   const res = await get('/admin/queues/api/queues', authorization);
@@ -46,14 +48,16 @@ describe('Bull Board at /admin/queues', () => {
     }
   });
 
-  it('serves the board and lists the three queues with the right credentials (password may hold a colon)', async () => {
+  it('serves the board and lists every queue, maintenance included, each with its description (password may hold a colon)', async () => {
     ing = await opsIngress(redis, prefix, { admin: { user: 'ops', password: 'pa:ss' } });
     const page = await get('/admin/queues', basic('ops', 'pa:ss'));
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toMatch(/text\/html/);
     const queues = await boardQueues(basic('ops', 'pa:ss'));
-    expect(queues.map((q) => q.name).sort()).toEqual(['compaction', 'deliveries', 'turns']);
+    expect(queues.map((q) => q.name).sort()).toEqual(['compaction', 'deliveries', 'maintenance', 'turns']);
     expect(queues.every((q) => q.readOnlyMode === false)).toBe(true);
+    for (const q of queues) expect(q.description, q.name).toBe(QUEUE_DESCRIPTIONS[q.name as QueueName]);
+    expect(queues.find((q) => q.name === 'maintenance')?.description).toMatch(/sweeper/);
   });
 
   it('leaves /v1, /healthz and /metrics alone: no board credentials needed there', async () => {
@@ -82,7 +86,7 @@ describe('Bull Board at /admin/queues', () => {
   it('marks every queue read-only when readOnly is set and refuses actions (pause) with 405', async () => {
     ing = await opsIngress(redis, prefix, { admin: { user: 'ops', password: 'secret', readOnly: true } });
     const queues = await boardQueues(basic('ops', 'secret'));
-    expect(queues).toHaveLength(3);
+    expect(queues).toHaveLength(4);
     expect(queues.every((q) => q.readOnlyMode === true)).toBe(true);
     const pause = await ing.app.inject({
       method: 'PUT',

@@ -94,7 +94,7 @@ describe('GET /metrics on the ingress', () => {
     expect(sampleValue(text, 'chatlane_messages_total', { result: 'accepted' })).toBeUndefined();
   });
 
-  it("appends BullMQ's queue depth by state for turns, compaction and deliveries, read at scrape time", async () => {
+  it("appends BullMQ's queue depth by state for every queue, read at scrape time", async () => {
     const before = await scrape();
     expect(sampleValue(before, 'bullmq_job_count', { queue: 'turns', state: 'waiting' })).toBe(0);
 
@@ -102,11 +102,11 @@ describe('GET /metrics on the ingress', () => {
     await post('bob', JSON.stringify({ id: 'm2', text: 'hi' }));
     const text = await scrape();
     expect(sampleValue(text, 'bullmq_job_count', { queue: 'turns', state: 'waiting' })).toBe(2);
-    for (const queue of ['compaction', 'deliveries']) {
+    for (const queue of ['compaction', 'deliveries', 'maintenance']) {
       expect(sampleValue(text, 'bullmq_job_count', { queue, state: 'waiting' })).toBe(0);
       expect(sampleValue(text, 'chatlane_queue_metrics_up', { queue })).toBe(1);
     }
-    // One HELP/TYPE per family even with three queues: a valid exposition.
+    // One HELP/TYPE per family even with four queues: a valid exposition.
     expect(duplicateFamilies(text)).toEqual([]);
     // Default process metrics ride along.
     expect(sampleValue(text, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);

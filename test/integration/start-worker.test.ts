@@ -8,6 +8,7 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { startWorker } from '../../src/worker/main.js';
 import { userMessage } from '../helpers/messages.js';
+import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 
 describe('startWorker and its side server', () => {
@@ -39,12 +40,26 @@ describe('startWorker and its side server', () => {
       expect((await fetch(`${handle.metricsUrl}/readyz`)).status).toBe(200);
       const metrics = await (await fetch(`${handle.metricsUrl}/metrics`)).text();
       expect(metrics).toContain('# TYPE chatlane_turn_duration_seconds histogram');
-      expect(metrics).toContain('bullmq_job_count{queue="turns"');
+      // Queue-wide counts are the ingress's to export (QUEUE_METRICS unset): none here.
+      expect(metrics).not.toContain('bullmq_job_count');
     } finally {
       await handle.close();
     }
     expect(handle.worker.isRunning()).toBe(false);
     await expect(fetch(`${handle.metricsUrl}/healthz`)).rejects.toThrow();
+  });
+
+  it('with QUEUE_METRICS=true exports the queue-wide counts of every queue', async () => {
+    const handle = await startWorker({ ...config(), QUEUE_METRICS: true }, silentLogger());
+    try {
+      const text = await (await fetch(`${handle.metricsUrl}/metrics`)).text();
+      for (const queue of ['turns', 'compaction', 'deliveries', 'maintenance']) {
+        expect(sampleValue(text, 'bullmq_job_count', { queue, state: 'waiting' }), queue).toBeDefined();
+        expect(sampleValue(text, 'bullmq_job_completed_total', { queue }), queue).toBeDefined();
+      }
+    } finally {
+      await handle.close();
+    }
   });
 
   it('refuses to start, and leaves nothing running, when METRICS_PORT is taken', async () => {

@@ -227,7 +227,10 @@ describe('Dockerfile', () => {
       .engines.node;
     // The image's Node 24 is inside an open-ended `>=` clause of engines.
     const floors = engines.split('||').map((r) => /^\s*>=\s*(\d+)\./.exec(r)?.[1]);
-    expect(floors.some((major) => major !== undefined && Number(major) <= 24), engines).toBe(true);
+    expect(
+      floors.some((major) => major !== undefined && Number(major) <= 24),
+      engines,
+    ).toBe(true);
   });
 
   it('installs from the lockfile, builds, then prunes dev dependencies', () => {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_METRICS_PORT, loadConfig } from '../../src/shared/config.js';
 import {
   createMetrics,
+  exportsQueueMetrics,
   mergeExpositions,
   recordCompactionRun,
   recordDeliveryFailure,
@@ -123,7 +124,20 @@ describe('operations config', () => {
     expect(loadConfig({ METRICS_PORT: '0' }).METRICS_PORT).toBe(0);
   });
 
+  it('QUEUE_METRICS: unset, only the ingress exports queue-wide metrics; set, it decides for this process', () => {
+    const unset = loadConfig({}).QUEUE_METRICS;
+    expect(unset).toBeUndefined();
+    expect(exportsQueueMetrics(unset, 'ingress')).toBe(true);
+    expect(exportsQueueMetrics(unset, 'worker')).toBe(false);
+    expect(exportsQueueMetrics(unset, 'compactor')).toBe(false);
+    const on = loadConfig({ QUEUE_METRICS: 'true' }).QUEUE_METRICS;
+    const off = loadConfig({ QUEUE_METRICS: '0' }).QUEUE_METRICS;
+    expect(exportsQueueMetrics(on, 'worker')).toBe(true);
+    expect(exportsQueueMetrics(off, 'ingress')).toBe(false);
+  });
+
   it.each([
+    ['QUEUE_METRICS', 'sometimes'],
     ['ADMIN_READ_ONLY', 'yes please'],
     ['METRICS_PORT', '70000'],
     ['METRICS_PORT', '-1'],

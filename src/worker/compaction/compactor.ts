@@ -1,4 +1,4 @@
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, MetricsTime, UnrecoverableError, Worker } from 'bullmq';
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
@@ -47,6 +47,8 @@ export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOpti
     lockDuration: opts.lockDurationMs,
     lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
+    // Per-minute completed/failed counts in Redis: bullmq_job_*_total, Bull Board's graphs.
+    metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
     autorun: false,
   });
   worker.on('failed', (job, err) =>

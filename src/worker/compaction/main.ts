@@ -1,13 +1,13 @@
 import type { Worker } from 'bullmq';
 import { type Config, requireModel } from '../../shared/config.js';
-import { type CompactionJob, createQueue, QUEUES } from '../../shared/jobs.js';
+import type { CompactionJob } from '../../shared/jobs.js';
 import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { createModel } from '../agent/model.js';
 import { meteredModel } from '../instrument.js';
-import { startSideServer } from '../side-server.js';
+import { startRoleSideServer } from '../side-server.js';
 import { Opened, type Prepared, runPrepared } from '../startup.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
@@ -63,8 +63,6 @@ export async function prepareCompactor(
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
   });
-  const queue = createQueue(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
-  opened.add(() => queue.close());
   const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger), {
     prefix: config.CHATLANE_PREFIX,
     connection,
@@ -82,15 +80,12 @@ export async function prepareCompactor(
   // 3. Listeners.
   const side = sideServer
     ? await opened.step(() =>
-        startSideServer({
-          host: config.HOST,
-          port: config.METRICS_PORT,
+        startRoleSideServer(config, {
+          role: 'compactor',
           metrics: processMetrics(),
           redis: connection,
           isRunning: () => worker.isRunning() && !worker.closing,
-          queues: [queue],
           logger,
-          role: 'compactor',
         }),
       )
     : undefined;
@@ -105,7 +100,6 @@ export async function prepareCompactor(
       closing ??= (async () => {
         await side?.close();
         await worker.close().catch((err: unknown) => logger.warn({ err }, 'compactor close failed'));
-        await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await closeRedis(connection);
       })();
       return closing;
