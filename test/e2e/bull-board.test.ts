@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueueTurn } from '../../src/shared/jobs.js';
+import { enqueueTurn, QUEUE_DESCRIPTIONS } from '../../src/shared/jobs.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { type OpsIngress, opsIngress } from '../helpers/ops-ingress.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -48,19 +48,22 @@ describe.skipIf(!haveChromium)(
       redis.disconnect();
     });
 
-    it('logs in with the configured credentials and shows the turns, compaction and deliveries queues', async () => {
+    it('logs in with the configured credentials and shows every queue, maintenance included, with its description', async () => {
       const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD } });
       try {
         const page = await context.newPage();
         const response = await page.goto(`${url}/admin/queues`);
         expect(response?.status()).toBe(200);
         // The board is a client-side app: wait until it has fetched and rendered the queues.
-        for (const name of ['turns', 'compaction', 'deliveries']) {
+        for (const name of ['turns', 'compaction', 'deliveries', 'maintenance']) {
           await page.getByText(name, { exact: true }).first().waitFor({ timeout: 20_000 });
         }
         const text = await page.locator('body').textContent();
-        for (const name of ['turns', 'compaction', 'deliveries']) expect(text).toContain(name);
+        for (const name of ['turns', 'compaction', 'deliveries', 'maintenance']) expect(text).toContain(name);
         expect(await page.title()).toBe('chatlane queues');
+        // A queue's page carries its description under the name.
+        await page.goto(`${url}/admin/queues/queue/maintenance`);
+        await page.getByText(QUEUE_DESCRIPTIONS.maintenance).first().waitFor({ timeout: 20_000 });
       } finally {
         await context.close();
       }
