@@ -129,7 +129,7 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
   };
 }
 
-export type MetricsRole = 'ingress' | 'worker' | 'compactor';
+export type MetricsRole = 'ingress' | 'worker' | 'compactor' | 'delivery';
 
 /**
  * Whether this process exports the queue-wide metrics (QUEUE_METRICS): by default only the

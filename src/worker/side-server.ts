@@ -3,7 +3,13 @@ import Fastify, { LogController } from 'fastify';
 import { type Config, ConfigError, DEFAULT_METRICS_PORT } from '../shared/config.js';
 import { watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { exportsQueueMetrics, type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
+import {
+  exportsQueueMetrics,
+  type Metrics,
+  type MetricsRole,
+  metricsContentType,
+  renderMetrics,
+} from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
 
 /**
@@ -136,7 +142,7 @@ export async function startSideServer(opts: SideServerOptions & SideServerListen
 export async function startRoleSideServer(
   config: Pick<Config, 'HOST' | 'METRICS_PORT' | 'QUEUE_METRICS' | 'CHATLANE_PREFIX'>,
   opts: Pick<SideServerOptions, 'metrics' | 'isRunning' | 'logger'> & {
-    role: 'worker' | 'compactor';
+    role: Exclude<MetricsRole, 'ingress'>;
     redis: RedisClient;
   },
 ): Promise<SideServerHandle> {

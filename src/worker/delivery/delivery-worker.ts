@@ -8,6 +8,7 @@ import {
 } from '../../shared/jobs.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
+import { bullmqLockRenewTime } from '../liveness.js';
 import { type DeliveryDeps, type DeliveryOutcome, deliverChat } from './deliver.js';
 
 export interface DeliveryWorkerOptions {
@@ -53,6 +54,8 @@ export function createDeliveryWorker(deps: DeliveryDeps, opts: DeliveryWorkerOpt
     ...queueOptions(opts.prefix, QUEUES.deliveries, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
+    // Renewed like every job lock (../liveness.ts): a dead worker's deliveries resume soon.
+    lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
     maxStalledCount: 3,
     metrics: { maxDataPoints: MetricsTime.ONE_WEEK },

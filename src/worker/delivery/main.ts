@@ -8,7 +8,7 @@ import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, type RedisClient } from '../../shared/redis.js';
 import { DeliveryStore } from '../../shared/store/delivery.js';
-import { startSideServer } from '../side-server.js';
+import { startRoleSideServer } from '../side-server.js';
 import { Opened, type Prepared, runPrepared } from '../startup.js';
 import { DELIVERY_DEFAULTS, type DeliverySettings } from './deliver.js';
 import { createDeliveryWorker } from './delivery-worker.js';
@@ -117,15 +117,12 @@ export async function prepareDelivery(
 
   // 3. Listeners.
   const side = await opened.step(() =>
-    startSideServer({
-      host: config.HOST,
-      port: config.METRICS_PORT,
+    startRoleSideServer(config, {
+      role: 'delivery',
       metrics: processMetrics(),
       redis: connection,
       isRunning: () => parts.worker.isRunning() && !parts.worker.closing,
-      queues: [parts.queue],
       logger,
-      role: 'delivery',
     }),
   );
   opened.add(() => side.close());
