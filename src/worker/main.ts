@@ -25,6 +25,7 @@ import { meteredModel } from './instrument.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
+import { RunningTurns } from './running-turns.js';
 import { startRoleSideServer } from './side-server.js';
 import { Opened, type Prepared, runPrepared } from './startup.js';
 import { prepareSweeper } from './sweeper.js';
@@ -118,9 +119,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
-  const shutdown = new AbortController();
+  const running = new RunningTurns();
   const deps: TurnDeps = {
-    shutdownSignal: shutdown.signal,
+    running,
     ...turnDepsFromConfig(config, store, logger),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
@@ -200,7 +201,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
             { graceMs: config.SHUTDOWN_GRACE_MS },
             'shutdown grace ran out: running turns are cut off and will be retried by another worker',
           );
-          shutdown.abort();
+          running.stopAll('worker shutting down');
           await settleWithin(stopped, STOP_WAIT_MS);
         }
         await side.close();

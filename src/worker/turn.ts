@@ -16,6 +16,7 @@ import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
+import type { RunningTurns } from './running-turns.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -48,11 +49,11 @@ export interface TurnDeps {
   /** Compact the chat now; used once when the provider rejects a turn as too long. */
   compactNow?: (chatKey: string) => Promise<unknown>;
   /**
-   * Aborted when the worker's shutdown grace runs out: running turns stop, release their
-   * lease and fail their attempt, so another worker retries at once instead of waiting for
-   * the job lock and the lease to expire.
+   * This process's running turns: when the worker's shutdown grace runs out they are stopped
+   * (they release their lease and fail their attempt, so another worker retries at once
+   * instead of waiting for the job lock and the lease to expire).
    */
-  shutdownSignal?: AbortSignal;
+  running?: RunningTurns;
   /** Triggers a chat's delivery after an outbox write (chats with a reply route only). */
   deliver?: DeliveryTrigger;
 }
@@ -95,9 +96,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   let outcome: TurnOutcome | undefined;
   // One send state for the whole turn: a retry after an overflow never repeats a reply.
   const sent: ChatSendState = { sent: [] };
-  const stop = () => lane.stop('worker shutting down');
-  deps.shutdownSignal?.addEventListener('abort', stop, { once: true });
-  if (deps.shutdownSignal?.aborted) stop();
+  const untrack = deps.running?.track(lane);
   try {
     try {
       outcome = await turnBody(deps, lane, logger, sent, 1);
@@ -125,7 +124,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
       .catch(() => undefined);
     throw err;
   } finally {
-    deps.shutdownSignal?.removeEventListener('abort', stop);
+    untrack?.();
     const released = await lane.release().catch((err: unknown) => {
       logger.warn({ err }, 'lease release failed; it will expire');
       return { ok: false, pending: 0 };

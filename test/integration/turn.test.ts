@@ -1,6 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -210,9 +211,9 @@ describe('lane merge', () => {
 
 describe('shutdown', () => {
   it('a turn stopped by shutdown writes nothing, releases its lease and fails its attempt for a retry', async () => {
-    const shutdown = new AbortController();
+    const running = new RunningTurns();
     const { model } = scriptedModel(async (prompt, call, options) => {
-      shutdown.abort();
+      running.stopAll('worker shutting down');
       // A real provider call ends when its abort signal fires.
       await new Promise((_, reject) => {
         const signal = options.abortSignal;
@@ -221,7 +222,7 @@ describe('shutdown', () => {
       });
       return echoScript(prompt, call, options);
     });
-    const deps = { ...turnDeps(redis, prefix, model), shutdownSignal: shutdown.signal };
+    const deps = { ...turnDeps(redis, prefix, model), running };
     await ingest(deps.store, 'c1', 'hi');
     await expect(runTurn(deps, 'c1')).rejects.toBeInstanceOf(TurnAbortedError);
     expect(await deps.store.readHistory('c1')).toEqual([]);
