@@ -225,11 +225,11 @@ describe('graceful shutdown', () => {
     // The client's keep-alive connection (Node's agent keeps it 5 s) does not hold the exit.
     expect(exit.at - answeredAt).toBeLessThan(2000);
 
-    // Stored once and either waiting with a job or already answered by a running worker.
-    const pending = (await store.readAllPending('sd-ingress')).map((m) => m.id);
-    const answered = (await store.readHistory('sd-ingress'))
-      .filter((m) => m.role === 'user')
-      .map((m) => m.id);
+    // Stored once and either waiting with a job or already answered by a running worker. One
+    // MULTI reads both: two reads could straddle the worker's commit and see it in both.
+    const input = await store.readTurnInput('sd-ingress', 1000, 1000);
+    const pending = input.pending.map((e) => e.message.id);
+    const answered = input.window.messages.filter((m) => m.role === 'user').map((m) => m.id);
     expect([...answered, ...pending]).toEqual(['inflight-1']);
     if (pending.length > 0) expect(await turns.getDeduplicationJobId('sd-ingress')).toBeTruthy();
   }, 60_000);
