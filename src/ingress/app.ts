@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
+import { Redis } from 'ioredis';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
@@ -17,6 +18,8 @@ import { healthRoutes } from './routes/health.js';
 import { inspectRoutes } from './routes/inspect.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
+import { streamRoutes } from './routes/stream.js';
+import { STREAM_DEFAULTS, StreamClients, type StreamSettings } from './stream/clients.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
 /** How long a slow client may take (see HTTP_*_TIMEOUT_MS in config). */
@@ -64,6 +67,8 @@ export interface IngressDeps {
   ingest?: Ingest;
   /** Signed generic webhook sources and the reply URL policy (default: none configured). */
   genericWebhooks?: GenericWebhookOptions;
+  /** Live stream settings (default STREAM_DEFAULTS). */
+  streams?: Partial<StreamSettings>;
 }
 
 export interface IngressState {
@@ -76,6 +81,8 @@ declare module 'fastify' {
     lifecycle: IngressState;
     /** The one ingest every entry point calls (`./ingest.ts`). */
     ingest: Ingest;
+    /** Live stream (SSE) clients of this process and their shared Redis reader. */
+    streams: StreamClients;
   }
 }
 
@@ -167,6 +174,27 @@ export async function buildIngress(deps: IngressDeps) {
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
   app.decorate('ingest', deps.ingest ?? createIngest(deps));
+  app.decorate(
+    'streams',
+    new StreamClients(
+      deps.redis,
+      // Its own connection, for blocking reads (single Redis only; a Cluster is polled).
+      () =>
+        deps.redis instanceof Redis
+          ? deps.redis.duplicate({
+              enableOfflineQueue: true,
+              maxRetriesPerRequest: null,
+              connectionName: `chatlane:stream:${deps.store.prefix}`,
+            })
+          : deps.redis,
+      deps.store.prefix,
+      deps.logger,
+      { ...STREAM_DEFAULTS, ...deps.streams },
+      deps.metrics ?? processMetrics(),
+    ),
+  );
+  // Open streams would keep the server from closing: end them first (clients resume elsewhere).
+  app.addHook('preClose', async () => app.streams.close());
   const queues = deps.queues ?? [deps.turns];
   instrumentIngress(app, deps.metrics ?? processMetrics(), deps.metricsQueues ?? queues);
 
@@ -221,6 +249,7 @@ export async function buildIngress(deps: IngressDeps) {
       if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
       await api.register(messageRoutes);
       await api.register(outboxRoutes);
+      await api.register(streamRoutes);
       await api.register(inspectRoutes);
       await api.register(contextRoutes);
     },

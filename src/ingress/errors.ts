@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   INTERNAL: 500,
   REDIS_UNAVAILABLE: 503,
   SHUTTING_DOWN: 503,
+  STREAM_CAPACITY: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

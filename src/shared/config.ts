@@ -174,6 +174,15 @@ export const configSchema = z.object({
   ),
   // http: reply URLs (development against a local receiver); https only otherwise.
   GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: flag('false'),
+
+  // Live stream (GET /v1/chats/:chatKey/stream): heartbeat comment interval, streams per
+  // ingress process, and on a Redis Cluster the interval between reads of a chat with news,
+  // backing off to SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one
+  // blocking XREAD instead).
+  SSE_HEARTBEAT_MS: int(15_000, 100),
+  SSE_MAX_CLIENTS: int(10_000, 1),
+  SSE_POLL_MS: int(250, 10),
+  SSE_POLL_MAX_MS: int(1000, 10),
 });
 
 type RawConfig = z.infer<typeof configSchema>;

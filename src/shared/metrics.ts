@@ -26,6 +26,7 @@ export interface Metrics {
   deliveries: Counter<'channel' | 'result'>;
   deliverySendDuration: Histogram<'channel'>;
   deliveryLag: Histogram<'channel'>;
+  sseClients: Gauge;
   compactionRuns: Counter<'result'>;
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
@@ -99,6 +100,11 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       help: "One send of an outbox item to its channel, until the receiver's answer",
       labelNames: ['channel'],
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    sseClients: new Gauge({
+      name: 'chatlane_sse_clients',
+      help: 'Live stream (SSE) clients connected to this ingress process',
       registers,
     }),
     deliveryLag: new Histogram({

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import { buildIngress, type HttpLimits, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
+import type { StreamSettings } from '../../src/ingress/stream/clients.js';
 import type { GenericWebhookOptions } from '../../src/ingress/webhooks/generic.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -18,6 +19,7 @@ export interface TestIngressOptions {
   limits?: Partial<IngressLimits>;
   http?: HttpLimits;
   genericWebhooks?: GenericWebhookOptions;
+  streams?: Partial<StreamSettings>;
 }
 
 export async function testIngress(
@@ -36,6 +38,7 @@ export async function testIngress(
     ...(opts.http ? { http: opts.http } : {}),
     limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
     ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
+    ...(opts.streams && { streams: opts.streams }),
   });
   return {
     app,

@@ -84,6 +84,20 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   };
 }
 
+/** One events stream entry as the API and the live stream show it. */
+export function chatEventOf([id, fields]: StreamEntry): ChatEvent {
+  const f = fieldsOf(fields);
+  let data: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(f.get('data') ?? '{}');
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      data = parsed as Record<string, unknown>;
+  } catch {
+    // An unreadable event payload is shown empty rather than failing the listing.
+  }
+  return { id, type: f.get('type') ?? 'unknown', ts: streamIdTime(id), data };
+}
+
 /** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
 export function streamIdTime(id: string): number {
   return Number(id.split('-')[0]);
@@ -341,18 +355,7 @@ export class ChatStore {
 
   async readEvents(chatKey: string, after: string | undefined, limit: number): Promise<ChatEvent[]> {
     const entries = await this.rangeAfter(this.keys(chatKey).events, after, limit);
-    return entries.map(([id, fields]) => {
-      const f = fieldsOf(fields);
-      let data: Record<string, unknown> = {};
-      try {
-        const parsed: unknown = JSON.parse(f.get('data') ?? '{}');
-        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
-          data = parsed as Record<string, unknown>;
-      } catch {
-        // An unreadable event payload is shown empty rather than failing the listing.
-      }
-      return { id, type: f.get('type') ?? 'unknown', ts: streamIdTime(id), data };
-    });
+    return entries.map(chatEventOf);
   }
 
   async readMeta(chatKey: string): Promise<Record<string, string>> {

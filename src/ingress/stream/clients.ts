@@ -1,0 +1,160 @@
+import type { ServerResponse } from 'node:http';
+import type { Logger } from '../../shared/logger.js';
+import type { Metrics } from '../../shared/metrics.js';
+import type { RedisClient } from '../../shared/redis.js';
+import { formatCursor, type StreamCursor } from './cursor.js';
+import { StreamHub, type Subscription } from './hub.js';
+import { sseMessage } from './sse.js';
+
+export interface StreamSettings {
+  /** A comment line to every client this often, so proxies and clients see a live connection. */
+  heartbeatMs: number;
+  /** Streams one ingress process serves at once; more are refused with 503 STREAM_CAPACITY. */
+  maxClients: number;
+  /** A client that lets this much pile up unread is dropped (it resumes with Last-Event-ID). */
+  maxBufferBytes: number;
+  /** Single Redis: longest blocking read. Cluster: interval between reads of a busy / a quiet chat. */
+  blockMs?: number;
+  pollMs?: number;
+  pollMaxMs?: number;
+}
+
+export const STREAM_DEFAULTS: StreamSettings = {
+  heartbeatMs: 15_000,
+  maxClients: 10_000,
+  maxBufferBytes: 1024 * 1024,
+};
+
+/** One client's stream: messages wait in `pending` until the response is attached. */
+export class OpenStream {
+  private res: ServerResponse | undefined;
+  private pending: string[] = [];
+  private closed = false;
+  subscription: Subscription | undefined;
+
+  constructor(
+    private readonly owner: StreamClients,
+    readonly chatKey: string,
+    private readonly start: () => StreamCursor,
+  ) {}
+
+  /** Headers are written by the caller; this sends the preamble and anything already due. */
+  attach(res: ServerResponse): void {
+    if (this.closed) {
+      res.end();
+      return;
+    }
+    this.res = res;
+    const cursor = this.start();
+    res.write(
+      `retry: 2000\nid: ${formatCursor(cursor)}\nevent: ready\ndata: ${JSON.stringify({ chatKey: this.chatKey, cursor: formatCursor(cursor) })}\n\n`,
+    );
+    const due = this.pending;
+    this.pending = [];
+    for (const text of due) this.write(text);
+  }
+
+  write(text: string): void {
+    if (this.closed) return;
+    if (!this.res) {
+      this.pending.push(text);
+      return;
+    }
+    this.res.write(text);
+    if (this.res.writableLength > this.owner.settings.maxBufferBytes) {
+      // A reader this far behind is dropped rather than buffered without bound.
+      this.owner.logger.warn({ chatKey: this.chatKey }, 'stream client too slow; disconnected');
+      this.res.destroy();
+      this.close();
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.subscription?.close();
+    this.pending = [];
+    const res = this.res;
+    // The socket goes with the stream: left half-open it would hold up the server's close.
+    if (res && !res.writableEnded) res.end(() => res.socket?.destroy());
+    else res?.socket?.destroy();
+    this.owner.forget(this);
+  }
+}
+
+/**
+ * The SSE clients of one ingress process and the hub they share. The hub (and its reader
+ * connection) is created on the first stream; `close()` ends every stream and stops it.
+ */
+export class StreamClients {
+  private readonly streams = new Set<OpenStream>();
+  private hub: StreamHub | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly createReader: () => RedisClient,
+    private readonly prefix: string,
+    readonly logger: Logger,
+    readonly settings: StreamSettings,
+    private readonly metrics?: Metrics,
+  ) {}
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  get full(): boolean {
+    return this.closed || this.streams.size >= this.settings.maxClients;
+  }
+
+  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+    this.hub ??= new StreamHub({
+      redis: this.redis,
+      createReader: this.createReader,
+      prefix: this.prefix,
+      logger: this.logger,
+      ...(this.settings.blockMs !== undefined && { blockMs: this.settings.blockMs }),
+      ...(this.settings.pollMs !== undefined && { pollMs: this.settings.pollMs }),
+      ...(this.settings.pollMaxMs !== undefined && { pollMaxMs: this.settings.pollMaxMs }),
+    });
+    let startCursor: StreamCursor | undefined = from;
+    const stream = new OpenStream(this, chatKey, () => startCursor ?? { outbox: '0-0', events: '0-0' });
+    this.streams.add(stream);
+    this.metrics?.sseClients.set(this.streams.size);
+    try {
+      stream.subscription = await this.hub.subscribe(chatKey, from, (item, cursor) =>
+        stream.write(sseMessage(item, cursor)),
+      );
+    } catch (err) {
+      stream.close();
+      throw err;
+    }
+    startCursor ??= stream.subscription.cursor;
+    this.startHeartbeat();
+    return stream;
+  }
+
+  forget(stream: OpenStream): void {
+    this.streams.delete(stream);
+    this.metrics?.sseClients.set(this.streams.size);
+  }
+
+  private startHeartbeat(): void {
+    if (this.heartbeat) return;
+    this.heartbeat = setInterval(() => {
+      for (const stream of this.streams) stream.write(': heartbeat\n\n');
+    }, this.settings.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  /** End every stream (clients reconnect elsewhere with Last-Event-ID) and stop reading. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+    for (const stream of [...this.streams]) stream.close();
+    await this.hub?.close();
+  }
+}
