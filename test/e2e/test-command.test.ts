@@ -46,6 +46,18 @@ describe('the test command stands alone', () => {
     await expect(ensureRedis('redis://192.0.2.1:6379')).rejects.toThrow(/not local/);
   }, 10_000);
 
+  it('the unit tests run without Redis: no global setup looks for one or starts one', async () => {
+    const url = `redis://127.0.0.1:${await freePort()}`;
+    const { code, out } = await run(
+      ['node_modules/vitest/vitest.mjs', 'run', '--project', 'unit', 'test/unit/config.test.ts'],
+      { REDIS_URL: url, REDIS_CLUSTER_NODES: '' },
+    );
+    expect(code, out).toBe(0);
+    expect(out).not.toContain('redis-server');
+    expect(out).not.toContain('tests need Redis');
+    expect(await pings(url)).toBe(false);
+  }, 60_000);
+
   it('a test run with nothing at REDIS_URL starts its own redis-server, passes, and leaves none behind', async () => {
     const port = await freePort();
     const url = `redis://127.0.0.1:${port}`;
