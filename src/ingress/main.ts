@@ -1,4 +1,4 @@
-import type { Config } from '../shared/config.js';
+import { type Config, ConfigError } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
 import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -49,7 +49,20 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
     },
   });
-  const url = await app.listen({ host: config.HOST, port: config.PORT });
+  let url: string;
+  try {
+    url = await app.listen({ host: config.HOST, port: config.PORT });
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    await Promise.all(queues.map((q) => q.close().catch(() => undefined)));
+    await closeRedis(redis);
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new ConfigError(
+        `PORT: ${config.PORT} is already in use on ${config.HOST}; give each ingress on this host its own port`,
+      );
+    }
+    throw err;
+  }
   logger.info({ url }, 'ingress listening');
 
   let closing: Promise<void> | undefined;

@@ -54,7 +54,7 @@ describe('several processes on one host with the default environment', () => {
   });
 });
 
-describe('an explicit METRICS_PORT that is taken', () => {
+describe('an explicit port that is taken', () => {
   const stack = useStack('e2e-startup-taken', { roles: [] });
   let blocker: Server;
   let port: number;
@@ -82,6 +82,27 @@ describe('an explicit METRICS_PORT that is taken', () => {
       expect(jobId && (await turns.getJobState(jobId))).toBe('waiting');
       expect(await stack.store.pendingCount('taken-chat')).toBe(1);
       expect(stack.mock.state.perChat['taken-chat']).toBeUndefined();
+    } finally {
+      await turns.close();
+    }
+  });
+
+  it.each([
+    ['METRICS_PORT', /METRICS_PORT: \d+ is already in use/],
+    ['PORT', /PORT: \d+ is already in use/],
+  ])('`all` with its %s taken stops before any of its roles takes a job', async (variable, message) => {
+    const turns = createQueue<TurnJob>(stack.prefix, QUEUES.turns, stack.redis);
+    const chat = `taken-all-${variable}`;
+    try {
+      await stack.store.ingest(chat, userMessage(chat, 'a1', 'hello'), {
+        maxPending: 10,
+        dedupWindowMs: 60_000,
+      });
+      await enqueueTurn(turns, chat);
+      await expect(startRole('all', { ...stack.env, [variable]: String(port) })).rejects.toThrow(message);
+      const jobId = await turns.getDeduplicationJobId(chat);
+      expect(jobId && (await turns.getJobState(jobId))).toBe('waiting');
+      expect(stack.mock.state.perChat[chat]).toBeUndefined();
     } finally {
       await turns.close();
     }

@@ -27,7 +27,7 @@ export interface RoleProcess {
  * ('ingress listening' / 'worker started' / …). Tests kill only what they started, by pid.
  */
 export async function startRole(
-  role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'mock-llm',
+  role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'all' | 'mock-llm',
   env: Record<string, string>,
   { timeoutMs = 20_000 } = {},
 ): Promise<RoleProcess> {
