@@ -51,10 +51,14 @@ const archiveSchema = z.looseObject({
   next: z.number().nullable(),
 });
 
-const ackSchema = z.looseObject({ status: z.enum(['accepted', 'duplicate']) });
+const ackSchema = z.looseObject({
+  status: z.enum(['accepted', 'duplicate']),
+  messageId: z.string().optional(),
+});
 
 export type SendOutcome =
-  | { ok: true; status: 'accepted' | 'duplicate'; ms: number }
+  /** `storedId`: the id the deployment stored the message under (a webhook's is `<source>:<webhook-id>`). */
+  | { ok: true; status: 'accepted' | 'duplicate'; storedId?: string; ms: number }
   | { ok: false; httpStatus?: number; code: string; message: string; retryable: boolean; ms: number };
 
 export interface OutgoingMessage {
@@ -65,8 +69,8 @@ export interface OutgoingMessage {
 }
 
 /**
- * How messages get into the deployment. Today the HTTP API; a signed generic-webhook
- * transport implements the same contract (one call = one delivery attempt, idempotent by id).
+ * How messages get into the deployment: the HTTP API, or signed generic webhooks
+ * (webhook.ts). One call = one delivery attempt, idempotent by the message id.
  */
 export interface Transport {
   readonly name: string;
@@ -89,6 +93,37 @@ function retryable(res: Extract<HttpOutcome, { ok: false }>): boolean {
   return res.status === undefined || res.status === 429 || res.status >= 500;
 }
 
+/** One send attempt's HTTP outcome as the run counts it: an ack (with the stored id) or an error. */
+export function sendOutcomeOf(res: HttpOutcome): SendOutcome {
+  if (!res.ok) {
+    return {
+      ok: false,
+      ...(res.status !== undefined && { httpStatus: res.status }),
+      code: res.code,
+      message: res.message,
+      retryable: retryable(res),
+      ms: res.ms,
+    };
+  }
+  const ack = ackSchema.safeParse(res.body);
+  if (!ack.success) {
+    return {
+      ok: false,
+      httpStatus: res.status,
+      code: 'UNEXPECTED_ACK',
+      message: `the deployment answered ${res.status} without an accepted/duplicate status`,
+      retryable: false,
+      ms: res.ms,
+    };
+  }
+  return {
+    ok: true,
+    status: ack.data.status,
+    ...(ack.data.messageId !== undefined && { storedId: ack.data.messageId }),
+    ms: res.ms,
+  };
+}
+
 export class ChatlaneApi implements Transport {
   readonly name = 'http-api';
 
@@ -100,28 +135,7 @@ export class ChatlaneApi implements Transport {
       text: message.text,
       metadata: { userId: `${message.chatKey}-user`, username: 'loadtest' },
     });
-    if (!res.ok) {
-      return {
-        ok: false,
-        ...(res.status !== undefined && { httpStatus: res.status }),
-        code: res.code,
-        message: res.message,
-        retryable: retryable(res),
-        ms: res.ms,
-      };
-    }
-    const ack = ackSchema.safeParse(res.body);
-    if (!ack.success) {
-      return {
-        ok: false,
-        httpStatus: res.status,
-        code: 'UNEXPECTED_ACK',
-        message: `the ingress answered ${res.status} without an accepted/duplicate status`,
-        retryable: false,
-        ms: res.ms,
-      };
-    }
-    return { ok: true, status: ack.data.status, ms: res.ms };
+    return sendOutcomeOf(res);
   }
 
   private async get<T extends z.ZodType>(path: string, schema: T): Promise<z.infer<T>> {

@@ -1,4 +1,5 @@
 import type { ChatEvent, OutboxItem } from './api.js';
+import type { Delivery } from './webhook.js';
 
 /**
  * What the load tool knows about each chat while it runs: its messages and their acks, and
@@ -12,6 +13,8 @@ export interface MessageRecord {
   chat: number;
   index: number;
   id: string;
+  /** The id the deployment stored it under, once acknowledged (differs for webhooks). */
+  storedId?: string;
   text: string;
   /** Open model: when the schedule wanted it sent. */
   dueAt?: number;
@@ -59,6 +62,10 @@ export class ChatState {
   readonly takeovers: TakeoverEvent[] = [];
   readonly eventCounts: Record<string, number> = {};
   readonly outbox = new Map<string, SeenOutboxItem>();
+  /** Replies delivered to this process's receiver (webhook transport), by outbox item id. */
+  readonly deliveries = new Map<string, Delivery>();
+  /** Set when replies are delivered to us: a chat is answered only once each reply arrived. */
+  expectDeliveries = false;
   outboxCursor: string | undefined;
   eventsCursor: string | undefined;
   firstSentAt: number | undefined;
@@ -74,9 +81,15 @@ export class ChatState {
     readonly key: string,
   ) {}
 
-  /** Every acknowledged message has been consumed by a committed turn and no send is pending. */
+  /**
+   * Every acknowledged message has been consumed by a committed turn, no send is pending, and
+   * (with deliveries expected) every reply seen in the outbox has been delivered.
+   */
   get answered(): boolean {
-    return this.sendsInFlight === 0 && this.consumed >= this.acked;
+    if (this.sendsInFlight > 0 || this.consumed < this.acked) return false;
+    if (!this.expectDeliveries) return true;
+    for (const id of this.outbox.keys()) if (!this.deliveries.has(id)) return false;
+    return true;
   }
 
   /** Resolves once `answered` holds (checked after every poll). */

@@ -54,6 +54,7 @@ async function evidenceOf(api: ChatlaneApi, chat: ChatState, now: () => number):
     outbox: [...chat.outbox.values()],
     commits: chat.commits,
     firstSentAt: chat.firstSentAt,
+    ...(chat.expectDeliveries && { deliveries: chat.deliveries }),
   };
 }
 

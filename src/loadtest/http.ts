@@ -65,7 +65,19 @@ export class HttpClient {
   }
 
   /** `path` starts with `/`; it is appended to the base URL's path. Never throws but for the budget. */
-  async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<HttpOutcome> {
+  request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<HttpOutcome> {
+    return body === undefined
+      ? this.requestRaw(method, path, undefined, {})
+      : this.requestRaw(method, path, JSON.stringify(body), { 'content-type': 'application/json' });
+  }
+
+  /** As `request`, with a body already serialised and headers of the caller's (signatures). */
+  async requestRaw(
+    method: 'GET' | 'POST',
+    path: string,
+    body: string | undefined,
+    headers: Record<string, string>,
+  ): Promise<HttpOutcome> {
     this.opts.budget.take();
     const started = performance.now();
     this.inFlight++;
@@ -73,8 +85,8 @@ export class HttpClient {
       const res = await this.pool.request({
         method,
         path: this.basePath + path,
-        headers: body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
+        headers: { ...this.headers, ...headers },
+        ...(body !== undefined && { body }),
       });
       const text = await res.body.text();
       const ms = performance.now() - started;

@@ -36,6 +36,31 @@ export const FLAGS: readonly Flag[] = [
     help: 'the ingress to drive (http or https); nothing but it and --mock-url is contacted',
   },
   {
+    name: 'via',
+    arg: 'api|webhook',
+    default: 'api',
+    help:
+      'how messages go in: the HTTP API, or signed generic webhooks (replies then come back to a ' +
+      'receiver this process runs, and their delivery is measured and checked)',
+  },
+  { name: 'source', arg: 'name', default: 'loadtest', help: '--via webhook: the generic webhook source' },
+  {
+    name: 'webhook-secret',
+    arg: 'whsec_…',
+    help: "--via webhook: the source's secret (default: LOADTEST_WEBHOOK_SECRET from the environment)",
+  },
+  {
+    name: 'receiver',
+    arg: 'host:port',
+    default: '127.0.0.1:0',
+    help: '--via webhook: where the reply receiver listens (port 0 = any free port)',
+  },
+  {
+    name: 'reply-url',
+    arg: 'url',
+    help: "--via webhook: the receiver's URL as the deployment reaches it (default: http://<receiver>/)",
+  },
+  {
     name: 'token',
     arg: 'token',
     help: 'bearer token for the HTTP API (default: API_TOKEN from the environment)',
@@ -157,6 +182,11 @@ export type ThinkRange = [number, number];
 
 export interface LoadtestOptions {
   url: URL;
+  via: 'api' | 'webhook';
+  source: string;
+  webhookSecret: string | undefined;
+  receiver: { host: string; port: number };
+  replyUrl: string | undefined;
   token: string | undefined;
   chats: number;
   messages: number;
@@ -240,6 +270,19 @@ const RUN_ID = /^[A-Za-z0-9._-]{1,40}$/;
 const schema = z
   .object({
     url: httpUrl('url'),
+    via: z.enum(['api', 'webhook'], { message: '--via must be api or webhook' }),
+    source: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, '--source must be 1-64 characters of [a-z0-9_-]'),
+    'webhook-secret': z.string().min(1).optional(),
+    receiver: z.string().transform((raw, ctx) => {
+      const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(raw);
+      const port = Number(m?.[3]);
+      if (!m || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: '--receiver must be host:port' });
+        return z.NEVER;
+      }
+      return { host: (m[1] ?? m[2])!, port };
+    }),
+    'reply-url': httpUrl('reply-url').optional(),
     token: z.string().min(1).optional(),
     chats: int('chats', 1, LIMITS.chats),
     messages: int('messages', 1, LIMITS.messages),
@@ -285,7 +328,7 @@ const schema = z
 /** Parses argv (without the `loadtest` word). Returns `'help'` for -h/--help. */
 export function parseLoadtestArgs(
   argv: string[],
-  env: { apiToken?: string | undefined } = {},
+  env: { apiToken?: string | undefined; webhookSecret?: string | undefined } = {},
 ): LoadtestOptions | 'help' {
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -315,12 +358,23 @@ export function parseLoadtestArgs(
   const parsed = schema.safeParse(withDefaults);
   if (!parsed.success) throw new UsageError(parsed.error.issues.map((i) => i.message).join('\n'));
   const v = parsed.data;
+  const webhookSecret = v['webhook-secret'] ?? env.webhookSecret;
+  if (v.via === 'webhook' && !webhookSecret) {
+    throw new UsageError(
+      "--via webhook needs --webhook-secret (or LOADTEST_WEBHOOK_SECRET): the source's whsec_ secret",
+    );
+  }
   const mode = v.rate !== undefined ? 'open' : 'closed';
   // The mock model's counters live at its root, beside the `/v1` an LLM_BASE_URL names.
   const mockUrl = v['mock-url'];
   if (mockUrl) mockUrl.pathname = mockUrl.pathname.replace(/\/v1\/?$/, '/');
   return {
     url: v.url,
+    via: v.via,
+    source: v.source,
+    webhookSecret,
+    receiver: v.receiver,
+    replyUrl: v['reply-url']?.href,
     token: v.token ?? env.apiToken,
     chats: v.chats,
     messages: v.messages,

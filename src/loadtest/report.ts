@@ -37,6 +37,8 @@ export interface ReportInput {
   watcher: { name: string; resolutionMs: number };
   modelStats: MockStats | undefined;
   modelBefore: MockStats | undefined;
+  /** Replies the receiver refused (bad signature or body); only with the webhook transport. */
+  receiverRejected?: number | undefined;
   aborted: string | undefined;
 }
 
@@ -114,6 +116,7 @@ export interface LoadtestReport {
     overlaps: number;
   } | null;
   duplicates: Verification['duplicates'];
+  deliveries: { received: number; redeliveries: number; rejected: number } | null;
   client: { transport: string; requests: number; cpuS: number; cpuPctOfOneCore: number };
   invariants: InvariantResult[];
 }
@@ -206,6 +209,8 @@ export function buildReport(input: ReportInput): LoadtestReport {
       pollIntervalMs: opts.pollIntervalMs,
       maxRequests: opts.maxRequests,
       mockUrl: opts.mockUrl?.href ?? null,
+      via: opts.via,
+      ...(opts.via === 'webhook' && { source: opts.source }),
     },
     schedule: {
       messages: input.schedule.messages,
@@ -267,6 +272,14 @@ export function buildReport(input: ReportInput): LoadtestReport {
     },
     model,
     duplicates: v.duplicates,
+    deliveries:
+      input.receiverRejected === undefined
+        ? null
+        : {
+            received: chats.reduce((n, c) => n + c.deliveries.size, 0),
+            redeliveries: v.duplicates.redeliveries,
+            rejected: input.receiverRejected,
+          },
     client: {
       transport: input.transport,
       requests: input.requests,
@@ -319,6 +332,11 @@ export function renderSummary(rep: LoadtestReport): string {
   if (rep.model) {
     lines.push(
       `  model      ${rep.model.requests} requests (${rep.model.requestsPerTurn}/turn), most in flight for one chat: ${rep.model.maxInFlightPerChat}`,
+    );
+  }
+  if (rep.deliveries) {
+    lines.push(
+      `  delivery   ${rep.deliveries.received} replies delivered to replyTo, ${rep.deliveries.redeliveries} redelivered (same id), ${rep.deliveries.rejected} refused by the receiver`,
     );
   }
   if (rep.duplicates.uncommittedReplies > 0 || rep.duplicates.repeatedTexts > 0) {

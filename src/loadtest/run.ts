@@ -15,6 +15,7 @@ import {
   type Step,
 } from './schedule.js';
 import { verify } from './verify.js';
+import { ReplyReceiver, WebhookTransport } from './webhook.js';
 
 /**
  * One load test: build the schedule, send it (open model or closed loop) while a watcher
@@ -103,11 +104,13 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     ? new HttpClient(opts.mockUrl, { connections: 2, timeoutMs: opts.timeoutMs, budget })
     : undefined;
   const api = new ChatlaneApi(http);
-  const transport: Transport = api;
 
   const schedule = buildSchedule(opts);
+  const byKey = new Map<string, ChatState>();
   const chats = schedule.chats.map((steps, c) => {
     const chat = new ChatState(c, chatKeyOf(opts.runId, c));
+    chat.expectDeliveries = opts.via === 'webhook';
+    byKey.set(chat.key, chat);
     for (let m = 0; m < opts.messages; m++) {
       chat.messages.push({
         chat: c,
@@ -121,6 +124,20 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     if (steps.length === 0) chat.sendingOver = true;
     return chat;
   });
+
+  let receiver: ReplyReceiver | undefined;
+  let transport: Transport = api;
+  if (opts.via === 'webhook') {
+    const secret = opts.webhookSecret ?? '';
+    receiver = new ReplyReceiver(secret, now, (d) => {
+      const chat = byKey.get(d.chatKey);
+      if (!chat) return;
+      chat.deliveries.set(d.id, d);
+      chat.notify();
+    });
+    const listening = await receiver.listen(opts.receiver.host, opts.receiver.port);
+    transport = new WebhookTransport(http, opts.source, secret, opts.replyUrl ?? listening);
+  }
 
   // Errors are counted per attempt: a send retried three times shows three errors.
   const errorsByCode: Record<string, number> = {};
@@ -162,6 +179,7 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     // Checked up front: a wrong --mock-url would otherwise only show after the whole run.
     await http.close();
     await mockHttp.close();
+    await receiver?.close();
     throw new Error(`--mock-url ${opts.mockUrl?.href}: no chatlane mock-llm /stats there`);
   }
 
@@ -217,6 +235,7 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
       if (outcome.ok) {
         const at = now();
         rec.outcome = outcome.status;
+        rec.storedId = outcome.storedId ?? rec.id;
         rec.ackAt = at;
         rec.ackMs = outcome.ms;
         ackMs.push(outcome.ms);
@@ -363,6 +382,7 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
 
   await http.close();
   await mockHttp?.close();
+  await receiver?.close();
   const cpu = process.cpuUsage(cpu0);
 
   const report = buildReport({
@@ -387,7 +407,10 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     requests: budget.used,
     cpu,
     transport: transport.name,
-    watcher: { name: watcher.name, resolutionMs: watcher.resolutionMs() },
+    watcher: receiver
+      ? { name: 'delivery to replyTo', resolutionMs: 0 }
+      : { name: watcher.name, resolutionMs: watcher.resolutionMs() },
+    receiverRejected: receiver?.rejected,
     modelStats,
     modelBefore,
     aborted:

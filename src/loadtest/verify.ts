@@ -1,5 +1,6 @@
 import type { HistoryMessage } from './api.js';
 import type { CommitEvent, MessageRecord, SeenOutboxItem } from './chat-state.js';
+import type { Delivery } from './webhook.js';
 
 /**
  * The end-of-run checks, as a pure function of what the run collected: every invariant can
@@ -15,6 +16,8 @@ export interface ChatEvidence {
   outbox: SeenOutboxItem[];
   commits: CommitEvent[];
   firstSentAt: number | undefined;
+  /** Replies delivered to the load tool's receiver, by outbox id; undefined when not delivered to us. */
+  deliveries?: Map<string, Delivery>;
 }
 
 export interface ModelOverlap {
@@ -61,6 +64,9 @@ export interface Verification {
     /** Outbox items repeating an earlier item's text in the same chat. */
     repeatedTexts: number;
     repeatedTextIds: string[];
+    /** Deliveries of an outbox item beyond its first (same id again: at-least-once). */
+    redeliveries: number;
+    redeliveredIds: string[];
   };
 }
 
@@ -118,6 +124,10 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     'model-serial',
     'the model never saw two requests of one chat at once (mock /stats)',
   );
+  const delivered = new Check('delivered', 'every reply in an outbox was delivered to the replyTo receiver');
+  const deliveriesExpected = chats.some((c) => c.deliveries !== undefined);
+  const redeliveredIds: string[] = [];
+  let redeliveries = 0;
 
   const e2eMs: number[] = [];
   const answeredAt: number[] = [];
@@ -149,13 +159,14 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     const pendingIds = new Set(chat.pending.map((p) => p.id));
     for (const p of chat.pending) pending.fail(`${chat.key}: ${p.id} still pending`);
 
+    const idOf = (m: MessageRecord) => m.storedId ?? m.id;
     for (const m of chat.messages) {
-      const found = positions.get(m.id)?.length ?? 0;
+      const found = positions.get(idOf(m))?.length ?? 0;
       if (found > 1) {
         fate.committedTwice++;
         once.fail(`${m.id}: in history ${found} times`);
       } else if (found === 0 && isAcked(m)) {
-        const stillPending = pendingIds.has(m.id);
+        const stillPending = pendingIds.has(idOf(m));
         if (stillPending) fate.pendingAtEnd++;
         else fate.lost++;
         once.fail(
@@ -167,7 +178,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     let lastPos = -1;
     let lastId = '';
     for (const m of acked) {
-      const pos = positions.get(m.id)?.[0];
+      const pos = positions.get(idOf(m))?.[0];
       if (pos === undefined) continue;
       if (pos < lastPos) {
         fate.outOfOrder++;
@@ -188,9 +199,9 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     let lastReplyAt: number | undefined;
     let answeredCount = 0;
     for (const m of acked) {
-      const pos = positions.get(m.id)?.[0];
+      const pos = positions.get(idOf(m))?.[0];
       if (pos === undefined || m.sentAt === undefined) continue;
-      const reply = replyFor(chat.sequence, pos, byRun);
+      const reply = replyFor(chat.sequence, pos, byRun, chat.deliveries);
       if (!reply) {
         messagesWithoutReply++;
         continue;
@@ -205,9 +216,9 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
 
     const last = acked.at(-1);
     if (last) {
-      const pos = positions.get(last.id)?.[0];
+      const pos = positions.get(idOf(last))?.[0];
       if (pos === undefined) answered.fail(`${chat.key}: last message ${last.id} is not in history`);
-      else if (!replyFor(chat.sequence, pos, byRun)) {
+      else if (!replyFor(chat.sequence, pos, byRun, chat.deliveries)) {
         answered.fail(`${chat.key}: last message ${last.id} has no committed reply`);
       }
     }
@@ -229,6 +240,16 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     for (const h of chat.sequence) if (h.metadata?.runId) committedRuns.add(h.metadata.runId);
     const texts = new Set<string>();
     for (const item of chat.outbox) {
+      if (chat.deliveries) {
+        const d = chat.deliveries.get(item.id);
+        if (!d) delivered.fail(`${chat.key}/${item.id}: never delivered`);
+        else {
+          if (d.count > 1) {
+            redeliveries += d.count - 1;
+            if (redeliveredIds.length < MAX_IDS) redeliveredIds.push(`${chat.key}/${item.id}×${d.count}`);
+          }
+        }
+      }
       if (!committedRuns.has(item.runId)) {
         uncommittedReplies++;
         if (uncommittedReplyIds.length < MAX_IDS) uncommittedReplyIds.push(`${chat.key}/${item.id}`);
@@ -269,13 +290,21 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
       pending.result(),
       serialTurns.result(),
       serialModel.result(modelOverlaps === undefined),
+      delivered.result(!deliveriesExpected),
     ],
     e2eMs,
     answeredAt,
     chats: outcomes,
     messagesWithoutReply,
     fate,
-    duplicates: { uncommittedReplies, uncommittedReplyIds, repeatedTexts, repeatedTextIds },
+    duplicates: {
+      uncommittedReplies,
+      uncommittedReplyIds,
+      repeatedTexts,
+      repeatedTextIds,
+      redeliveries,
+      redeliveredIds,
+    },
   };
 }
 
@@ -289,6 +318,7 @@ function replyFor(
   sequence: HistoryMessage[],
   pos: number,
   byRun: Map<string, SeenOutboxItem[]>,
+  deliveries: Map<string, Delivery> | undefined,
 ): SeenOutboxItem | undefined {
   let runId: string | undefined;
   for (let i = pos + 1; i < sequence.length; i++) {
@@ -304,5 +334,10 @@ function replyFor(
   const acceptedAt = sequence[pos]!.metadata?.ts ?? 0;
   const after = items.filter((i) => i.ts >= acceptedAt);
   const pool = after.length > 0 ? after : items;
-  return pool.reduce((a, b) => (b.seenAt < a.seenAt ? b : a));
+  // Delivered to us: the reply "appears" when it reaches the receiver, not when we polled it.
+  const seen = (i: SeenOutboxItem): SeenOutboxItem => {
+    const d = deliveries?.get(i.id);
+    return d ? { ...i, seenAt: d.at } : i;
+  };
+  return pool.map(seen).reduce((a, b) => (b.seenAt < a.seenAt ? b : a));
 }

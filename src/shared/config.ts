@@ -353,7 +353,11 @@ export function loadMockLlmConfig(env: NodeJS.ProcessEnv = process.env): MockLlm
 // loadtest: a client of a deployment; it reads only the API token it may need.
 // ---------------------------------------------------------------------------
 
-export function loadLoadtestEnv(env: NodeJS.ProcessEnv = process.env): { apiToken: string | undefined } {
+export function loadLoadtestEnv(env: NodeJS.ProcessEnv = process.env): {
+  apiToken: string | undefined;
+  webhookSecret: string | undefined;
+} {
   const token = env.API_TOKEN?.trim();
-  return { apiToken: token ? token : undefined };
+  const secret = env.LOADTEST_WEBHOOK_SECRET?.trim();
+  return { apiToken: token ? token : undefined, webhookSecret: secret ? secret : undefined };
 }

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LoadtestReport } from '../../src/loadtest/report.js';
 import { useStack } from '../helpers/stack.js';
+import { webhookSecret } from '../helpers/webhooks.js';
 
 /**
  * `chatlane loadtest` as a user runs it: a separate process driving real ingress and worker
@@ -150,6 +151,74 @@ describe('chatlane loadtest against a running stack', () => {
     expect(invariant(r, 'model-serial')).toMatchObject({ ok: false, violations: 1 });
     expect(invariant(r, 'acked-once')?.ok).toBe(true);
     expect(run.stdout).toMatch(/\[FAIL\] the model never saw two requests/);
+  }, 60_000);
+});
+
+describe('chatlane loadtest over signed generic webhooks', () => {
+  const secret = webhookSecret();
+  const stack = useStack('e2e-loadtest-webhook', {
+    roles: ['ingress', 'worker'],
+    latencyMs: [20, 60],
+    env: {
+      GENERIC_WEBHOOK_SOURCES: 'loadtest',
+      GENERIC_WEBHOOK_SECRETS_LOADTEST: secret,
+      GENERIC_WEBHOOK_REPLY_HOSTS: '127.0.0.1',
+      GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: 'true',
+    },
+  });
+
+  it('messages go in signed, every reply is delivered back to the receiver and timed there; exit 0', async () => {
+    const run = await loadtest([
+      '--url',
+      stack.ingressUrl(),
+      '--mock-url',
+      stack.mock.url,
+      '--via',
+      'webhook',
+      '--webhook-secret',
+      secret,
+      '--chats',
+      '8',
+      '--messages',
+      '3',
+      '--rate',
+      '40',
+      '--drain',
+      '30',
+    ]);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const r = run.report!;
+    expect(r.messages).toMatchObject({ planned: 24, acked: 24, answered: 24 });
+    expect(invariant(r, 'delivered')).toMatchObject({ ok: true, violations: 0 });
+    expect(invariant(r, 'delivered')?.skipped).toBeUndefined();
+    expect(r.deliveries?.received).toBeGreaterThanOrEqual(r.turns.committed);
+    expect(r.deliveries?.rejected).toBe(0);
+    expect(r.replies.observedBy).toBe('delivery to replyTo');
+    // Stored under the webhook's id: `<source>:<webhook-id>`.
+    const history = await stack.store.readHistory(`lt-${r.runId}-0`);
+    expect(history.filter((m) => m.role === 'user').map((m) => m.id)).toEqual(
+      [0, 1, 2].map((i) => `loadtest:lt-${r.runId}-0-${i}`),
+    );
+  }, 90_000);
+
+  it('a wrong secret is refused by the deployment (401), so nothing is acknowledged; exit 1', async () => {
+    const run = await loadtest([
+      '--url',
+      stack.ingressUrl(),
+      '--via',
+      'webhook',
+      '--webhook-secret',
+      webhookSecret(),
+      '--chats',
+      '1',
+      '--messages',
+      '1',
+      '--drain',
+      '1',
+    ]);
+    expect(run.code).toBe(1);
+    expect(run.report?.errors.sendsByStatus).toEqual({ '401': 1 });
+    expect(invariant(run.report!, 'sends-acknowledged')?.ok).toBe(false);
   }, 60_000);
 });
 

@@ -184,7 +184,35 @@ describe('loadtest verification', () => {
       uncommittedReplyIds: ['lt-x-0/1-9'],
       repeatedTexts: 1,
       repeatedTextIds: ['lt-x-0/2-1'],
+      redeliveries: 0,
+      redeliveredIds: [],
     });
+  });
+
+  it('delivered to a receiver: replies are timed at delivery, redeliveries counted, an undelivered reply fails', () => {
+    const chat = cleanChat();
+    chat.deliveries = new Map([
+      ['1-0', { chatKey: chat.key, id: '1-0', at: 110, count: 1 }],
+      ['2-0', { chatKey: chat.key, id: '2-0', at: 640, count: 3 }],
+    ]);
+    const v = verify([chat], []);
+    expect(failing(v)).toEqual([]);
+    expect(v.invariants.find((i) => i.name === 'delivered')).toMatchObject({ ok: true, violations: 0 });
+    expect(v.invariants.find((i) => i.name === 'delivered')?.skipped).toBeUndefined();
+    expect(v.e2eMs).toEqual([110, 140]);
+    expect(v.duplicates).toMatchObject({ redeliveries: 2, redeliveredIds: ['lt-x-0/2-0×3'] });
+
+    chat.deliveries.delete('2-0');
+    const w = verify([chat], []);
+    expect(failing(w)).toEqual(['delivered']);
+    expect(w.invariants.find((i) => i.name === 'delivered')?.examples[0]).toMatch(/2-0: never delivered/);
+  });
+
+  it('a webhook message is found in history under the id the deployment stored it as', () => {
+    const chat = cleanChat();
+    chat.messages = chat.messages.map((m) => ({ ...m, storedId: `loadtest:${m.id}` }));
+    chat.sequence = chat.sequence.map((h) => (h.role === 'user' ? { ...h, id: `loadtest:${h.id}` } : h));
+    expect(failing(verify([chat], []))).toEqual([]);
   });
 });
 
