@@ -7,12 +7,15 @@ import { type Metrics, processMetrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
 import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { ContactBook } from '../shared/store/contacts.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
 import { bearerAuth } from './auth.js';
 import { clientErrorHandler, frameworkErrors } from './client-errors.js';
+import { ContactTracker } from './contacts.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress } from './metrics.js';
+import { contactRoutes } from './routes/contacts.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
 import { inspectRoutes } from './routes/inspect.js';
@@ -69,6 +72,8 @@ export interface IngressDeps {
   genericWebhooks?: GenericWebhookOptions;
   /** Live stream settings (default STREAM_DEFAULTS). */
   streams?: Partial<StreamSettings>;
+  /** The contact book (default: on the store, 90 days' retention). */
+  contacts?: ContactBook;
 }
 
 export interface IngressState {
@@ -83,8 +88,11 @@ declare module 'fastify' {
     ingest: Ingest;
     /** Live stream (SSE) clients of this process and their shared Redis reader. */
     streams: StreamClients;
+    contacts: ContactBook;
   }
 }
+
+const DAY_MS = 24 * 3600 * 1000;
 
 const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
@@ -173,7 +181,11 @@ export async function buildIngress(deps: IngressDeps) {
   });
   app.decorate('deps', deps);
   app.decorate('lifecycle', { shuttingDown: false });
-  app.decorate('ingest', deps.ingest ?? createIngest(deps));
+  const contacts =
+    deps.contacts ??
+    new ContactBook(deps.store, { retentionMs: 90 * DAY_MS, dedupWindowMs: deps.limits.dedupWindowMs });
+  app.decorate('contacts', contacts);
+  app.decorate('ingest', deps.ingest ?? createIngest({ ...deps, contacts: new ContactTracker(contacts) }));
   app.decorate(
     'streams',
     new StreamClients(
@@ -250,6 +262,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(messageRoutes);
       await api.register(outboxRoutes);
       await api.register(streamRoutes);
+      await api.register(contactRoutes);
       await api.register(inspectRoutes);
       await api.register(contextRoutes);
     },

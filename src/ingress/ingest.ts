@@ -4,6 +4,7 @@ import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { ActivityIndex } from './activity.js';
+import type { ContactTracker } from './contacts.js';
 import { HttpError } from './errors.js';
 import { withRedis } from './validation.js';
 
@@ -15,6 +16,7 @@ import { withRedis } from './validation.js';
  *   ingest.lua (idempotent on message.id; writes the reply route iff it changed)
  *   → enqueue the chat's turn (deduplicated by chatKey)
  *   → activity index (at most once a second per chat and process)
+ *   → contact book, when the message has a username (at most once a minute per name and chat)
  *
  * Resolves only once the message is in Redis: a caller that answers 2xx after it has kept
  * its promise to the sender. Throws `HttpError` with the registry's code:
@@ -43,11 +45,14 @@ export interface IngestDeps {
   limits: { maxPendingPerChat: number; dedupWindowMs: number };
   /** Shared by every entry point of a process so its once-a-second throttle holds. */
   activity?: ActivityIndex;
+  /** Contact book upserts (absent: no contact book). */
+  contacts?: ContactTracker;
 }
 
 export function createIngest(deps: IngestDeps): Ingest {
   const { store, turns } = deps;
   const activity = deps.activity ?? new ActivityIndex(store);
+  const contacts = deps.contacts;
   const limits = { maxPending: deps.limits.maxPendingPerChat, dedupWindowMs: deps.limits.dedupWindowMs };
 
   return async ({ chatKey, message, route }) => {
@@ -57,7 +62,14 @@ export function createIngest(deps: IngestDeps): Ingest {
     }
     // A duplicate enqueues too: if an earlier attempt stored the message but failed to
     // enqueue, the sender's retry is what gets the chat its turn.
-    await withRedis(() => Promise.all([enqueueTurn(turns, chatKey), activity.touch(chatKey)]));
+    await withRedis(() =>
+      Promise.all([
+        enqueueTurn(turns, chatKey),
+        activity.touch(chatKey),
+        // A duplicate is a message seen before: nothing new to learn about its sender.
+        result.status === 'accepted' && contacts ? contacts.touch(chatKey, message) : undefined,
+      ]),
+    );
     return { status: result.status, messageId: message.id };
   };
 }

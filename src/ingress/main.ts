@@ -5,6 +5,7 @@ import type { Logger } from '../shared/logger.js';
 import { exportsQueueMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
+import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { standardSources } from '../shared/webhooks/standard.js';
 import { buildIngress, type IngressApp } from './app.js';
 

@@ -183,6 +183,11 @@ export const configSchema = z.object({
   SSE_MAX_CLIENTS: int(10_000, 1),
   SSE_POLL_MS: int(250, 10),
   SSE_POLL_MAX_MS: int(1000, 10),
+
+  // Contact book: entries not seen for this long are dropped. chat_contact_send (the model
+  // writing to another chat found in it) only with CONTACT_SEND=on.
+  CONTACTS_RETENTION_DAYS: int(90, 1),
+  CONTACT_SEND: z.enum(['on', 'off']).default('off'),
 });
 
 type RawConfig = z.infer<typeof configSchema>;

@@ -13,6 +13,10 @@ export interface ChatKeys {
   events: string;
   /** hash: context snapshot id → its metadata JSON */
   contexts: string;
+  /** stream: this chat's contact sends to other chats, until written there (chat_contact_send) */
+  relay: string;
+  /** zset: contact send id → time, for sends this chat received (idempotency) */
+  relayed: string;
 }
 
 export function chatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -26,6 +30,8 @@ export function chatKeys(prefix: string, chatKey: string): ChatKeys {
     outbox: `${base}:outbox`,
     events: `${base}:events`,
     contexts: `${base}:contexts`,
+    relay: `${base}:relay`,
+    relayed: `${base}:relayed`,
   };
 }
 
@@ -42,4 +48,25 @@ export function chatsIndexKey(prefix: string): string {
 /** BullMQ builds `<queuePrefix>:<queueName>:...`; the tag keeps one queue in one slot. */
 export function queuePrefix(prefix: string, queueName: string): string {
   return `${prefix}:{q:${queueName}}`;
+}
+
+/**
+ * A contact book name as a key part: NFKC, lowercase, without a leading `@`; characters that
+ * could end a hash tag or a key segment (`{`, `}`, `:`, `%`, whitespace) percent-encoded.
+ * undefined when nothing is left.
+ */
+export function contactName(username: string): string | undefined {
+  const name = username.normalize('NFKC').trim().replace(/^@+/, '').toLowerCase();
+  if (!name) return undefined;
+  return name.replace(/[{}:%\s]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).slice(0, 200);
+}
+
+/** hash: chatKey → contact JSON, for everyone seen with one name (its own slot per name). */
+export function contactKey(prefix: string, name: string): string {
+  return `${prefix}:{ct:${name}}`;
+}
+
+/** zset: contact name → last seen (ms), for listing, search and trimming (one slot, like P:chats). */
+export function contactsIndexKey(prefix: string): string {
+  return `${prefix}:contacts`;
 }

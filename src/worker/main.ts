@@ -15,6 +15,7 @@ import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
 import { ChatStore } from '../shared/store/chat-store.js';
+import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { createModel } from './agent/model.js';
 import { compactChat } from './compaction/compact.js';
 import { compactionThreshold } from './compaction/cut.js';
@@ -119,6 +120,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
+  const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
   const deps: TurnDeps = {
     running,
@@ -130,6 +132,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     },
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
     deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
+    ...(config.CONTACT_SEND === 'on' && { contacts }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -160,6 +163,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       store,
       turns,
       deliveries,
+      contacts,
       intervalMs: config.SWEEP_INTERVAL_MS,
       batch: config.SWEEP_BATCH,
       logger,

@@ -12,6 +12,7 @@ import {
 import { chatsIndexKey } from '../shared/keys.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import type { ContactBook } from '../shared/store/contacts.js';
 
 /**
  * The sweeper (DESIGN §5): the safety net under "no acknowledged message is lost". A chat
@@ -62,6 +63,8 @@ export interface SweepDeps {
    * job gets one (the trigger after an outbox write is lost when its process dies in between).
    */
   deliveries?: Queue<DeliveryJob>;
+  /** When given, contact sends a crash left half done are finished (written to their target). */
+  contacts?: ContactBook;
   /** Chats checked per sweep (SWEEP_BATCH), plus up to a tenth of it from failed jobs. */
   batch: number;
   logger: Logger;
@@ -92,10 +95,16 @@ export interface SweepReport {
  * will take them: no live lease and no job in a live state.
  */
 export async function sweepChat(
-  deps: Pick<SweepDeps, 'store' | 'turns' | 'deliveries' | 'logger'>,
+  deps: Pick<SweepDeps, 'store' | 'turns' | 'deliveries' | 'contacts' | 'logger'>,
   chatKey: string,
 ): Promise<SweepVerdict> {
   const state = await deps.store.sweepCheck(chatKey);
+  if (state.relays > 0 && deps.contacts) {
+    for (const { to, routed } of await deps.contacts.relayPending(chatKey)) {
+      deps.logger?.warn({ chatKey, to }, 'sweeper finished a contact send a crash left half done');
+      if (routed && deps.deliveries) await enqueueDelivery(deps.deliveries, to);
+    }
+  }
   if (state.undelivered && deps.deliveries) await sweepDelivery(deps, deps.deliveries, chatKey);
   if (state.pending === 0) return 'idle';
   if (state.lease === 'live') return 'leased';

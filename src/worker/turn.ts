@@ -4,10 +4,12 @@ import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
+import type { ContactBook } from '../shared/store/contacts.js';
 import { withTokens } from '../shared/tokens.js';
 import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
 import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
+import { createContactSendTool } from './agent/tools/contact-send.js';
 import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
 import { isContextOverflowError } from './compaction/overflow.js';
@@ -56,6 +58,8 @@ export interface TurnDeps {
   running?: RunningTurns;
   /** Triggers a chat's delivery after an outbox write (chats with a reply route only). */
   deliver?: DeliveryTrigger;
+  /** Set with CONTACT_SEND=on: the model gets chat_contact_send. */
+  contacts?: ContactBook;
 }
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
@@ -182,6 +186,18 @@ async function turnBody(
         const next = deps.compressor.compress([...contextMessages, ...pendingMessages], budget);
         control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
       },
+    }),
+    ...(deps.contacts && {
+      chat_contact_send: createContactSendTool({
+        contacts: deps.contacts,
+        chatKey,
+        fence,
+        runId,
+        maxPerTurn: settings.maxSendsPerTurn,
+        onFencedOut: () => lane.markLost('contact send fenced out'),
+        deliver: deps.deliver,
+        logger,
+      }),
     }),
   };
 

@@ -96,6 +96,10 @@ describe('POST /webhooks/generic/:source', () => {
       extra: { source: 'crm', webhookId: 'msg_abc' },
     });
     expect((await ing.turns.getJobs(['waiting'])).map((j) => j.data)).toEqual([{ chatKey: 'ticket-42' }]);
+    // The sender's user joins the contact book, like every ingested message with a username.
+    expect(await ing.app.contacts.lookup('dana')).toEqual([
+      expect.objectContaining({ username: 'Dana', chatKey: 'ticket-42', channel: 'generic', userId: 'c-7' }),
+    ]);
   });
 
   it('records replyTo.url as the chat’s reply route', async () => {

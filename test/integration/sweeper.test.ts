@@ -50,6 +50,7 @@ describe('sweep-check.lua', () => {
       pending: 0,
       leaseMs: 0,
       undelivered: false,
+      relays: 0,
     });
     await strand('c1');
     await store.acquire('c1', 'someone', 60_000);

@@ -31,6 +31,8 @@ export interface SweepState {
   leaseMs: number;
   /** The chat has a reply route and outbox items its delivery has not reached. */
   undelivered: boolean;
+  /** Contact sends of this chat not yet written to their target (a crash in between). */
+  relays: number;
 }
 
 export type FencedResult<T> =
@@ -47,6 +49,8 @@ export interface OutboxItem {
   text: string;
   ts: number;
   runId: string;
+  /** Set when another chat's turn sent this (chat_contact_send): that chat's key. */
+  from?: string;
 }
 
 export interface ChatEvent {
@@ -67,7 +71,7 @@ export type StreamEntry = [id: string, fields: string[]];
 
 const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
 
-function fieldsOf(fields: string[]): Map<string, string> {
+export function fieldsOf(fields: string[]): Map<string, string> {
   const map = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
   return map;
@@ -76,11 +80,13 @@ function fieldsOf(fields: string[]): Map<string, string> {
 /** One outbox stream entry as the API and the senders see it. */
 export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const f = fieldsOf(fields);
+  const from = f.get('from');
   return {
     id,
     text: f.get('text') ?? '',
     ts: Number(f.get('ts') ?? streamIdTime(id)),
     runId: f.get('runId') ?? '',
+    ...(from !== undefined && { from }),
   };
 }
 
@@ -106,7 +112,7 @@ export function streamIdTime(id: string): number {
 export class ChatStore {
   readonly prefix: string;
   readonly maxEvents: number;
-  private readonly outboxMaxLen: number;
+  readonly outboxMaxLen: number;
 
   constructor(
     readonly redis: RedisClient,
@@ -269,13 +275,16 @@ export class ChatStore {
   /** Pending count and lease state in one read (sweep-check.lua). */
   async sweepCheck(chatKey: string): Promise<SweepState> {
     const k = this.keys(chatKey);
-    const raw = tuple.parse(await scripts.sweepCheck.run(this.redis, [k.meta, k.inbox, k.outbox], []));
+    const raw = tuple.parse(
+      await scripts.sweepCheck.run(this.redis, [k.meta, k.inbox, k.outbox, k.relay], []),
+    );
     const lease = raw[0] === 'live' || raw[0] === 'expired' ? raw[0] : 'free';
     return {
       lease,
       pending: Number(raw[1] ?? 0),
       leaseMs: Number(raw[2] ?? 0),
       undelivered: Number(raw[3] ?? 0) === 1,
+      relays: Number(raw[4] ?? 0),
     };
   }
 

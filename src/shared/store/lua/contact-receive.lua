@@ -1,0 +1,33 @@
+--[[
+  Write a contact send into the target chat's outbox, once per send id.
+
+  KEYS[1] meta     (target chat) has a reply route?
+  KEYS[2] outbox   (target chat)
+  KEYS[3] events   (target chat)
+  KEYS[4] relayed  (target chat) zset send id -> time (idempotency window)
+
+  ARGV[1] send id
+  ARGV[2] sender chatKey
+  ARGV[3] runId of the sending turn
+  ARGV[4] text
+  ARGV[5] ts (ms)
+  ARGV[6] outbox max length (approximate trim)
+  ARGV[7] max events
+  ARGV[8] idempotency window in ms
+
+  Returns { 'ok', outboxId, routed } | { 'duplicate', '', routed }
+    routed  1 when the target chat has a reply route (the caller triggers its delivery job)
+]]
+-- @include "now"
+-- @include "events"
+local now = nowMs()
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (now - tonumber(ARGV[8])))
+local routed = redis.call('HEXISTS', KEYS[1], 'route')
+if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+  return { 'duplicate', '', routed }
+end
+local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*',
+  'runId', ARGV[3], 'text', ARGV[4], 'ts', ARGV[5], 'from', ARGV[2])
+redis.call('ZADD', KEYS[4], now, ARGV[1])
+addEvent(KEYS[3], ARGV[7], 'contact.received', { sendId = ARGV[1], from = ARGV[2], itemId = id })
+return { 'ok', id, routed }

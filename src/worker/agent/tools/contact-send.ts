@@ -1,0 +1,100 @@
+import { tool, zodSchema } from 'ai';
+import { z } from 'zod';
+import type { Logger } from '../../../shared/logger.js';
+import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
+import type { DeliveryTrigger } from '../../outbox.js';
+
+export interface ContactSendContext {
+  contacts: ContactBook;
+  chatKey: string;
+  fence: string;
+  runId: string;
+  maxPerTurn: number;
+  onFencedOut: () => void;
+  deliver?: DeliveryTrigger | undefined;
+  logger: Logger;
+}
+
+const INPUT = zodSchema(
+  z.object({
+    username: z.string().min(1).max(200),
+    text: z.string().min(1).max(8000),
+    chatKey: z.string().min(1).max(200).optional(),
+  }),
+);
+
+/** How the model sees a contact in a candidate list. */
+function describe(c: Contact): string {
+  const where = [c.channel, c.chatId && `chat ${c.chatId}`].filter(Boolean).join(', ');
+  return `${c.username} — chatKey ${c.chatKey}${where ? ` (${where})` : ''}, last seen ${new Date(c.lastSeen).toISOString()}`;
+}
+
+function candidates(list: Contact[]): string {
+  return list.length === 0
+    ? 'none'
+    : list
+        .slice(0, 10)
+        .map((c) => `\n- ${describe(c)}`)
+        .join('');
+}
+
+/**
+ * `chat_contact_send`: the model writes to another person it knows from the contact book, in
+ * that person's chat (only with CONTACT_SEND=on: it lets one conversation reach another).
+ * The send is part of this turn: recorded in this chat under the turn's fence, then written
+ * to the other chat's outbox once (see ContactBook.send) and delivered like any reply, with a
+ * `contact.sent` / `contact.received` event on both chats. An unknown or ambiguous username
+ * is a tool error that lists the candidates; `chatKey` picks one of several.
+ */
+export function createContactSendTool(ctx: ContactSendContext) {
+  const sent = new Set<string>();
+  return tool({
+    description:
+      'Send a message to another person you know by username, in their own chat (not this one). ' +
+      'If several chats match the username, call again with the chatKey of the right one.',
+    inputSchema: INPUT,
+    execute: async ({ username, text, chatKey }) => {
+      const found = (await ctx.contacts.lookup(username)).filter((c) => c.chatKey !== ctx.chatKey);
+      const matches = chatKey ? found.filter((c) => c.chatKey === chatKey) : found;
+      if (matches.length === 0) {
+        const similar = found.length > 0 ? found : await ctx.contacts.search(username, 10);
+        throw new Error(
+          `no contact '${username}'${chatKey ? ` in chat ${chatKey}` : ''}. Candidates:${candidates(similar.filter((c) => c.chatKey !== ctx.chatKey))}`,
+        );
+      }
+      if (matches.length > 1) {
+        throw new Error(
+          `'${username}' is in ${matches.length} chats; call again with one chatKey:${candidates(matches)}`,
+        );
+      }
+      const to = matches[0]!;
+      const dedupe = `${to.chatKey}\n${text}`;
+      if (sent.has(dedupe)) return { status: 'duplicate' as const };
+      if (sent.size >= ctx.maxPerTurn) {
+        return { status: 'limit' as const, message: `at most ${ctx.maxPerTurn} contact messages per turn` };
+      }
+      sent.add(dedupe);
+      const res = await ctx.contacts.send(
+        { chatKey: ctx.chatKey, fence: ctx.fence, runId: ctx.runId },
+        to,
+        text,
+      );
+      if (!res.ok) {
+        sent.delete(dedupe);
+        ctx.onFencedOut();
+        return { status: 'fenced-out' as const };
+      }
+      if (res.routed && ctx.deliver) {
+        await ctx.deliver(to.chatKey).catch((err: unknown) => {
+          ctx.logger.warn({ err, to: to.chatKey }, 'delivery trigger failed; the sweeper will re-add it');
+        });
+      }
+      return {
+        status: 'sent' as const,
+        to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },
+        // Without a reply route the message waits in that chat's outbox, readable over the API.
+        delivered: res.routed ? ('queued' as const) : ('outbox-only' as const),
+      };
+    },
+  });
+}
