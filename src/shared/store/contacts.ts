@@ -13,7 +13,7 @@ import { scripts } from './scripts.js';
  * - `P:{ct:<name>}` hash: chatKey → contact JSON, one key (one slot) per name, expiring
  *   CONTACTS_RETENTION_DAYS after anyone with that name was last seen;
  * - `P:contacts` zset: name → last seen, for listing and search, trimmed by the same
- *   retention on every write.
+ *   retention (at most once a minute per process).
  * The ingest upserts it (throttled per process: at most once a minute per name and chat),
  * best effort like the activity index: it is written beside the ingest script, not in it.
  */
@@ -36,6 +36,8 @@ export interface ContactBookOptions {
 
 export type ContactSendResult = FencedResult<{ sendId: string; itemId: string | undefined; routed: boolean }>;
 
+const TRIM_EVERY_MS = 60_000;
+
 /** Search scans the name index in pages; this bounds one search's work. */
 const SEARCH_SCAN_PAGES = 20;
 
@@ -44,6 +46,8 @@ function globEscape(text: string): string {
 }
 
 export class ContactBook {
+  private lastTrim = 0;
+
   constructor(
     private readonly store: ChatStore,
     private readonly options: ContactBookOptions,
@@ -72,12 +76,19 @@ export class ContactBook {
     if (!name) return;
     const key = contactKey(this.store.prefix, name);
     const index = contactsIndexKey(this.store.prefix);
-    await Promise.all([
+    const writes: Array<Promise<unknown>> = [
       this.redis.hset(key, contact.chatKey, JSON.stringify(contact)),
       this.redis.pexpire(key, this.options.retentionMs),
       this.redis.zadd(index, contact.lastSeen, name),
-      this.redis.zremrangebyscore(index, '-inf', `(${contact.lastSeen - this.options.retentionMs}`),
-    ]);
+    ];
+    // Trimming the index is housekeeping: once a minute per process is plenty.
+    if (contact.lastSeen - this.lastTrim >= TRIM_EVERY_MS) {
+      this.lastTrim = contact.lastSeen;
+      writes.push(
+        this.redis.zremrangebyscore(index, '-inf', `(${contact.lastSeen - this.options.retentionMs}`),
+      );
+    }
+    await Promise.all(writes);
   }
 
   /** Everyone seen with exactly this name (case and a leading @ ignored), most recent first. */
