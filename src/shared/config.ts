@@ -128,6 +128,9 @@ export const configSchema = z.object({
   DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
   EVENTS_MAX_LEN: int(1000, 10),
   BODY_LIMIT_BYTES: int(256 * 1024, 1024),
+  // Ingress: a Redis command not answered within this fails the request with 503 (a hung
+  // Redis must not hang every request). Workers wait instead: see src/shared/redis.ts.
+  REDIS_COMMAND_TIMEOUT_MS: int(1000, 0),
   // Slow clients (ingress): the request line and headers must arrive within the first, the whole
   // request (body included) within the second, or the client gets 408 and the connection is
   // closed. An idle keep-alive connection is closed after the third: keep it above the idle

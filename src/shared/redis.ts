@@ -6,13 +6,30 @@ import type { Logger } from './logger.js';
 export type RedisClient = Redis | Cluster;
 
 /**
- * Connection roles differ in how they fail (DESIGN §5): workers wait out a Redis blip
- * (`maxRetriesPerRequest: null`, required by BullMQ's blocking calls); the ingress fails
- * fast so a request errors with 503 instead of hanging.
+ * Connection roles differ in how they fail (DESIGN §5):
+ *
+ * - `worker` connections wait out a Redis blip (`maxRetriesPerRequest: null`, required by
+ *   BullMQ) and carry no command timeout. BullMQ duplicates the connection it is given for
+ *   its blocking fetch (BZPOPMIN for up to 10 s, bounded by BullMQ's own watchdog), and a
+ *   duplicate inherits every option: a command timeout shorter than the block would cut every
+ *   idle fetch. A timed-out non-blocking command is no better: Redis may still run it later
+ *   (a job moved to active that nobody processes until its lock expires, a fenced write the
+ *   turn gave up on). So a worker whose Redis hangs simply waits — it cannot take a job, and
+ *   its running turns keep their leases, renewed as soon as Redis answers (the fence, not a
+ *   timeout, decides who may write).
+ * - `ingress` connections fail fast: no offline queue, and every command gives up after
+ *   REDIS_COMMAND_TIMEOUT_MS, so a request gets 503 within about a second of Redis hanging
+ *   instead of waiting for it. Never duplicate one for blocking reads (XREAD BLOCK): the
+ *   timeout would cut them; open a `worker` connection for those.
  */
 export type ConnectionRole = 'worker' | 'ingress';
 
-export function redisOptions(role: ConnectionRole): RedisOptions {
+export interface ConnectionTuning {
+  /** Ingress only: ms after which a command is given up (0 = never). */
+  commandTimeoutMs?: number | undefined;
+}
+
+export function redisOptions(role: ConnectionRole, tuning: ConnectionTuning = {}): RedisOptions {
   // Auto-pipelining batches the commands of concurrent turns issued in one tick into one
   // socket write: fewer syscalls per turn, same ordering per connection.
   if (role === 'worker')
@@ -22,21 +39,31 @@ export function redisOptions(role: ConnectionRole): RedisOptions {
     enableOfflineQueue: false,
     connectTimeout: 2000,
     enableAutoPipelining: true,
+    ...(tuning.commandTimeoutMs ? { commandTimeout: tuning.commandTimeoutMs } : {}),
   };
 }
 
-export function createRedis(url: string, role: ConnectionRole, connectionName?: string): Redis {
-  return new Redis(url, { ...redisOptions(role), ...(connectionName ? { connectionName } : {}) });
+export function createRedis(
+  url: string,
+  role: ConnectionRole,
+  connectionName?: string,
+  tuning: ConnectionTuning = {},
+): Redis {
+  return new Redis(url, { ...redisOptions(role, tuning), ...(connectionName ? { connectionName } : {}) });
 }
 
 /**
  * The same roles on a Cluster. ioredis takes `enableOfflineQueue` only at the Cluster level
  * (its per-node connections always queue): with it off, a command fails at once while the
  * cluster is not ready or the node owning the slot is not connected. `maxRetriesPerRequest`,
- * `connectTimeout` and the name go to every node connection (`redisOptions`), which is
- * also where BullMQ looks for `maxRetriesPerRequest: null`.
+ * `connectTimeout`, the command timeout and the name go to every node connection
+ * (`redisOptions`), which is also where BullMQ looks for `maxRetriesPerRequest: null`.
  */
-export function clusterOptions(role: ConnectionRole, url?: string): ClusterOptions {
+export function clusterOptions(
+  role: ConnectionRole,
+  url?: string,
+  tuning: ConnectionTuning = {},
+): ClusterOptions {
   const node: NonNullable<ClusterOptions['redisOptions']> = {};
   if (url) {
     // REDIS_URL lends credentials and TLS to every node; its host and db are not used.
@@ -55,18 +82,25 @@ export function clusterOptions(role: ConnectionRole, url?: string): ClusterOptio
   return {
     enableOfflineQueue: false,
     enableAutoPipelining: true,
-    redisOptions: { ...node, maxRetriesPerRequest: 1, connectTimeout: 2000 },
+    redisOptions: {
+      ...node,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      ...(tuning.commandTimeoutMs ? { commandTimeout: tuning.commandTimeoutMs } : {}),
+    },
   };
 }
 
 /** One connection for `role`: an ioredis Cluster when REDIS_CLUSTER_NODES is set, else Redis at REDIS_URL. */
 export function createRedisClient(
-  config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
+  config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'> &
+    Partial<Pick<Config, 'REDIS_COMMAND_TIMEOUT_MS'>>,
   role: ConnectionRole,
   connectionName?: string,
 ): RedisClient {
-  if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName);
-  const options = clusterOptions(role, config.REDIS_URL);
+  const tuning = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
+  if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName, tuning);
+  const options = clusterOptions(role, config.REDIS_URL, tuning);
   if (connectionName) options.redisOptions = { ...options.redisOptions, connectionName };
   return new Cluster(config.REDIS_CLUSTER_NODES, options);
 }

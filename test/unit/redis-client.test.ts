@@ -60,6 +60,27 @@ describe('createRedisClient', () => {
     expect(ingress.redisOptions?.connectTimeout).toBe(2000);
   });
 
+  it('times commands out on ingress connections only: a worker connection (and every BullMQ duplicate of it) has none', () => {
+    const config = loadConfig({});
+    expect(config.REDIS_COMMAND_TIMEOUT_MS).toBe(1000);
+    const ingress = lazy(createRedisClient(config, 'ingress')) as Redis;
+    expect(ingress.options.commandTimeout).toBe(1000);
+    const worker = lazy(createRedisClient(config, 'worker')) as Redis;
+    expect(worker.options.commandTimeout).toBeUndefined();
+    // What BullMQ does for its blocking fetch: the duplicate inherits, so it must have none.
+    const blocking = lazy(worker.duplicate());
+    expect(blocking.options.commandTimeout).toBeUndefined();
+    expect(clusterOptions('ingress', undefined, { commandTimeoutMs: 700 }).redisOptions?.commandTimeout).toBe(
+      700,
+    );
+    expect(
+      clusterOptions('worker', undefined, { commandTimeoutMs: 700 }).redisOptions?.commandTimeout,
+    ).toBeUndefined();
+    expect(
+      lazy(createRedisClient(loadConfig({ REDIS_COMMAND_TIMEOUT_MS: '0' }), 'ingress')).options,
+    ).not.toHaveProperty('commandTimeout');
+  });
+
   it('lends REDIS_URL credentials and TLS to every cluster node, never its host', () => {
     const opts = clusterOptions('worker', 'rediss://app:s%40cret@ignored.example:6380/3');
     expect(opts.redisOptions).toMatchObject({ username: 'app', password: 's@cret', tls: {} });
