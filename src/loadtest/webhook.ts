@@ -52,12 +52,14 @@ const replySchema = z.looseObject({
   type: z.literal('chat.reply'),
   chatKey: z.string(),
   id: z.string(),
+  itemId: z.string(),
   text: z.string(),
   ts: z.number(),
 });
 
 export interface Delivery {
   chatKey: string;
+  /** The outbox item id (the body's `itemId`), as the outbox API lists it. */
   id: string;
   /** First arrival, ms on the run's clock. */
   at: number;
@@ -85,12 +87,11 @@ function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
 /**
  * Where the deployment delivers replies: accepts only correctly signed `chat.reply` bodies
  * (401 otherwise, which the sender treats as permanent — a misconfigured secret shows at once)
- * and answers 204. Keeps one record per outbox item: first arrival and count. An item is
- * (chatKey, id): outbox ids are stream ids, unique per chat only — two chats' replies written
- * in the same millisecond share an id.
+ * and answers 204. Keeps one record per outbox item: first arrival and count, keyed by the
+ * delivered id (`webhook-id`, unique across chats, the same on a redelivery).
  */
 export class ReplyReceiver {
-  /** By `<chatKey>/<id>`. */
+  /** By delivered id (`webhook-id`). */
   readonly deliveries = new Map<string, Delivery>();
   rejected = 0;
   private server: Server | undefined;
@@ -144,11 +145,11 @@ export class ReplyReceiver {
     }
     const reply = replySchema.safeParse(parsed);
     if (!reply.success || reply.data.id !== header('webhook-id')) return undefined;
-    const key = `${reply.data.chatKey}/${reply.data.id}`;
+    const key = reply.data.id;
     let d = this.deliveries.get(key);
     if (d) d.count++;
     else {
-      d = { chatKey: reply.data.chatKey, id: reply.data.id, at: this.now(), count: 1 };
+      d = { chatKey: reply.data.chatKey, id: reply.data.itemId, at: this.now(), count: 1 };
       this.deliveries.set(key, d);
     }
     this.onDelivery(d);

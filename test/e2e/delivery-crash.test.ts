@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deliveryId } from '../../src/shared/delivery/delivery-id.js';
 import type { RoleProcess } from '../helpers/processes.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
@@ -10,6 +11,8 @@ const SECRET = webhookSecret();
 
 interface Arrival {
   webhookId: string;
+  /** The outbox item id (orders the items of one chat). */
+  itemId: string;
   text: string;
 }
 
@@ -35,9 +38,14 @@ class Receiver {
     const payload = Buffer.concat(chunks).toString('utf8');
     const body = new Webhook(SECRET).verify(payload, req.headers as Record<string, string>) as {
       text: string;
+      itemId: string;
     };
     // Accepted: the receiver has stored it, whatever happens to the answer.
-    this.arrivals.push({ webhookId: String(req.headers['webhook-id']), text: body.text });
+    this.arrivals.push({
+      webhookId: String(req.headers['webhook-id']),
+      itemId: body.itemId,
+      text: body.text,
+    });
     const act = this.onNext;
     this.onNext = undefined;
     if (act) await act(res);
@@ -60,8 +68,8 @@ function checkAtMostTwiceInOrder(arrivals: Arrival[]): void {
   for (const [id, n] of count) expect(n, `${id} arrived ${n} times`).toBeLessThanOrEqual(2);
   const key = (id: string) => id.split('-').map(Number) as [number, number];
   for (let i = 1; i < arrivals.length; i++) {
-    const [pm, ps] = key(arrivals[i - 1]!.webhookId);
-    const [m, s] = key(arrivals[i]!.webhookId);
+    const [pm, ps] = key(arrivals[i - 1]!.itemId);
+    const [m, s] = key(arrivals[i]!.itemId);
     expect(m > pm || (m === pm && s >= ps), `arrival ${i} went back to an earlier item`).toBe(true);
   }
 }
@@ -132,12 +140,14 @@ describe('a delivery process killed after the receiver accepted an item', () => 
 
     delivery = await stack.start('delivery');
     const ids = await outboxIds(chatKey);
-    await waitFor(async () => receiver.arrivals.at(-1)?.webhookId === ids[2], {
+    await waitFor(async () => receiver.arrivals.at(-1)?.itemId === ids[2], {
       timeoutMs: 30_000,
       what: 'the third reply after the restart',
     });
     // The frozen item came again, with the same id, before the next one; nothing else repeats.
-    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([ids[0], ids[1], ids[1], ids[2]]);
+    expect(receiver.arrivals.map((a) => a.itemId)).toEqual([ids[0], ids[1], ids[1], ids[2]]);
+    const hooks = ids.map((id) => deliveryId(chatKey, id));
+    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([hooks[0], hooks[1], hooks[1], hooks[2]]);
     checkAtMostTwiceInOrder(receiver.arrivals);
     await delivery.kill('SIGTERM');
     receiver.arrivals.length = 0;

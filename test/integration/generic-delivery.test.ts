@@ -2,9 +2,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Queue, Worker } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { deliveryId } from '../../src/shared/delivery/delivery-id.js';
 import { GenericWebhookSender, retryAfterMs } from '../../src/shared/delivery/generic-sender.js';
 import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { chatKeys } from '../../src/shared/keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
@@ -33,7 +35,7 @@ const POLICY = { allowHttp: true, hosts: ['127.0.0.1'] };
 
 interface Arrival {
   webhookId: string;
-  body: { type: string; chatKey: string; id: string; text: string; ts: number };
+  body: { type: string; chatKey: string; id: string; itemId: string; text: string; ts: number };
   /** Which receiver secret verified it. */
   verifiedWith: 'new' | 'old';
   status: number;
@@ -179,18 +181,49 @@ afterEach(async () => {
 afterAll(() => redis.disconnect());
 
 describe('replies to a generic webhook’s replyTo.url', () => {
-  it('are POSTed signed with the source’s secret; webhook-id is the outbox item id', async () => {
+  it('are POSTed signed with the source’s secret; webhook-id = the body’s id, derived from chat and item', async () => {
     await chatFromWebhook('ticket-1');
     const ids = await reply('ticket-1', ['first answer', 'second answer']);
     await waitFor(async () => receiver.accepted().length === 2, { what: 'two replies' });
     expect(receiver.rejected).toEqual([]);
-    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual(ids);
-    expect(receiver.arrivals[0]!.body).toMatchObject({
+    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual(ids.map((id) => deliveryId('ticket-1', id)));
+    expect(receiver.arrivals.map((a) => a.body.id)).toEqual(receiver.arrivals.map((a) => a.webhookId));
+    expect(receiver.arrivals[0]!.webhookId).toMatch(/^msg_[A-Za-z0-9_-]{22}$/);
+    expect(receiver.arrivals[0]!.body).toEqual({
       type: 'chat.reply',
       chatKey: 'ticket-1',
-      id: ids[0],
+      id: deliveryId('ticket-1', ids[0]!),
+      itemId: ids[0],
       text: 'first answer',
+      ts: expect.any(Number),
     });
+  });
+
+  it('two chats whose outbox items share a stream id get different webhook-ids; a redelivery keeps its own', async () => {
+    await chatFromWebhook('ticket-a');
+    await chatFromWebhook('ticket-b');
+    // Two chats answered in the same millisecond: both outbox streams hold `<ms>-0`.
+    const shared = '1700000000000-0';
+    for (const chatKey of ['ticket-a', 'ticket-b']) {
+      const text = `answer in ${chatKey}`;
+      await redis.xadd(chatKeys(prefix, chatKey).outbox, shared, 'runId', 'r1', 'text', text, 'ts', '1');
+    }
+    receiver.statuses.push(500);
+    await enqueueDelivery(queue, 'ticket-a');
+    await waitFor(async () => receiver.accepted().length === 1, { what: 'ticket-a after its retry' });
+    await enqueueDelivery(queue, 'ticket-b');
+    await waitFor(async () => receiver.accepted().length === 2, { what: 'ticket-b' });
+
+    const seen = receiver.arrivals.map((a) => [a.body.chatKey, a.body.itemId, a.webhookId, a.status]);
+    const [idA, idB] = [deliveryId('ticket-a', shared), deliveryId('ticket-b', shared)];
+    expect(idA).not.toBe(idB);
+    expect(seen).toEqual([
+      ['ticket-a', shared, idA, 500],
+      ['ticket-a', shared, idA, 200],
+      ['ticket-b', shared, idB, 200],
+    ]);
+    // A receiver deduping on webhook-id keeps both chats' replies and drops only the redelivery.
+    expect(new Set(receiver.arrivals.map((a) => a.webhookId)).size).toBe(2);
   });
 
   it('verify for a receiver that knows only the old secret while the rotation is under way', async () => {
@@ -204,7 +237,7 @@ describe('replies to a generic webhook’s replyTo.url', () => {
   it('a receiver answering 500 then 200 gets the item twice, with the same webhook-id, then the rest in order', async () => {
     receiver.statuses.push(500);
     await chatFromWebhook('ticket-1');
-    const [first, second] = await reply('ticket-1', ['one', 'two']);
+    const [first, second] = (await reply('ticket-1', ['one', 'two'])).map((id) => deliveryId('ticket-1', id));
     await waitFor(async () => receiver.accepted().length === 2, { what: 'both delivered' });
     expect(receiver.arrivals.map((a) => [a.webhookId, a.status])).toEqual([
       [first, 500],
@@ -227,7 +260,7 @@ describe('replies to a generic webhook’s replyTo.url', () => {
     await chatFromWebhook('ticket-1');
     const [gone, next] = await reply('ticket-1', ['gone', 'next']);
     await waitFor(async () => receiver.accepted().length === 1, { what: 'the next item' });
-    expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([gone, next]);
+    expect(receiver.arrivals.map((a) => a.body.itemId)).toEqual([gone, next]);
     const failed = (await store.readEvents('ticket-1', undefined, 50)).filter(
       (e) => e.type === 'delivery.failed',
     );

@@ -2,6 +2,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { guardedLookup, isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
 import type { StandardWebhookSource } from '../webhooks/standard.js';
+import { deliveryId } from './delivery-id.js';
 import type { Sender, SendRequest, SendResult } from './sender.js';
 
 /** `route.channel` of chats that came in through a signed generic webhook with `replyTo.url`. */
@@ -20,11 +21,23 @@ export function retryAfterMs(header: string | undefined, now = Date.now()): numb
 }
 
 /**
- * The JSON body a receiver gets for one outbox item. Its `id` is also the `webhook-id`
- * header: the same item sent twice (at-least-once) carries the same id.
+ * The JSON body a receiver gets for one outbox item. Its `id` (= the `webhook-id` header) is
+ * unique across chats and the same on every redelivery of the item: the key to dedupe on.
+ * `itemId` is the item's id in its chat's outbox, as `GET …/outbox` and the stream show it.
+ * `from` is the sending chat of a `chat_contact_send`.
  */
-export function replyBody(chatKey: string, item: SendRequest['item']): string {
-  return JSON.stringify({ type: 'chat.reply', chatKey, id: item.id, text: item.text, ts: item.ts });
+export function replyBody(chatKey: string, item: SendRequest['item']): { id: string; body: string } {
+  const id = deliveryId(chatKey, item.id);
+  const body = JSON.stringify({
+    type: 'chat.reply',
+    chatKey,
+    id,
+    itemId: item.id,
+    text: item.text,
+    ts: item.ts,
+    ...(item.from !== undefined && { from: item.from }),
+  });
+  return { id, body };
 }
 
 /**
@@ -49,8 +62,8 @@ export class GenericWebhookSender implements Sender {
     const problem = replyUrlProblem(route.url, this.policy);
     if (problem) return { status: 'failed', reason: `reply URL refused: ${problem}` };
     const url = new URL(route.url);
-    const body = replyBody(chatKey, item);
-    const headers = { 'content-type': 'application/json', ...source.sign(item.id, body) };
+    const { id, body } = replyBody(chatKey, item);
+    const headers = { 'content-type': 'application/json', ...source.sign(id, body) };
     try {
       const res = await post(url, headers, body, signal, isListedHost(url, this.policy));
       if (res.status >= 200 && res.status < 300) return { status: 'ok' };

@@ -15,7 +15,8 @@ import type { ReplyRoute } from './route.js';
  *   honours the signal to end before another worker may take the chat over.
  * - `ok` means the receiver accepted the item: only then does the chat's delivery cursor move.
  *   Delivery is at-least-once: after a crash between acceptance and the cursor write the same
- *   item is sent again, with the same `item.id` (receivers dedupe on it).
+ *   item is sent again. A sender that gives the receiver an id to dedupe on gives
+ *   `deliveryId(chatKey, item.id)` (delivery-id.ts): `item.id` alone repeats across chats.
  * - `retry` = try this item again later (5xx, network error, timeout, rate limit). `afterMs`,
  *   when the receiver said how long to wait (HTTP 429 `Retry-After`, Telegram `retry_after`),
  *   replaces the exponential backoff for this attempt.

@@ -60,7 +60,7 @@ export class StandardWebhookSource {
     return 'signature';
   }
 
-  /** Headers for an outgoing body: `webhook-id` is the caller's stable id (receivers dedupe on it). */
+  /** Headers for an outgoing body: `webhook-id` is the caller's id, stable across redeliveries and unique across messages (receivers dedupe on it). */
   sign(id: string, body: string, at = new Date()): StandardHeaders {
     return {
       'webhook-id': id,
