@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import { Redis } from 'ioredis';
+import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
@@ -74,6 +75,8 @@ export interface IngressDeps {
   streams?: Partial<StreamSettings>;
   /** The contact book (default: on the store, 90 days' retention). */
   contacts?: ContactBook;
+  /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
+  files?: FilePolicy;
 }
 
 export interface IngressState {

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { ReplyRoute } from '../shared/delivery/route.js';
+import { DEFAULT_FILE_POLICY, type FilePolicy, messageFileProblem } from '../shared/file-parts.js';
 import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
@@ -17,6 +18,10 @@ import { withRedis } from './validation.js';
  *   → enqueue the chat's turn (deduplicated by chatKey)
  *   → activity index (at most once a second per chat and process)
  *   → contact book, when the message has a username (at most once a minute per name and chat)
+ *
+ * File parts are checked first (`FilePolicy`: https: or size-capped data: URLs, allowed
+ * media types); a refused one is a 400 (FILE_URL_NOT_ALLOWED, FILE_TYPE_NOT_ALLOWED,
+ * FILE_TOO_LARGE) and nothing is written.
  *
  * Resolves only once the message is in Redis: a caller that answers 2xx after it has kept
  * its promise to the sender. Throws `HttpError` with the registry's code:
@@ -47,6 +52,8 @@ export interface IngestDeps {
   activity?: ActivityIndex;
   /** Contact book upserts (absent: no contact book). */
   contacts?: ContactTracker;
+  /** Which file parts are accepted (default: DEFAULT_FILE_POLICY). */
+  files?: FilePolicy;
 }
 
 export function createIngest(deps: IngestDeps): Ingest {
@@ -55,7 +62,11 @@ export function createIngest(deps: IngestDeps): Ingest {
   const contacts = deps.contacts;
   const limits = { maxPending: deps.limits.maxPendingPerChat, dedupWindowMs: deps.limits.dedupWindowMs };
 
+  const files = deps.files ?? DEFAULT_FILE_POLICY;
+
   return async ({ chatKey, message, route }) => {
+    const problem = messageFileProblem(message.parts, files);
+    if (problem) throw new HttpError(problem.code, problem.message);
     const result = await withRedis(() => store.ingest(chatKey, message, limits, route));
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);

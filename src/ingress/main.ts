@@ -1,4 +1,4 @@
-import { type Config, ConfigError } from '../shared/config.js';
+import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
 import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -44,6 +44,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
+    files: filePolicy(config),
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 
 /**
  * The one place that reads the environment. Parsed once at boot; a bad value stops the
@@ -191,6 +192,40 @@ export const configSchema = z.object({
   // writing to another chat found in it) only with CONTACT_SEND=on.
   CONTACTS_RETENTION_DAYS: int(90, 1),
   CONTACT_SEND: z.enum(['on', 'off']).default('off'),
+
+  // File parts (README "File parts"): at ingest only https: URLs and data: URLs up to
+  // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
+  // `family/*`); the worker fetches https: files itself, after DNS, refusing private addresses,
+  // at most FILE_FETCH_MAX_BYTES within FILE_FETCH_TIMEOUT_MS.
+  FILE_MEDIA_TYPES: z
+    .string()
+    .optional()
+    .transform((v, ctx): string[] => {
+      if (v === undefined) return [...DEFAULT_FILE_MEDIA_TYPES];
+      const types = v
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
+      for (const t of types) {
+        if (!/^[a-z0-9][a-z0-9!#$&^_.+-]*\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]*)$/.test(t))
+          ctx.addIssue({ code: 'custom', message: `'${t}' is not a media type (type/subtype or type/*)` });
+      }
+      return types;
+    }),
+  FILE_DATA_URL_MAX_BYTES: int(128 * 1024, 0),
+  FILE_FETCH_MAX_BYTES: int(10 * 1024 * 1024, 1),
+  FILE_FETCH_TIMEOUT_MS: int(10_000, 100),
+
+  // When a message itself cannot be processed (README "When a message fails") the chat gets
+  // this one notice and the message is kept in history marked failed.
+  FAILURE_NOTICE: z
+    .string()
+    .max(2000)
+    .default("Sorry — I couldn't process your last message. Please send it again."),
+  // Model unreachable or refusing our credentials: the chat's turn waits this long, doubling
+  // per consecutive failure of this worker's model calls up to the max, then tries again.
+  MODEL_RETRY_BACKOFF_MS: int(2000, 10),
+  MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10),
 });
 
 type RawConfig = z.infer<typeof configSchema>;
@@ -261,6 +296,11 @@ function derive(raw: RawConfig, sources: GenericSource[]): Config {
     COMPACT_AT_TOKENS: raw.COMPACT_AT_TOKENS ?? Math.floor(0.8 * raw.MAX_INPUT_TOKENS),
     KEEP_RECENT_TOKENS: raw.KEEP_RECENT_TOKENS ?? Math.floor(0.4 * raw.MAX_INPUT_TOKENS),
   };
+}
+
+/** The ingest rule for file parts, from FILE_MEDIA_TYPES and FILE_DATA_URL_MAX_BYTES. */
+export function filePolicy(config: Pick<Config, 'FILE_MEDIA_TYPES' | 'FILE_DATA_URL_MAX_BYTES'>): FilePolicy {
+  return { mediaTypes: config.FILE_MEDIA_TYPES, maxDataBytes: config.FILE_DATA_URL_MAX_BYTES };
 }
 
 /** The side port a worker or compactor tries first when METRICS_PORT is unset. */

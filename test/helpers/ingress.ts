@@ -2,10 +2,12 @@ import type { Queue } from 'bullmq';
 import { buildIngress, type HttpLimits, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
 import type { StreamSettings } from '../../src/ingress/stream/clients.js';
 import type { GenericWebhookOptions } from '../../src/ingress/webhooks/generic.js';
+import type { FilePolicy } from '../../src/shared/file-parts.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { waitFor } from './redis.js';
 
 export interface TestIngress {
   app: IngressApp;
@@ -20,6 +22,7 @@ export interface TestIngressOptions {
   http?: HttpLimits;
   genericWebhooks?: GenericWebhookOptions;
   streams?: Partial<StreamSettings>;
+  files?: FilePolicy;
 }
 
 export async function testIngress(
@@ -39,6 +42,7 @@ export async function testIngress(
     limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
     ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
     ...(opts.streams && { streams: opts.streams }),
+    ...(opts.files && { files: opts.files }),
   });
   return {
     app,
@@ -49,6 +53,13 @@ export async function testIngress(
       await turns.close();
     },
   };
+}
+
+/** BullMQ writes its queue's meta key once connected: tests that compare keyspaces wait for it. */
+export async function queueMetaWritten(redis: RedisClient, prefix: string): Promise<void> {
+  await waitFor(async () => (await redis.exists(`${prefix}:{q:turns}:turns:meta`)) === 1, {
+    what: 'queue meta',
+  });
 }
 
 /** A test ingress listening on a free port of 127.0.0.1, for raw-socket tests. */

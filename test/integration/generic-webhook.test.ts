@@ -2,9 +2,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { waitReady } from '../../src/shared/redis.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';
-import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import { queueMetaWritten, type TestIngress, testIngress } from '../helpers/ingress.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
 
 const OLD = webhookSecret();
@@ -29,10 +29,7 @@ beforeEach(async () => {
       replyPolicy: { allowHttp: false, hosts: [] },
     },
   });
-  // BullMQ writes its queue's meta key once connected: let that settle before tests compare keyspaces.
-  await waitFor(async () => (await redis.exists(`${prefix}:{q:turns}:turns:meta`)) === 1, {
-    what: 'queue meta',
-  });
+  await queueMetaWritten(redis, prefix);
 });
 afterEach(async () => {
   await ing.close();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, requireModel } from '../../src/shared/config.js';
+import { ConfigError, filePolicy, loadConfig, requireModel } from '../../src/shared/config.js';
 
 /** The ConfigError thrown by `fn`; fails the test when nothing or something else is thrown. */
 function configErrorOf(fn: () => unknown): ConfigError {
@@ -236,5 +236,26 @@ describe('requireModel', () => {
       apiKey: undefined,
       model: 'mock',
     });
+  });
+});
+
+describe('file part and failure settings', () => {
+  it('allows images, PDF and plain text by default and reads FILE_MEDIA_TYPES as a lowercase list', () => {
+    const defaults = loadConfig({});
+    expect(filePolicy(defaults)).toEqual({
+      mediaTypes: ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'application/pdf', 'text/plain'],
+      maxDataBytes: 131_072,
+    });
+    expect(defaults.FAILURE_NOTICE).toMatch(/couldn't process your last message/);
+    expect(loadConfig({ FILE_MEDIA_TYPES: 'Image/*, application/pdf' }).FILE_MEDIA_TYPES).toEqual([
+      'image/*',
+      'application/pdf',
+    ]);
+  });
+
+  it('names FILE_MEDIA_TYPES when an entry is not a media type', () => {
+    const err = configErrorOf(() => loadConfig({ FILE_MEDIA_TYPES: 'image/png,pdf' }));
+    expect(namedVariables(err)).toEqual(['FILE_MEDIA_TYPES']);
+    expect(err.message).toMatch(/'pdf' is not a media type/);
   });
 });

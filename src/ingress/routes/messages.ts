@@ -14,7 +14,9 @@ export const partSchema = z.discriminatedUnion('type', [
     .object({
       type: z.literal('file'),
       mediaType: z.string().min(1).max(200),
-      url: z.string().url().max(8192),
+      // Which URLs are allowed (https:, data: up to a cap) is the ingest's rule (file-parts.ts),
+      // checked for every entry point; the body limit bounds a data: URL here.
+      url: z.string().url(),
       filename: z.string().max(500).optional(),
     })
     .strict(),
