@@ -111,6 +111,21 @@ export const configSchema = z.object({
   CHAT_SEND_MAX_PER_TURN: int(5, 1),
   SYSTEM_PROMPT_FILE: optionalString,
 
+  // Agent capabilities (README, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in
+  // the Claude Desktop `mcpServers` format; checked at start, a bad file stops the worker.
+  MCP_CONFIG: optionalString,
+  MCP_TOOL_TIMEOUT_MS: int(30_000, 100),
+  // A tool result longer than this (as JSON) reaches the model and the history truncated.
+  MCP_RESULT_MAX_CHARS: int(20_000, 200),
+  MCP_CONNECT_TIMEOUT_MS: int(10_000, 100),
+  MCP_RECONNECT_MS: int(10_000, 100),
+  // A directory of skills (<skill>/SKILL.md with name and description front matter).
+  SKILLS_DIR: optionalString,
+  // Primary.md and other.md from here go into the system prompt after the runtime context.
+  PROFILE_DIR: optionalString,
+  // The per-chat memory document (chat_memory_update, /v1/chats/:chatKey/memory) is capped at this.
+  MEMORY_MAX_TOKENS: int(1000, 1),
+
   // Liveness (docs/DESIGN.md, "Recovery"): lease and job lock are renewed ~10× per period, so
   // a worker stalled up to ~7 s keeps its turns while a dead one's chats are taken over
   // within about JOB_LOCK_MS + STALLED_INTERVAL_MS.

@@ -30,6 +30,7 @@ export interface Metrics {
   compactionRuns: Counter<'result'>;
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
+  mcpServerUp: Gauge<'server'>;
 }
 
 export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: boolean } = {}): Metrics {
@@ -130,6 +131,12 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_queue_metrics_up',
       help: '1 when the last scrape read the queue counts from Redis, 0 when it could not',
       labelNames: ['queue'],
+      registers,
+    }),
+    mcpServerUp: new Gauge({
+      name: 'chatlane_mcp_server_up',
+      help: '1 while the worker is connected to the MCP server (MCP_CONFIG), 0 while it is down and being retried',
+      labelNames: ['server'],
       registers,
     }),
   };

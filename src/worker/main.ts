@@ -23,6 +23,8 @@ import { compactionDepsFromConfig } from './compaction/main.js';
 import { buildDeliveryWorker, type DeliveryParts } from './delivery/main.js';
 import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
+import { loadMcpConfig } from './mcp/mcp-config.js';
+import { McpTools } from './mcp/mcp-tools.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
@@ -94,6 +96,23 @@ export function turnDepsFromConfig(
   };
 }
 
+async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
+  const metrics = processMetrics();
+  const mcp = new McpTools(
+    file,
+    {
+      toolTimeoutMs: config.MCP_TOOL_TIMEOUT_MS,
+      resultMaxChars: config.MCP_RESULT_MAX_CHARS,
+      reconnectMs: config.MCP_RECONNECT_MS,
+      connectTimeoutMs: config.MCP_CONNECT_TIMEOUT_MS,
+    },
+    logger,
+    (server, up) => metrics.mcpServerUp.set({ server }, up ? 1 : 0),
+  );
+  await mcp.start();
+  return mcp;
+}
+
 /**
  * Steps 1–3 of the startup order (`./startup.ts`): checks, connections, side server bound.
  * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
@@ -104,6 +123,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   requireModel(config);
   // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
+  const mcpFile = loadMcpConfig(config.MCP_CONFIG);
 
   // 2. Connections.
   const opened = new Opened();
@@ -122,6 +142,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
+  // A server that is down does not stop the worker: it runs without those tools and retries.
+  const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;
+  if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
     ...turnDepsFromConfig(config, store, logger),
@@ -133,6 +156,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
     deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
+    ...(mcp && { mcp }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -179,6 +203,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       redis: connection,
       isRunning: () => worker.isRunning() && !worker.closing,
       logger,
+      ...(mcp && { detail: () => ({ mcp: mcp.status() }) }),
     }),
   );
   opened.add(() => side.close());
@@ -209,6 +234,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
           await settleWithin(stopped, STOP_WAIT_MS);
         }
         await side.close();
+        await mcp?.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

@@ -27,6 +27,8 @@ export interface SideServerOptions {
   queues?: readonly Queue[];
   logger: Logger;
   role?: string;
+  /** Extra state shown in /readyz without deciding readiness (e.g. MCP servers that are down). */
+  detail?: () => Record<string, unknown>;
 }
 
 const PING_TIMEOUT_MS = 1000;
@@ -37,6 +39,7 @@ export async function buildSideServer(opts: SideServerOptions) {
     logController: new LogController({ disableRequestLogging: true }),
   });
   const role = opts.role ?? 'worker';
+  const detail = () => opts.detail?.() ?? {};
 
   app.get('/healthz', async () => ({ status: 'ok', role }));
 
@@ -56,7 +59,7 @@ export async function buildSideServer(opts: SideServerOptions) {
         .code(503)
         .send({ status: 'not ready', role, reason: `redis is not reachable: ${(err as Error).message}` });
     }
-    return { status: 'ready', role };
+    return { status: 'ready', role, ...detail() };
   });
 
   app.get('/metrics', async (_request, reply) => {
@@ -141,7 +144,7 @@ export async function startSideServer(opts: SideServerOptions & SideServerListen
  */
 export async function startRoleSideServer(
   config: Pick<Config, 'HOST' | 'METRICS_PORT' | 'QUEUE_METRICS' | 'CHATLANE_PREFIX'>,
-  opts: Pick<SideServerOptions, 'metrics' | 'isRunning' | 'logger'> & {
+  opts: Pick<SideServerOptions, 'metrics' | 'isRunning' | 'logger' | 'detail'> & {
     role: Exclude<MetricsRole, 'ingress'>;
     redis: RedisClient;
   },

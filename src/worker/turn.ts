@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { convertToModelMessages, type LanguageModel } from 'ai';
+import { convertToModelMessages, type LanguageModel, type ToolSet } from 'ai';
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
@@ -60,6 +60,8 @@ export interface TurnDeps {
   deliver?: DeliveryTrigger;
   /** Set with CONTACT_SEND=on: the model gets chat_contact_send. */
   contacts?: ContactBook;
+  /** Operator tools (MCP_CONFIG): the servers connected right now, named `<server>__<tool>`. */
+  mcp?: { tools(): ToolSet; toolTokens(): number };
 }
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
@@ -154,7 +156,11 @@ async function turnBody(
 
   const context = runtimeContext(chatKey, runId, pendingMessages);
   const budget = Math.floor(
-    (settings.maxInputTokens - deps.assembler.systemTokens(context) - settings.reserveTokens) * budgetScale,
+    (settings.maxInputTokens -
+      deps.assembler.systemTokens(context) -
+      settings.reserveTokens -
+      (deps.mcp?.toolTokens() ?? 0)) *
+      budgetScale,
   );
   const compressed = deps.compressor.compress([...loaded.history, ...pendingMessages], budget);
   if (shouldReport(compressed.report)) {
@@ -173,7 +179,9 @@ async function turnBody(
     logger,
   });
   const control: LoopControl = {};
+  // chatlane's own tools come last: an operator tool can never shadow one of them.
   const tools = {
+    ...deps.mcp?.tools(),
     chat_send: chatSend.tool,
     chat_history_search: createHistorySearchTool(store, chatKey),
     ...createContextTools({

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockLlm } from '../../src/mock-llm/server.js';
-import { ConfigError, loadConfig } from '../../src/shared/config.js';
+import { ConfigError } from '../../src/shared/config.js';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
@@ -10,20 +10,13 @@ import { startWorker } from '../../src/worker/main.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { workerConfig } from '../helpers/worker-config.js';
 
 describe('startWorker and its side server', () => {
   const redis = testRedis();
   const prefix = randomPrefix('startw');
   let mock: Awaited<ReturnType<typeof startMockLlm>>;
-  const config = () =>
-    loadConfig({
-      ...process.env,
-      CHATLANE_PREFIX: prefix,
-      HOST: '127.0.0.1',
-      METRICS_PORT: '0',
-      LLM_BASE_URL: mock.url,
-      LLM_MODEL: 'mock',
-    });
+  const config = () => workerConfig(prefix, mock.url);
 
   beforeAll(async () => {
     mock = await startMockLlm({ port: 0 });
