@@ -126,6 +126,8 @@ async function start(role: 'ingress' | 'worker' | 'compactor' | 'mock-llm', env:
   return proc;
 }
 
+const perThousand = (n: number, of: number) => (of > 0 ? ((n * 1000) / of).toFixed(1) : '-');
+
 interface ChaosRow {
   row: string;
   value: number | string;
@@ -255,8 +257,13 @@ async function main(): Promise<number> {
       mustBeZero: false,
     },
     {
-      row: 'duplicate replies (a retried turn answering again)',
+      row: 'replies of turns that never committed',
       value: dup.uncommittedReplies,
+      mustBeZero: false,
+    },
+    {
+      row: 'messages answered twice (a retried turn answering again)',
+      value: `${dup.answeredTwice} (${perThousand(dup.answeredTwice, rep.messages.acked)} per 1,000)`,
       mustBeZero: false,
     },
   ];
@@ -284,6 +291,8 @@ async function main(): Promise<number> {
   ];
   if (dup.redeliveredIds.length > 0)
     lines.push(`  redelivered (chat/id×times): ${dup.redeliveredIds.join(' ')}`);
+  if (dup.answeredTwiceIds.length > 0)
+    lines.push(`  answered twice (chat/message): ${dup.answeredTwiceIds.join(' ')}`);
   if (dup.uncommittedReplyIds.length > 0) {
     lines.push(`  replies of turns that never committed (chat/id): ${dup.uncommittedReplyIds.join(' ')}`);
   }

@@ -339,9 +339,13 @@ export function renderSummary(rep: LoadtestReport): string {
       `  delivery   ${rep.deliveries.received} replies delivered to replyTo, ${rep.deliveries.redeliveries} redelivered (same id), ${rep.deliveries.rejected} refused by the receiver`,
     );
   }
-  if (rep.duplicates.uncommittedReplies > 0 || rep.duplicates.repeatedTexts > 0) {
+  if (
+    rep.duplicates.uncommittedReplies > 0 ||
+    rep.duplicates.repeatedTexts > 0 ||
+    rep.duplicates.answeredTwice > 0
+  ) {
     lines.push(
-      `  duplicates ${rep.duplicates.uncommittedReplies} replies from turns that never committed, ${rep.duplicates.repeatedTexts} repeated reply texts`,
+      `  duplicates ${rep.duplicates.answeredTwice} messages answered twice, ${rep.duplicates.uncommittedReplies} replies from turns that never committed, ${rep.duplicates.repeatedTexts} repeated reply texts`,
     );
   }
   lines.push(

@@ -61,6 +61,13 @@ export interface Verification {
     /** Outbox items from turns that never committed: replies sent twice across a crash or takeover. */
     uncommittedReplies: number;
     uncommittedReplyIds: string[];
+    /**
+     * Acknowledged messages answered by more than one outbox item: the mock model echoes the
+     * texts it answers, so an item answers every message whose text it contains. A killed
+     * turn's reply repeated by the turn that took over shows up here.
+     */
+    answeredTwice: number;
+    answeredTwiceIds: string[];
     /** Outbox items repeating an earlier item's text in the same chat. */
     repeatedTexts: number;
     repeatedTextIds: string[];
@@ -137,6 +144,8 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
   let uncommittedReplies = 0;
   const repeatedTextIds: string[] = [];
   let repeatedTexts = 0;
+  const answeredTwiceIds: string[] = [];
+  let answeredTwice = 0;
   let ackedTotal = 0;
   const fate = { lost: 0, pendingAtEnd: 0, committedTwice: 0, outOfOrder: 0 };
 
@@ -260,6 +269,11 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
       }
       texts.add(item.text);
     }
+    for (const m of acked) {
+      if (!m.text || answeredBy(chat.outbox, m.text) < 2) continue;
+      answeredTwice++;
+      if (answeredTwiceIds.length < MAX_IDS) answeredTwiceIds.push(`${chat.key}/${m.id}`);
+    }
 
     outcomes.push({
       key: chat.key,
@@ -298,6 +312,8 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     messagesWithoutReply,
     fate,
     duplicates: {
+      answeredTwice,
+      answeredTwiceIds,
       uncommittedReplies,
       uncommittedReplyIds,
       repeatedTexts,
@@ -314,6 +330,13 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
  * after the message was accepted (a merged message is answered by a later step of the same
  * run), else the run's first item.
  */
+/** Outbox items whose text quotes this message (how the mock model answers). */
+function answeredBy(outbox: SeenOutboxItem[], text: string): number {
+  let n = 0;
+  for (const item of outbox) if (item.text.includes(text)) n++;
+  return n;
+}
+
 function replyFor(
   sequence: HistoryMessage[],
   pos: number,

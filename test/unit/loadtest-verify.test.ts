@@ -180,6 +180,8 @@ describe('loadtest verification', () => {
     const v = verify([chat], []);
     expect(failing(v)).toEqual([]);
     expect(v.duplicates).toEqual({
+      answeredTwice: 0,
+      answeredTwiceIds: [],
       uncommittedReplies: 1,
       uncommittedReplyIds: ['lt-x-0/1-9'],
       repeatedTexts: 1,
@@ -187,6 +189,17 @@ describe('loadtest verification', () => {
       redeliveries: 0,
       redeliveredIds: [],
     });
+  });
+
+  it('a message quoted by two replies (a takeover answering it again) counts as answered twice', () => {
+    const chat = cleanChat();
+    chat.outbox = [
+      { ...reply('1-0', 'dead-run', T0 + 100, 120), text: 'echo: m0' },
+      { ...reply('1-1', 'r1', T0 + 150, 160), text: 'echo: m0' },
+      { ...reply('2-0', 'r2', T0 + 600, 650), text: 'echo: m1' },
+    ];
+    const v = verify([chat], []);
+    expect(v.duplicates).toMatchObject({ answeredTwice: 1, answeredTwiceIds: ['lt-x-0/m0'] });
   });
 
   it('delivered to a receiver: replies are timed at delivery, redeliveries counted, an undelivered reply fails', () => {
