@@ -17,6 +17,11 @@ export interface ChatKeys {
   relay: string;
   /** zset: contact send id → time, for sends this chat received (idempotency) */
   relayed: string;
+  /**
+   * list: the chat_send items (JSON) of turns that have not committed yet. The next turn reads
+   * it on acquire (a killed turn's replies are not said again); a commit clears it.
+   */
+  uncommitted: string;
 }
 
 export function chatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -32,6 +37,7 @@ export function chatKeys(prefix: string, chatKey: string): ChatKeys {
     contexts: `${base}:contexts`,
     relay: `${base}:relay`,
     relayed: `${base}:relayed`,
+    uncommitted: `${base}:uncommitted`,
   };
 }
 

@@ -1,6 +1,6 @@
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { ChatStore } from '../shared/store/chat-store.js';
+import type { ChatStore, UncommittedSend } from '../shared/store/chat-store.js';
 import { renewalInterval } from './liveness.js';
 
 /**
@@ -23,6 +23,8 @@ export class Lane {
     readonly runId: string,
     private readonly leaseMs: number,
     private readonly logger: Logger,
+    /** What earlier runs of this chat sent and never committed (read by the acquire script). */
+    readonly uncommitted: UncommittedSend[] = [],
   ) {}
 
   /** Returns the lane, or the ms until the current holder's lease runs out. */
@@ -32,7 +34,16 @@ export class Lane {
   ): Promise<Lane | { busyMs: number }> {
     const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs);
     if (!res.ok) return { busyMs: res.ttlMs };
-    const lane = new Lane(store, opts.chatKey, opts.owner, res.fence, opts.runId, opts.leaseMs, opts.logger);
+    const lane = new Lane(
+      store,
+      opts.chatKey,
+      opts.owner,
+      res.fence,
+      opts.runId,
+      opts.leaseMs,
+      opts.logger,
+      res.uncommitted,
+    );
     lane.startRenewing();
     return lane;
   }

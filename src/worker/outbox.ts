@@ -16,7 +16,7 @@ export async function writeOutbox(
   deps: { store: ChatStore; deliver?: DeliveryTrigger | undefined; logger: Logger },
   chatKey: string,
   fence: string,
-  item: { runId: string; text: string; ts: number },
+  item: { runId: string; text: string; ts: number; seen?: string | undefined },
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const res = await deps.store.sendOutbox(chatKey, fence, item);
   if (res.ok && res.routed && deps.deliver) {

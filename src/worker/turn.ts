@@ -6,6 +6,7 @@ import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
 import { withTokens } from '../shared/tokens.js';
+import { compareStreamIds, seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
 import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
@@ -100,8 +101,9 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   const lane = acquired;
 
   let outcome: TurnOutcome | undefined;
-  // One send state for the whole turn: a retry after an overflow never repeats a reply.
-  const sent: ChatSendState = { sent: [] };
+  // One send state for the whole turn: a retry after an overflow never repeats a reply, nor
+  // one a crashed earlier run of this chat already sent.
+  const sent: ChatSendState = { sent: [], earlier: lane.uncommitted.map((s) => s.text) };
   const untrack = deps.running?.track(lane);
   try {
     try {
@@ -152,7 +154,14 @@ async function turnBody(
 
   const loaded = await deps.provider.load(chatKey);
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
-  const pendingMessages = loaded.pending.map((e) => e.message);
+  const pending = await reachEarlierSends(deps, lane, loaded.pending);
+  const pendingMessages = pending.map((e) => e.message);
+  // What this turn answers, with the replies a crashed earlier run already sent in place.
+  const turn = await withEarlierSends(pending, lane.uncommitted, {
+    chatKey,
+    runId,
+    maxCharsPerMessage: settings.maxCharsPerMessage,
+  });
 
   const context = runtimeContext(chatKey, runId, pendingMessages);
   const budget = Math.floor(
@@ -162,11 +171,12 @@ async function turnBody(
       (deps.mcp?.toolTokens() ?? 0)) *
       budgetScale,
   );
-  const compressed = deps.compressor.compress([...loaded.history, ...pendingMessages], budget);
+  const compressed = deps.compressor.compress([...loaded.history, ...turn.messages], budget);
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
   }
   const assembled = await deps.assembler.assemble({ context, messages: compressed.messages });
+  let lastSeen = pending.at(-1)!.streamId;
   const chatSend = createChatSendTool({
     store,
     chatKey,
@@ -176,6 +186,7 @@ async function turnBody(
     onFencedOut: () => lane.markLost('outbox fenced out'),
     state: sendState,
     deliver: deps.deliver,
+    seen: () => lastSeen,
     logger,
   });
   const control: LoopControl = {};
@@ -191,7 +202,7 @@ async function turnBody(
       runId,
       onFencedOut: () => lane.markLost('context switch fenced out'),
       rebase: async (contextMessages) => {
-        const next = deps.compressor.compress([...contextMessages, ...pendingMessages], budget);
+        const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
         control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
       },
     }),
@@ -209,7 +220,6 @@ async function turnBody(
     }),
   };
 
-  let lastSeen = loaded.pending.at(-1)!.streamId;
   const loop = await runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
@@ -235,13 +245,17 @@ async function turnBody(
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
   });
 
-  // The model answered in text only: deliver that text rather than stay silent.
-  if (chatSend.state.sent.length === 0 && loop.finalText.trim()) await chatSend.send(loop.finalText.trim());
+  // The model answered in text only: deliver that text rather than stay silent. Not when an
+  // earlier run's replies already answered everything: the text is a remark after them.
+  const answered = turn.answeredAll && loop.merges.length === 0;
+  if (chatSend.state.sent.length === 0 && !answered && loop.finalText.trim()) {
+    await chatSend.send(loop.finalText.trim());
+  }
   if (lane.lost) return { status: 'lost', runId };
 
   const now = Date.now();
-  const toCommit: ChatMessage[] = [...pendingMessages];
-  const consumed = loaded.pending.map((e) => e.streamId);
+  const toCommit: ChatMessage[] = [...turn.messages];
+  const consumed = pending.map((e) => e.streamId);
   let segment = 0;
   for (const seg of interleave(loop.response.parts, loop.merges)) {
     if (seg.kind === 'user') {
@@ -273,6 +287,7 @@ async function turnBody(
       steps: loop.steps,
       merged,
       sent: chatSend.state.sent.length,
+      ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
       inputMessages: compressed.messages.length,
       inputTokens: loop.usage.inputTokens,
       outputTokens: loop.usage.outputTokens,
@@ -298,6 +313,26 @@ async function turnBody(
     merged,
     sent: chatSend.state.sent.length,
   };
+}
+
+/**
+ * The pending messages a crashed earlier run had answered must all be in this turn: when it
+ * had merged beyond this turn's first read, read on up to the last one its sends had seen.
+ */
+async function reachEarlierSends(deps: TurnDeps, lane: Lane, pending: InboxEntry[]): Promise<InboxEntry[]> {
+  const until = seenBeyond(lane.uncommitted, pending.at(-1)!.streamId);
+  if (!until) return pending;
+  const out = [...pending];
+  for (;;) {
+    const more = await deps.store.readInbox(lane.chatKey, deps.settings.maxMerges + 1, out.at(-1)!.streamId);
+    const within = more.filter((e) => compareStreamIds(e.streamId, until) <= 0);
+    for (const e of within)
+      out.push({
+        streamId: e.streamId,
+        message: await withTokens(e.message, deps.settings.maxCharsPerMessage),
+      });
+    if (within.length < more.length || more.length === 0) return out;
+  }
 }
 
 function runtimeContext(chatKey: string, runId: string, pending: ChatMessage[]): RuntimeContext {

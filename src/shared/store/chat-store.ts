@@ -21,7 +21,35 @@ export type IngestResult =
   | { status: 'duplicate' }
   | { status: 'full'; pending: number };
 
-export type AcquireResult = { ok: true; fence: string } | { ok: false; ttlMs: number };
+/**
+ * A chat_send of a turn that has not committed (yet): the person may have seen it, history
+ * does not hold it. `seen` is the last inbox stream id that turn had given its model when it
+ * sent, so a takeover can place the reply after the messages it answered.
+ */
+export interface UncommittedSend {
+  id: string;
+  runId: string;
+  fence: string;
+  text: string;
+  ts: number;
+  seen: string;
+}
+
+const uncommittedSendSchema = z.object({
+  id: z.string(),
+  runId: z.string(),
+  fence: z.string(),
+  text: z.string(),
+  ts: z.coerce.number(),
+  seen: z.string(),
+});
+
+/** How many uncommitted sends a chat keeps (a long chain of crashed turns keeps the newest). */
+export const MAX_UNCOMMITTED_SENDS = 100;
+
+export type AcquireResult =
+  | { ok: true; fence: string; uncommitted: UncommittedSend[] }
+  | { ok: false; ttlMs: number };
 
 /** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
 export interface SweepState {
@@ -104,6 +132,16 @@ export function chatEventOf([id, fields]: StreamEntry): ChatEvent {
   return { id, type: f.get('type') ?? 'unknown', ts: streamIdTime(id), data };
 }
 
+/** An unreadable record is skipped: it only costs a possible repeat, never the turn. */
+function parseUncommitted(raw: string | number): UncommittedSend[] {
+  try {
+    const parsed = uncommittedSendSchema.safeParse(JSON.parse(String(raw)));
+    return parsed.success ? [parsed.data] : [];
+  } catch {
+    return [];
+  }
+}
+
 /** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
 export function streamIdTime(id: string): number {
   return Number(id.split('-')[0]);
@@ -165,9 +203,14 @@ export class ChatStore {
   async acquire(chatKey: string, owner: string, leaseMs: number): Promise<AcquireResult> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
-      await scripts.acquire.run(this.redis, [k.meta, k.events], [owner, leaseMs, this.maxEvents]),
+      await scripts.acquire.run(
+        this.redis,
+        [k.meta, k.events, k.uncommitted],
+        [owner, leaseMs, this.maxEvents],
+      ),
     );
-    return raw[0] === 'ok' ? { ok: true, fence: String(raw[1]) } : { ok: false, ttlMs: Number(raw[1]) };
+    if (raw[0] !== 'ok') return { ok: false, ttlMs: Number(raw[1]) };
+    return { ok: true, fence: String(raw[1]), uncommitted: raw.slice(2).flatMap(parseUncommitted) };
   }
 
   async renew(
@@ -196,7 +239,7 @@ export class ChatStore {
     const raw = tuple.parse(
       await scripts.commit.run(
         this.redis,
-        [k.meta, k.hist, k.inbox, k.events],
+        [k.meta, k.hist, k.inbox, k.events, k.uncommitted],
         [
           fence,
           this.maxEvents,
@@ -216,19 +259,30 @@ export class ChatStore {
 
   /**
    * Fenced outbox write. `routed` says the chat has a reply route: the caller then triggers
-   * the chat's delivery job (chats without a route are read over the API only).
+   * the chat's delivery job (chats without a route are read over the API only). With `seen`
+   * (chat_send) the item is also recorded as uncommitted until the turn commits.
    */
   async sendOutbox(
     chatKey: string,
     fence: string,
-    item: { runId: string; text: string; ts: number },
+    item: { runId: string; text: string; ts: number; seen?: string | undefined },
   ): Promise<FencedResult<{ id: string; routed: boolean }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.outbox.run(
         this.redis,
-        [k.meta, k.outbox, k.events],
-        [fence, this.maxEvents, this.outboxMaxLen, item.runId, item.text, item.ts],
+        [k.meta, k.outbox, k.events, k.uncommitted],
+        [
+          fence,
+          this.maxEvents,
+          this.outboxMaxLen,
+          item.runId,
+          item.text,
+          item.ts,
+          item.seen === undefined ? '' : '1',
+          item.seen ?? '',
+          MAX_UNCOMMITTED_SENDS,
+        ],
       ),
     );
     if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };

@@ -50,10 +50,10 @@ export class LuaScript {
 
 export const scripts = {
   ingest: new LuaScript('ingest', 4),
-  acquire: new LuaScript('acquire', 2),
+  acquire: new LuaScript('acquire', 3),
   renew: new LuaScript('renew', 2),
-  commit: new LuaScript('commit', 4),
-  outbox: new LuaScript('outbox', 3),
+  commit: new LuaScript('commit', 5),
+  outbox: new LuaScript('outbox', 4),
   finish: new LuaScript('finish', 3),
   sweepCheck: new LuaScript('sweep-check', 4),
   compact: new LuaScript('compact', 4),

@@ -3,12 +3,15 @@
 
   KEYS[1] meta    hash: fence, owner, leaseUntil, ...
   KEYS[2] events
+  KEYS[3] uncommitted  list: sends of turns that never committed (written by outbox.lua)
 
   ARGV[1] owner token (unique per attempt)
   ARGV[2] lease in ms
   ARGV[3] max events
 
-  Returns { 'ok', fence } | { 'busy', ttlMs }
+  Returns { 'ok', fence, send JSON ... } | { 'busy', ttlMs }
+    the sends are what earlier runs of this chat said without committing: the new turn must
+    know them (they reached the person) so it continues instead of answering again
 ]]
 -- @include "now"
 -- @include "events"
@@ -28,4 +31,7 @@ if owner and owner ~= ARGV[1] then
   addEvent(KEYS[2], ARGV[3], 'lease.takeover',
     { previousOwner = owner, owner = ARGV[1], fence = fence, expiredMs = now - leaseUntil })
 end
-return { 'ok', fence }
+local result = redis.call('LRANGE', KEYS[3], 0, -1)
+table.insert(result, 1, fence)
+table.insert(result, 1, 'ok')
+return result

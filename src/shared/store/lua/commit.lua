@@ -5,6 +5,7 @@
   KEYS[2] hist
   KEYS[3] inbox
   KEYS[4] events
+  KEYS[5] uncommitted  sends of runs that never committed: this commit's history holds them now
 
   ARGV[1] fence
   ARGV[2] max events
@@ -38,6 +39,8 @@ local histLen = redis.call('LLEN', KEYS[2])
 for i = 7 + n, #ARGV do
   histLen = redis.call('RPUSH', KEYS[2], ARGV[i])
 end
+
+redis.call('DEL', KEYS[5])
 
 local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[4]))
 redis.call('HINCRBY', KEYS[1], 'turns', 1)

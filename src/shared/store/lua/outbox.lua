@@ -4,6 +4,7 @@
   KEYS[1] meta
   KEYS[2] outbox
   KEYS[3] events
+  KEYS[4] uncommitted  list: this chat's sends of turns that have not committed (JSON each)
 
   ARGV[1] fence
   ARGV[2] max events
@@ -11,6 +12,9 @@
   ARGV[4] runId
   ARGV[5] text
   ARGV[6] ts (ms)
+  ARGV[7] '1': record the item in KEYS[4] too (chat_send), '' not (failure notices)
+  ARGV[8] seen: the last inbox stream id the sending turn had given its model
+  ARGV[9] max items kept in KEYS[4]
 
   Returns { 'ok', streamId, routed } | { 'fenced-out', currentFence }
     routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
@@ -21,4 +25,11 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
 end
 local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
   'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
+if ARGV[7] == '1' then
+  -- Until the turn commits, this is the only trace that the person has seen this reply: a
+  -- turn that takes the chat over after a crash reads it on acquire and does not say it again.
+  redis.call('RPUSH', KEYS[4], cjson.encode({
+    id = id, runId = ARGV[4], fence = ARGV[1], text = ARGV[5], ts = ARGV[6], seen = ARGV[8] }))
+  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[9]), -1)
+end
 return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route') }

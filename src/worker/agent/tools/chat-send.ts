@@ -16,22 +16,33 @@ export interface ChatSendContext {
   state?: ChatSendState;
   /** Triggers the chat's delivery after a write, when the chat has a reply route. */
   deliver?: DeliveryTrigger | undefined;
+  /**
+   * The last inbox stream id given to the model: recorded with each send until the commit,
+   * so a turn taking over after a crash knows which messages this reply followed.
+   */
+  seen?: () => string;
   logger: Logger;
 }
 
 export interface ChatSendState {
   sent: string[];
+  /** Texts earlier runs of this chat sent and never committed (the person has seen them). */
+  earlier?: string[];
 }
 
 export const CHAT_SEND_MAX_CHARS = 8000;
+
+const REFUSED_AS_SENT =
+  'Not sent: the person already received this exact text before a restart. Continue from there.';
 
 // Built once: the SDK converts a bare zod schema to JSON Schema again on every step.
 const INPUT = zodSchema(z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }));
 
 /**
  * `chat_send`: the model's only way to reach the user. Each write is fenced, so a turn that
- * lost its chat cannot speak; identical text in one turn is sent once; a per-turn cap keeps
- * a looping model from flooding the chat.
+ * lost its chat cannot speak; identical text in one turn is sent once, and so is text an
+ * earlier run already sent before it crashed; a per-turn cap keeps a looping model from
+ * flooding the chat.
  */
 export function createChatSendTool(ctx: ChatSendContext) {
   const state: ChatSendState = ctx.state ?? { sent: [] };
@@ -49,6 +60,7 @@ export function createChatSendTool(ctx: ChatSendContext) {
 export type ChatSendOutput =
   | { status: 'sent'; id: string }
   | { status: 'duplicate' }
+  | { status: 'already-sent'; message: string }
   | { status: 'limit'; message: string }
   | { status: 'fenced-out' };
 
@@ -58,11 +70,20 @@ export async function send(
   text: string,
 ): Promise<ChatSendOutput> {
   if (state.sent.includes(text)) return { status: 'duplicate' };
+  // Not an error: the retried turn's model may well say the same thing again.
+  if (state.earlier?.some((t) => t.trim() === text.trim())) {
+    return { status: 'already-sent', message: REFUSED_AS_SENT };
+  }
   if (state.sent.length >= ctx.maxPerTurn) {
     return { status: 'limit', message: `at most ${ctx.maxPerTurn} messages per turn; stop sending` };
   }
   state.sent.push(text);
-  const res = await writeOutbox(ctx, ctx.chatKey, ctx.fence, { runId: ctx.runId, text, ts: Date.now() });
+  const res = await writeOutbox(ctx, ctx.chatKey, ctx.fence, {
+    runId: ctx.runId,
+    text,
+    ts: Date.now(),
+    seen: ctx.seen?.() ?? '',
+  });
   if (!res.ok) {
     state.sent.pop();
     ctx.onFencedOut();
