@@ -214,4 +214,19 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     expect(sendsOf(await deps.store.readHistory('c1'))).toEqual(['echo: one', 'echo: two']);
     expect(await redis.exists(deps.store.keys('c1').uncommitted)).toBe(0);
   });
+
+  it('the same chat_send run twice (a client resending it after a Redis restart) writes one outbox item', async () => {
+    const { store } = turnDeps(redis, prefix, scriptedModel().model);
+    await ingest(store, 'c1', 'hi');
+    const lease = await store.acquire('c1', 'w', 5000);
+    if (!lease.ok) throw new Error('lease');
+    const item = { runId: 'r1', text: 'echo: hi', ts: Date.now(), seen: '0-1' };
+    const first = await store.sendOutbox('c1', lease.fence, item);
+    const again = await store.sendOutbox('c1', lease.fence, item);
+    expect(again).toEqual(first);
+    expect((await store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
+    // Another run's identical text is its own item (chat_send refuses it before it gets here).
+    await store.sendOutbox('c1', lease.fence, { ...item, runId: 'r2' });
+    expect(await store.readOutbox('c1', undefined, 10)).toHaveLength(2);
+  });
 });

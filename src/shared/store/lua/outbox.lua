@@ -23,6 +23,17 @@
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[3], ARGV[2], 'outbox', ARGV[1], ARGV[4]) }
 end
+if ARGV[7] == '1' then
+  -- The same run never sends the same text twice (chat_send dedupes it), so finding it here
+  -- means this very call ran before and its reply was lost (a Redis restart under a client
+  -- that resends unanswered commands): answer as then, write nothing.
+  for _, raw in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
+    local item = cjson.decode(raw)
+    if item.runId == ARGV[4] and item.text == ARGV[5] then
+      return { 'ok', item.id, redis.call('HEXISTS', KEYS[1], 'route') }
+    end
+  end
+end
 local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
   'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
 if ARGV[7] == '1' then
