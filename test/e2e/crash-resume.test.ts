@@ -51,12 +51,18 @@ describe('a worker killed after chat_send, before its commit', () => {
     for (const c of chats) {
       // Replies are at-least-once, yet the person got this one once: the takeover knew it.
       const outbox = await store.readOutbox(c, undefined, 10);
-      expect(outbox.map((o) => o.text), c).toEqual([`echo: ${c} first`]);
+      expect(
+        outbox.map((o) => o.text),
+        c,
+      ).toEqual([`echo: ${c} first`]);
       const history = await store.readHistory(c);
       expect(history.filter((m) => m.role === 'user').map((m) => m.id)).toEqual([`${c}-1`]);
       expect(sentTexts(history), c).toEqual([`echo: ${c} first`]);
       const events = await store.readEvents(c, undefined, 100);
-      expect(events.some((e) => e.type === 'lease.takeover'), c).toBe(true);
+      expect(
+        events.some((e) => e.type === 'lease.takeover'),
+        c,
+      ).toBe(true);
       const committed = events.filter((e) => e.type === 'turn.committed');
       expect(committed.map((e) => e.data.earlierSends)).toEqual([1]);
     }
