@@ -4,6 +4,7 @@ import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.j
 import type { Logger } from '../shared/logger.js';
 import { exportsQueueMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
+import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { standardSources } from '../shared/webhooks/standard.js';
@@ -20,7 +21,11 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
   await waitReady(redis, 10_000);
   await checkRedisPolicy(redis, logger);
-  const store = new ChatStore(redis, { prefix: config.CHATLANE_PREFIX, maxEvents: config.EVENTS_MAX_LEN });
+  const store = new ChatStore(redis, {
+    prefix: config.CHATLANE_PREFIX,
+    maxEvents: config.EVENTS_MAX_LEN,
+    retention: storeRetentionOf(config),
+  });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
   // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
   const watched = watchQueues(config.CHATLANE_PREFIX, redis).filter((q) => q.name !== QUEUES.turns);

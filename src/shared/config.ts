@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
+import { retentionShape } from './retention.js';
 
 /**
  * The one place that reads the environment. Parsed once at boot; a bad value stops the
@@ -142,7 +143,8 @@ export const configSchema = z.object({
   // unset leaves the value stored in Redis alone, 0 removes the cap.
   TURNS_GLOBAL_CONCURRENCY: z.coerce.number().int().min(0).optional(),
   DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
-  EVENTS_MAX_LEN: int(1000, 10),
+  // Per-chat event stream (~290 B an event), trimmed approximately (Redis MAXLEN ~).
+  EVENTS_MAX_LEN: int(300, 10),
   BODY_LIMIT_BYTES: int(256 * 1024, 1024),
   // Ingress: a Redis command not answered within this fails the request with 503 (a hung
   // Redis must not hang every request). Workers wait instead: see src/shared/redis.ts.
@@ -241,6 +243,7 @@ export const configSchema = z.object({
   // per consecutive failure of this worker's model calls up to the max, then tries again.
   MODEL_RETRY_BACKOFF_MS: int(2000, 10),
   MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10),
+  ...retentionShape,
 });
 
 type RawConfig = z.infer<typeof configSchema>;

@@ -36,6 +36,15 @@ export type CompactionJob = z.infer<typeof compactionJobSchema>;
 export const deliveryJobSchema = z.object({ chatKey: chatKeySchema });
 export type DeliveryJob = z.infer<typeof deliveryJobSchema>;
 
+/** States in which a chat's job will still run (and write to the chat). */
+export const LIVE_JOB_STATES: ReadonlySet<string> = new Set([
+  'waiting',
+  'active',
+  'delayed',
+  'prioritized',
+  'waiting-children',
+]);
+
 export function queueOptions(prefix: string, name: QueueName, connection: ConnectionOptions): QueueOptions {
   return { connection, prefix: queuePrefix(prefix, name) };
 }

@@ -46,6 +46,19 @@ export function contextMessagesKey(prefix: string, chatKey: string, contextId: s
   return `${prefix}:{c:${chatKey}}:ctx:${contextId}`;
 }
 
+/**
+ * Every key a chat owns: what deleting the chat (CHAT_TTL_DAYS) deletes, atomically, in one
+ * script. It is every field of `ChatKeys` plus one list per context snapshot, so a new
+ * per-chat key belongs in `ChatKeys` (and under the chat's hash tag); keys of a chat that
+ * are not fields there (named by an id, like snapshots) must be added here.
+ */
+export function allChatKeys(prefix: string, chatKey: string, contextIds: readonly string[]): string[] {
+  return [
+    ...Object.values(chatKeys(prefix, chatKey)),
+    ...contextIds.map((id) => contextMessagesKey(prefix, chatKey, id)),
+  ];
+}
+
 /** Best-effort index of chats by last activity (lives in its own slot, by design). */
 export function chatsIndexKey(prefix: string): string {
   return `${prefix}:chats`;

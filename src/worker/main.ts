@@ -14,6 +14,7 @@ import {
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { createModel } from './agent/model.js';
@@ -132,6 +133,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
+    retention: storeRetentionOf(config),
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
@@ -190,6 +192,11 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       contacts,
       intervalMs: config.SWEEP_INTERVAL_MS,
       batch: config.SWEEP_BATCH,
+      expiry: {
+        ttlMs: config.CHAT_TTL_DAYS * DAY_MS,
+        intervalMs: config.CHAT_EXPIRY_INTERVAL_MS,
+        queues: [turns, compaction, deliveries],
+      },
       logger,
     });
   });

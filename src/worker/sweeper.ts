@@ -4,6 +4,7 @@ import {
   type DeliveryJob,
   enqueueDelivery,
   enqueueTurn,
+  LIVE_JOB_STATES,
   QUEUES,
   queueOptions,
   type TurnJob,
@@ -13,6 +14,7 @@ import { chatsIndexKey } from '../shared/keys.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
+import { expireIdleChats } from './retention.js';
 
 /**
  * The sweeper (DESIGN §5): the safety net under "no acknowledged message is lost". A chat
@@ -35,15 +37,9 @@ import type { ContactBook } from '../shared/store/contacts.js';
 
 export const SWEEPER_SCHEDULER_ID = 'sweeper';
 export const SWEEP_JOB_NAME = 'sweep';
-
-/** States in which the chat's job will still run a turn. */
-const LIVE_JOB_STATES: ReadonlySet<string> = new Set([
-  'waiting',
-  'active',
-  'delayed',
-  'prioritized',
-  'waiting-children',
-]);
+/** Whole-chat expiry (CHAT_TTL_DAYS, src/worker/retention.ts) runs on the same queue. */
+export const EXPIRY_SCHEDULER_ID = 'chat-expiry';
+export const EXPIRY_JOB_NAME = 'expire';
 
 /** Chats checked at once within one sweep. */
 const CHECK_CONCURRENCY = 32;
@@ -219,6 +215,11 @@ export interface SweeperOptions extends SweepDeps {
   prefix: string;
   connection: ConnectionOptions;
   intervalMs: number;
+  /**
+   * CHAT_TTL_DAYS: when ttlMs > 0 this worker upserts the expiry scheduler. An expiry job
+   * taken by a worker without it (ttlMs 0) does nothing: turning it off takes effect at once.
+   */
+  expiry?: { ttlMs: number; intervalMs: number; queues: Queue[] };
 }
 
 export interface SweeperHandle {
@@ -240,6 +241,10 @@ export async function prepareSweeper(opts: SweeperOptions): Promise<SweeperHandl
   const worker = new Worker(
     QUEUES.maintenance,
     async (job) => {
+      if (job.name === EXPIRY_JOB_NAME) {
+        const { ttlMs = 0, queues = [] } = opts.expiry ?? {};
+        return expireIdleChats({ store: opts.store, queues, ttlMs, batch: opts.batch, logger });
+      }
       if (job.name !== SWEEP_JOB_NAME) throw new UnrecoverableError(`unknown maintenance job ${job.name}`);
       const started = Date.now();
       const report = await sweepOnce(opts);
@@ -274,6 +279,17 @@ export async function prepareSweeper(opts: SweeperOptions): Promise<SweeperHandl
           opts: { attempts: 1, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
         },
       );
+      if (opts.expiry && opts.expiry.ttlMs > 0) {
+        await queue.upsertJobScheduler(
+          EXPIRY_SCHEDULER_ID,
+          { every: opts.expiry.intervalMs },
+          {
+            name: EXPIRY_JOB_NAME,
+            data: {},
+            opts: { attempts: 1, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
+          },
+        );
+      }
       worker.run().catch((err: unknown) => logger.error({ err }, 'sweeper stopped'));
     },
     close() {

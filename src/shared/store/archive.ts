@@ -79,6 +79,8 @@ export async function applyCompaction(
       apply.summary.metadata.tokens ?? 0,
       apply.maxEvents,
       storedJson(apply.eventData, { tooDeep: 'clip' }),
+      store.retention.archiveMaxEntries,
+      store.retention.archiveMaxBytes,
     ],
   )) as [string, string | number | undefined];
   if (raw[0] === 'ok') return { status: 'ok', version: String(raw[1]) };
@@ -95,19 +97,27 @@ function parseEntry(json: string): ArchiveEntry | undefined {
   }
 }
 
-/** Archive entries by position, oldest first; `after` is the index of the last one seen. */
+/**
+ * Archive entries oldest first; `after` is the index of the last one seen. An index counts
+ * from the chat's first entry ever, so it stays valid while retention drops the oldest
+ * (meta `archiveDropped`); a page resumed past dropped entries starts at the oldest kept.
+ */
 export async function readArchive(
   store: ChatStore,
   chatKey: string,
   after: number | undefined,
   limit: number,
 ): Promise<Array<{ index: number; entry: ArchiveEntry }>> {
-  const start = after === undefined ? 0 : after + 1;
-  const raw = await store.redis.lrange(store.keys(chatKey).archive, start, start + limit - 1);
+  const k = store.keys(chatKey);
+  const [first, raw] = (await scripts.archiveRead.run(
+    store.redis,
+    [k.meta, k.archive],
+    [after === undefined ? 0 : after + 1, limit],
+  )) as [number, string[]];
   const out: Array<{ index: number; entry: ArchiveEntry }> = [];
   raw.forEach((json, i) => {
     const entry = parseEntry(json);
-    if (entry) out.push({ index: start + i, entry });
+    if (entry) out.push({ index: first + i, entry });
   });
   return out;
 }

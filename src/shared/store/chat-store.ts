@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { chatKeys, chatsIndexKey } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
 import { type RedisClient, scripts } from './scripts.js';
 
@@ -13,7 +14,8 @@ import { type RedisClient, scripts } from './scripts.js';
 export interface StoreOptions {
   prefix: string;
   maxEvents: number;
-  outboxMaxLen?: number;
+  /** Caps the scripts enforce (config: storeRetentionOf); defaults for the rest. */
+  retention?: Partial<StoreRetention>;
 }
 
 export type IngestResult =
@@ -150,7 +152,7 @@ export function streamIdTime(id: string): number {
 export class ChatStore {
   readonly prefix: string;
   readonly maxEvents: number;
-  readonly outboxMaxLen: number;
+  readonly retention: StoreRetention;
 
   constructor(
     readonly redis: RedisClient,
@@ -158,7 +160,7 @@ export class ChatStore {
   ) {
     this.prefix = options.prefix;
     this.maxEvents = options.maxEvents;
-    this.outboxMaxLen = options.outboxMaxLen ?? 10_000;
+    this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
   }
 
   keys(chatKey: string) {
@@ -275,7 +277,7 @@ export class ChatStore {
         [
           fence,
           this.maxEvents,
-          this.outboxMaxLen,
+          this.retention.outboxKeep,
           item.runId,
           item.text,
           item.ts,

@@ -184,7 +184,7 @@ export class ContactBook {
         f.get('runId') ?? '',
         f.get('text') ?? '',
         f.get('ts') ?? '0',
-        this.store.outboxMaxLen,
+        this.store.retention.outboxKeep,
         this.store.maxEvents,
         this.options.dedupWindowMs,
       ],

@@ -112,12 +112,21 @@ export async function switchContext(
     marker = storedJson(m, { tooDeep: 'clip' });
     markerTokens = m.metadata.tokens ?? 0;
   }
+  const evict = await oldestBeyondCap(store, chatKey, load?.id);
   const newKey = contextMessagesKey(store.prefix, chatKey, id);
   // The script re-checks that the snapshot exists before it changes anything.
   const loadKey = load ? contextMessagesKey(store.prefix, chatKey, load.id) : newKey;
   const raw = (await scripts.contextSwitch.run(
     store.redis,
-    [k.meta, k.hist, k.contexts, k.events, newKey, loadKey],
+    [
+      k.meta,
+      k.hist,
+      k.contexts,
+      k.events,
+      newKey,
+      loadKey,
+      ...evict.map((e) => contextMessagesKey(store.prefix, chatKey, e)),
+    ],
     [
       fence,
       req.op,
@@ -128,6 +137,8 @@ export async function switchContext(
       markerTokens,
       store.maxEvents,
       req.runId,
+      store.retention.contextsMax,
+      ...evict,
     ],
   )) as [string, ...Array<string | number>];
   if (raw[0] === 'fenced-out') return { status: 'fenced-out' };
@@ -138,6 +149,22 @@ export async function switchContext(
     archivedCount: Number(raw[2]),
     loadedCount: Number(raw[3]),
   };
+}
+
+/**
+ * Snapshots the switch may drop (CONTEXTS_MAX), oldest first: those that would be over the
+ * cap once one more is added, never the one being loaded. The script re-checks the count.
+ */
+async function oldestBeyondCap(store: ChatStore, chatKey: string, loading?: string): Promise<string[]> {
+  const all = await store.redis.hgetall(store.keys(chatKey).contexts);
+  const over = Object.keys(all).length + 1 - store.retention.contextsMax;
+  if (over <= 0) return [];
+  return Object.entries(all)
+    .filter(([id]) => id !== loading && CONTEXT_ID.test(id))
+    .map(([id, json]) => ({ id, at: parseMeta(json)?.archivedAt ?? 0 }))
+    .sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1))
+    .slice(0, over)
+    .map((e) => e.id);
 }
 
 function parseMeta(json: string | null | undefined): ContextMeta | undefined {

@@ -25,17 +25,23 @@ export class LuaScript {
   readonly source: string;
   readonly sha: string;
 
+  /** variadic: `numberOfKeys` named keys, then any number more (listed in the script header). */
+  readonly variadic: boolean;
+
   constructor(
     readonly name: string,
     readonly numberOfKeys: number,
+    opts: { variadic?: boolean } = {},
   ) {
+    this.variadic = opts.variadic ?? false;
     this.source = resolveLua(name);
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 
   async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
-    if (keys.length !== this.numberOfKeys) {
-      throw new Error(`${this.name}.lua takes ${this.numberOfKeys} keys, got ${keys.length}`);
+    if (this.variadic ? keys.length < this.numberOfKeys : keys.length !== this.numberOfKeys) {
+      const takes = `${this.variadic ? 'at least ' : ''}${this.numberOfKeys}`;
+      throw new Error(`${this.name}.lua takes ${takes} keys, got ${keys.length}`);
     }
     try {
       return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
@@ -57,7 +63,10 @@ export const scripts = {
   finish: new LuaScript('finish', 3),
   sweepCheck: new LuaScript('sweep-check', 4),
   compact: new LuaScript('compact', 4),
-  contextSwitch: new LuaScript('context-switch', 6),
+  archiveRead: new LuaScript('archive-read', 2),
+  chatExpire: new LuaScript('chat-expire', 7, { variadic: true }),
+  indexForget: new LuaScript('index-forget', 1),
+  contextSwitch: new LuaScript('context-switch', 6, { variadic: true }),
   deliveryClaim: new LuaScript('delivery-claim', 2),
   deliveryAdvance: new LuaScript('delivery-advance', 2),
   deliveryDefer: new LuaScript('delivery-defer', 1),

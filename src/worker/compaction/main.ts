@@ -4,6 +4,7 @@ import type { CompactionJob } from '../../shared/jobs.js';
 import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
+import { storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { createModel } from '../agent/model.js';
 import { meteredModel } from '../instrument.js';
@@ -62,6 +63,7 @@ export async function prepareCompactor(
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
+    retention: storeRetentionOf(config),
   });
   const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger), {
     prefix: config.CHATLANE_PREFIX,

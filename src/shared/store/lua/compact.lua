@@ -18,6 +18,11 @@
   ARGV[8]  tokens of the summary
   ARGV[9]  max events
   ARGV[10] event data JSON (model, duration, ...) merged into compaction.applied
+  ARGV[11] archive: max entries kept (the oldest dropped first)
+  ARGV[12] archive: max bytes kept (the newest entry is always kept)
+
+  meta keeps archiveBytes (bytes the archive holds) and archiveDropped (entries dropped from
+  its head, so an entry's index, archiveDropped + its position, never changes).
 
   Returns { 'ok', version } | { 'noop' } (this range was already applied)
         | { 'stale', reason }
@@ -46,7 +51,20 @@ end
 redis.call('LTRIM', KEYS[2], n, -1)
 redis.call('LPUSH', KEYS[2], ARGV[5])
 if ARGV[6] ~= '' then
-  redis.call('RPUSH', KEYS[3], ARGV[6])
+  local len = redis.call('RPUSH', KEYS[3], ARGV[6])
+  local bytes = redis.call('HINCRBY', KEYS[1], 'archiveBytes', #ARGV[6])
+  local maxEntries, maxBytes = tonumber(ARGV[11]), tonumber(ARGV[12])
+  local dropped = 0
+  while len > 1 and (len > maxEntries or bytes > maxBytes) do
+    bytes = bytes - #redis.call('LPOP', KEYS[3])
+    len = len - 1
+    dropped = dropped + 1
+  end
+  if dropped > 0 then
+    -- An archive older than the byte counter may go below zero: count from here on.
+    redis.call('HSET', KEYS[1], 'archiveBytes', math.max(bytes, 0))
+    redis.call('HINCRBY', KEYS[1], 'archiveDropped', dropped)
+  end
 end
 local newVersion = redis.call('HINCRBY', KEYS[1], 'version', 1)
 local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[8]) - tonumber(ARGV[7]))

@@ -9,6 +9,8 @@
   KEYS[4] events
   KEYS[5] new snapshot's message list
   KEYS[6] snapshot to load (its message list; = KEYS[5] unless op is 'load')
+  KEYS[7 ..] message lists of the oldest snapshots, oldest first: dropped while the chat
+             holds more than ARGV[10] snapshots (CONTEXTS_MAX)
 
   ARGV[1] fence
   ARGV[2] op: 'new' | 'clear' | 'load'
@@ -19,6 +21,8 @@
   ARGV[7] marker tokens
   ARGV[8] max events
   ARGV[9] runId (or the operator request id)
+  ARGV[10] max snapshots kept
+  ARGV[11 ..] ids of the snapshots in KEYS[7 ..]
 
   Returns { 'ok', archivedId ('' when the history was empty), archivedCount, loadedCount }
         | { 'fenced-out', currentFence } | { 'not-found' }
@@ -60,6 +64,20 @@ if op == 'load' then
   tokens = (tonumber(cjson.decode(loadMeta).tokens) or 0) + tonumber(ARGV[7])
 end
 
+-- Snapshots beyond the cap go oldest first. The caller named them from a read before this
+-- script; one no longer there is skipped, and the cap is checked on every one.
+local dropped = 0
+for i = 7, #KEYS do
+  if redis.call('HLEN', KEYS[3]) <= tonumber(ARGV[10]) then
+    break
+  end
+  local id = ARGV[4 + i]
+  if redis.call('HDEL', KEYS[3], id) == 1 then
+    redis.call('DEL', KEYS[i])
+    dropped = dropped + 1
+  end
+end
+
 redis.call('HSET', KEYS[1], 'tokens', tokens)
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HDEL', KEYS[1], 'compactedToId')
@@ -67,6 +85,6 @@ redis.call('HDEL', KEYS[1], 'compactedToId')
 local eventType = op == 'load' and 'context.loaded' or (op == 'new' and 'context.new' or 'context.cleared')
 addEvent(KEYS[4], ARGV[8], eventType, {
   archivedId = archivedId, archivedCount = archivedCount,
-  loadedId = ARGV[5], loadedCount = loadedCount, runId = ARGV[9],
+  loadedId = ARGV[5], loadedCount = loadedCount, runId = ARGV[9], droppedSnapshots = dropped,
 })
 return { 'ok', archivedId, archivedCount, loadedCount }

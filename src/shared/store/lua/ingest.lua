@@ -30,6 +30,9 @@ end
 
 local streamId = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'm', ARGV[2])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
+-- Every id is older than the window once the newest is: an idle chat's set expires whole
+-- (the trim above only runs when the next message comes).
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
 
 -- The route is written only when it changed: one HGET and a string compare otherwise.
 if ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'route') ~= ARGV[5] then

@@ -8,7 +8,7 @@
 
   ARGV[1] fence
   ARGV[2] max events
-  ARGV[3] outbox max length (approximate trim)
+  ARGV[3] outbox items kept beyond what delivery still needs (outbox-trim)
   ARGV[4] runId
   ARGV[5] text
   ARGV[6] ts (ms)
@@ -20,6 +20,7 @@
     routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
 ]]
 -- @include "fence"
+-- @include "outbox-trim"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[3], ARGV[2], 'outbox', ARGV[1], ARGV[4]) }
 end
@@ -34,8 +35,8 @@ if ARGV[7] == '1' then
     end
   end
 end
-local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-  'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
+local id = redis.call('XADD', KEYS[2], '*', 'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
+trimOutbox(KEYS[1], KEYS[2], ARGV[3])
 if ARGV[7] == '1' then
   -- Until the turn commits, this is the only trace that the person has seen this reply: a
   -- turn that takes the chat over after a crash reads it on acquire and does not say it again.

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+
+/**
+ * Retention: how much of a chat Redis keeps (README "Retention"). Redis runs `noeviction`,
+ * so every per-chat structure that grows with use has a cap, enforced by the script that
+ * appends to it (atomically, in the chat's slot). The variables are parsed in config.ts.
+ */
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+
+export const retentionShape = {
+  // Compaction archive (summarised-away messages): oldest entries dropped past either cap.
+  ARCHIVE_MAX_ENTRIES: int(100, 1),
+  ARCHIVE_MAX_BYTES: int(1024 * 1024, 1024),
+  // Context snapshots (`new`/`clear`/`load`): the oldest dropped past this many.
+  CONTEXTS_MAX: int(20, 1),
+  // Outbox: items delivery still needs are always kept; beyond them, the newest this many
+  // (for API readers and SSE resume). Trimmed once the outbox holds a quarter more.
+  OUTBOX_KEEP_ITEMS: int(1000, 1),
+  // A chat idle this long (no message in, no reply out, no event) is deleted whole, with its
+  // activity index entry, by a maintenance job every CHAT_EXPIRY_INTERVAL_MS. 0 = never.
+  CHAT_TTL_DAYS: int(0, 0),
+  CHAT_EXPIRY_INTERVAL_MS: int(10 * 60_000, 100),
+};
+
+/** What the store scripts need (the chat TTL is the maintenance job's, see worker/retention). */
+export interface StoreRetention {
+  archiveMaxEntries: number;
+  archiveMaxBytes: number;
+  contextsMax: number;
+  outboxKeep: number;
+}
+
+export const DEFAULT_STORE_RETENTION: StoreRetention = {
+  archiveMaxEntries: 100,
+  archiveMaxBytes: 1024 * 1024,
+  contextsMax: 20,
+  outboxKeep: 1000,
+};
+
+export function storeRetentionOf(config: {
+  ARCHIVE_MAX_ENTRIES: number;
+  ARCHIVE_MAX_BYTES: number;
+  CONTEXTS_MAX: number;
+  OUTBOX_KEEP_ITEMS: number;
+}): StoreRetention {
+  return {
+    archiveMaxEntries: config.ARCHIVE_MAX_ENTRIES,
+    archiveMaxBytes: config.ARCHIVE_MAX_BYTES,
+    contextsMax: config.CONTEXTS_MAX,
+    outboxKeep: config.OUTBOX_KEEP_ITEMS,
+  };
+}
+
+export const DAY_MS = 24 * 3600 * 1000;

@@ -1,0 +1,200 @@
+import type { Queue, Worker } from 'bullmq';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createIngest } from '../../src/ingress/ingest.js';
+import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { chatsIndexKey } from '../../src/shared/keys.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { switchContext } from '../../src/shared/store/contexts.js';
+import { expireChat, expireIdleChats } from '../../src/worker/retention.js';
+import { prepareSweeper } from '../../src/worker/sweeper.js';
+import { createTurnWorker } from '../../src/worker/turn-worker.js';
+import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
+import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { scriptedModel } from '../helpers/scripted-model.js';
+import { turnDeps } from '../helpers/turn-deps.js';
+
+/** CHAT_TTL_DAYS: a whole idle chat goes, every key and its index entry; never a busy one. */
+
+const redis = testRedis();
+const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
+const TTL_MS = 150;
+let prefix: string;
+let store: ChatStore;
+let turns: Queue<TurnJob>;
+const workers: Worker[] = [];
+
+beforeEach(() => {
+  prefix = randomPrefix('expiry');
+  store = new ChatStore(redis, { prefix, maxEvents: 500 });
+  turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close(true)));
+  await turns.close();
+  await deletePrefix(redis, prefix);
+});
+afterAll(() => redis.disconnect());
+
+const deps = () => ({ store, queues: [turns], ttlMs: TTL_MS, batch: 100, logger: silentLogger() });
+const idle = () => new Promise((r) => setTimeout(r, TTL_MS + 50));
+const chatKeysOf = async (chatKey: string) =>
+  (await keysUnder(redis, prefix)).filter((k) => k.includes(`{c:${chatKey}}`));
+const indexed = async (chatKey: string) => (await redis.zscore(chatsIndexKey(prefix), chatKey)) !== null;
+
+/** A chat with every kind of key: history, outbox, events, seen, meta, a snapshot, an archive. */
+async function fullChat(chatKey: string): Promise<void> {
+  const user = userMessage(chatKey, `${chatKey}-1`, 'hello');
+  const res = await store.ingest(chatKey, user, limits, { channel: 'test', threadId: chatKey });
+  if (res.status !== 'accepted') throw new Error(res.status);
+  await store.touchChat(chatKey);
+  const lease = await store.acquire(chatKey, 'w', 60_000);
+  if (!lease.ok) throw new Error('busy');
+  await store.commit(chatKey, lease.fence, {
+    runId: 'r1',
+    consumed: [res.streamId],
+    messages: [counted(user), counted(assistantMessage(chatKey, `${chatKey}-a1`, 'hi'))],
+  });
+  const sent = await store.sendOutbox(chatKey, lease.fence, { runId: 'r1', text: 'hi', ts: 1 });
+  if (!sent.ok) throw new Error(sent.reason);
+  // Delivered: the cursor is at the newest item.
+  await redis.hset(store.keys(chatKey).meta, 'deliveredTo', sent.id);
+  await switchContext(store, chatKey, lease.fence, { op: 'new', runId: 'r1' });
+  await redis.rpush(store.keys(chatKey).archive, '{}');
+  await store.finish(chatKey, lease.fence, 'w', 'r1');
+}
+
+describe('chat expiry (CHAT_TTL_DAYS)', () => {
+  it('deletes every key of an idle chat and its index entry together, and leaves other chats alone', async () => {
+    await fullChat('old');
+    const before = await chatKeysOf('old');
+    expect(before.some((k) => k.includes(':ctx:'))).toBe(true);
+    expect(before.length).toBeGreaterThanOrEqual(8);
+    await idle();
+    await fullChat('fresh');
+
+    const report = await expireIdleChats(deps());
+    expect(report).toMatchObject({ checked: 1, deleted: 1 });
+    expect(await chatKeysOf('old')).toEqual([]);
+    expect(await indexed('old')).toBe(false);
+    expect((await chatKeysOf('fresh')).length).toBe(before.length);
+    expect(await indexed('fresh')).toBe(true);
+  });
+
+  it('runs as a scheduled maintenance job when CHAT_TTL is on', async () => {
+    await fullChat('scheduled');
+    const sweeper = await prepareSweeper({
+      prefix,
+      connection: redis,
+      store,
+      turns,
+      batch: 100,
+      intervalMs: 60_000,
+      expiry: { ttlMs: TTL_MS, intervalMs: 100, queues: [turns] },
+      logger: silentLogger(),
+    });
+    try {
+      await sweeper.run();
+      await waitFor(async () => (await chatKeysOf('scheduled')).length === 0, { what: 'the expiry job' });
+      expect(await indexed('scheduled')).toBe(false);
+    } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('never deletes a chat with a pending message, a running turn or a live job', async () => {
+    await store.ingest('pending', userMessage('pending', 'p-1', 'waiting'), limits);
+    await store.touchChat('pending', 0);
+    await fullChat('leased');
+    await store.acquire('leased', 'turn', 60_000);
+    await store.touchChat('leased', 0);
+    await fullChat('queued');
+    await enqueueTurn(turns, 'queued');
+    await store.touchChat('queued', 0);
+    const keys = { pending: await chatKeysOf('pending'), leased: await chatKeysOf('leased') };
+    await idle();
+
+    const report = await expireIdleChats(deps());
+    expect(report).toMatchObject({ checked: 3, deleted: 0 });
+    expect(report.kept).toEqual({ 'kept:pending': 1, 'kept:leased': 1, job: 1 });
+    expect(await chatKeysOf('pending')).toEqual(keys.pending);
+    expect(await chatKeysOf('leased')).toEqual(keys.leased);
+    expect(await indexed('pending')).toBe(true);
+  });
+
+  it('keeps a chat with a reply not yet delivered, and one whose stream saw activity within the TTL', async () => {
+    await fullChat('undelivered');
+    await redis.hset(store.keys('undelivered').meta, 'deliveredTo', '0-0');
+    await fullChat('busy');
+    await idle();
+    // The index entry is old, but the chat's own stream is not (a contact send, a reply).
+    await store.appendEvent('busy', 'contact.received', {});
+    expect(await expireChat(deps(), 'undelivered', Date.now())).toBe('kept:undelivered');
+    expect(await expireChat(deps(), 'busy', 0)).toBe('kept:active');
+    expect(Number(await redis.zscore(chatsIndexKey(prefix), 'busy'))).toBeGreaterThan(Date.now() - TTL_MS);
+  });
+
+  it('removes an index entry whose chat has no key left, and not one touched since it was read', async () => {
+    await store.touchChat('ghost', 1);
+    expect(await expireChat(deps(), 'ghost', 1)).toBe('gone');
+    expect(await indexed('ghost')).toBe(false);
+
+    await fullChat('retouched');
+    await idle();
+    const [, score] = await redis.zrange(chatsIndexKey(prefix), 0, 0, 'WITHSCORES');
+    await store.touchChat('retouched', Date.now());
+    expect(await expireChat(deps(), 'retouched', Number(score))).toBe('deleted');
+    // A newer touch means a message came after the read: the entry stays (its chat is new).
+    expect(await indexed('retouched')).toBe(true);
+  });
+
+  it('a message arriving during or after expiry is kept and answered', async () => {
+    const { model } = scriptedModel();
+    const worker = createTurnWorker(turnDeps(redis, prefix, model), {
+      prefix,
+      connection: redis,
+      concurrency: 8,
+      lockDurationMs: 5000,
+      stalledIntervalMs: 5000,
+      turns,
+    });
+    workers.push(worker);
+    worker.run().catch(() => undefined);
+    await worker.waitUntilReady();
+    const ingest = createIngest({ store, turns, limits: { maxPendingPerChat: 100, dedupWindowMs: 60_000 } });
+
+    const chats = Array.from({ length: 12 }, (_, i) => `edge-${i}`);
+    for (const chatKey of chats) await fullChat(chatKey);
+    await idle();
+    const expire = (chatKey: string) => expireChat(deps(), chatKey, Date.now() - TTL_MS);
+    const late = (chatKey: string) =>
+      ingest({ chatKey, message: userMessage(chatKey, `${chatKey}-late`, 'still there?') });
+    // After: the chat is gone, the message starts a new one.
+    for (const chatKey of chats.slice(0, 4)) {
+      expect(await expire(chatKey)).toBe('deleted');
+      expect((await late(chatKey)).status).toBe('accepted');
+    }
+    // Before: the message is pending (or its job live), the chat is kept.
+    for (const chatKey of chats.slice(4, 8)) {
+      expect((await late(chatKey)).status).toBe('accepted');
+      expect(['kept:pending', 'job']).toContain(await expire(chatKey));
+    }
+    // At the same time: whichever runs first, the message lives.
+    const raced = await Promise.all(
+      chats.slice(8).map(async (chatKey) => (await Promise.all([expire(chatKey), late(chatKey)]))[0]),
+    );
+    expect(raced.every((v) => ['deleted', 'kept:pending', 'job'].includes(v))).toBe(true);
+
+    for (const chatKey of chats) {
+      const history = await waitFor(
+        async () => {
+          const h = await store.readHistory(chatKey);
+          return h.some((m) => m.id === `${chatKey}-late`) && h.at(-1)?.role === 'assistant' && h;
+        },
+        { what: `${chatKey} answered` },
+      );
+      expect(history.filter((m) => m.id === `${chatKey}-late`)).toHaveLength(1);
+      expect(await indexed(chatKey)).toBe(true);
+    }
+  });
+});
