@@ -1,40 +1,31 @@
-import type { Queue, Worker } from 'bullmq';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Queue } from 'bullmq';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createIngest } from '../../src/ingress/ingest.js';
-import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { enqueueTurn, type TurnJob } from '../../src/shared/jobs.js';
 import { chatsIndexKey } from '../../src/shared/keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { switchContext } from '../../src/shared/store/contexts.js';
 import { expireChat, expireIdleChats } from '../../src/worker/retention.js';
 import { prepareSweeper } from '../../src/worker/sweeper.js';
-import { createTurnWorker } from '../../src/worker/turn-worker.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { keysUnder, waitFor } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';
-import { turnDeps } from '../helpers/turn-deps.js';
+import { useTurnsSuite } from '../helpers/turns-suite.js';
 
 /** CHAT_TTL_DAYS: a whole idle chat goes, every key and its index entry; never a busy one. */
 
-const redis = testRedis();
+const suite = useTurnsSuite('expiry');
+const { redis } = suite;
 const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
 const TTL_MS = 150;
-let prefix: string;
 let store: ChatStore;
 let turns: Queue<TurnJob>;
-const workers: Worker[] = [];
+let prefix: string;
 
 beforeEach(() => {
-  prefix = randomPrefix('expiry');
-  store = new ChatStore(redis, { prefix, maxEvents: 500 });
-  turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+  ({ store, turns, prefix } = suite);
 });
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.close(true)));
-  await turns.close();
-  await deletePrefix(redis, prefix);
-});
-afterAll(() => redis.disconnect());
 
 const deps = () => ({ store, queues: [turns], ttlMs: TTL_MS, batch: 100, logger: silentLogger() });
 const idle = () => new Promise((r) => setTimeout(r, TTL_MS + 50));
@@ -150,17 +141,7 @@ describe('chat expiry (CHAT_TTL_DAYS)', () => {
 
   it('a message arriving during or after expiry is kept and answered', async () => {
     const { model } = scriptedModel();
-    const worker = createTurnWorker(turnDeps(redis, prefix, model), {
-      prefix,
-      connection: redis,
-      concurrency: 8,
-      lockDurationMs: 5000,
-      stalledIntervalMs: 5000,
-      turns,
-    });
-    workers.push(worker);
-    worker.run().catch(() => undefined);
-    await worker.waitUntilReady();
+    await suite.startWorker(model, 8);
     const ingest = createIngest({ store, turns, limits: { maxPendingPerChat: 100, dedupWindowMs: 60_000 } });
 
     const chats = Array.from({ length: 12 }, (_, i) => `edge-${i}`);

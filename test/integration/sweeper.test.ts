@@ -1,33 +1,24 @@
-import type { Queue, Worker } from 'bullmq';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Queue } from 'bullmq';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createQueue, type DeliveryJob, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { sweepChat, sweepCursorKey, sweepOnce } from '../../src/worker/sweeper.js';
-import { createTurnWorker } from '../../src/worker/turn-worker.js';
 import { userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { waitFor } from '../helpers/redis.js';
 import { echoScript, scriptedModel } from '../helpers/scripted-model.js';
-import { turnDeps } from '../helpers/turn-deps.js';
+import { useTurnsSuite } from '../helpers/turns-suite.js';
 
-const redis = testRedis();
+const suite = useTurnsSuite('sweep');
+const { redis } = suite;
 const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
 let prefix: string;
 let store: ChatStore;
 let turns: Queue<TurnJob>;
-const workers: Worker[] = [];
 
 beforeEach(() => {
-  prefix = randomPrefix('sweep');
-  store = new ChatStore(redis, { prefix, maxEvents: 500 });
-  turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+  ({ prefix, store, turns } = suite);
 });
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.close(true)));
-  await turns.close();
-  await deletePrefix(redis, prefix);
-});
-afterAll(() => redis.disconnect());
 
 /** A message stored and indexed, as after a 202 whose job was then lost. */
 async function strand(chatKey: string, text = 'hello', at = Date.now()): Promise<void> {
@@ -199,18 +190,7 @@ describe('a turn that failed for good', () => {
       if (failing) throw new Error('model down');
       return echoScript(prompt, call, options);
     });
-    const tdeps = turnDeps(redis, prefix, model);
-    const worker = createTurnWorker(tdeps, {
-      prefix,
-      connection: redis,
-      concurrency: 2,
-      lockDurationMs: 5000,
-      stalledIntervalMs: 5000,
-      turns,
-    });
-    workers.push(worker);
-    worker.run().catch(() => undefined);
-    await worker.waitUntilReady();
+    await suite.startWorker(model);
 
     // Not touched: only the failed-jobs source can find this chat.
     await store.ingest('doomed', userMessage('doomed', 'doomed-1', 'anyone there?'), limits);
