@@ -20,6 +20,7 @@ import { contactRoutes } from './routes/contacts.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
 import { inspectRoutes } from './routes/inspect.js';
+import { memoryRoutes } from './routes/memory.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 import { streamRoutes } from './routes/stream.js';
@@ -77,6 +78,8 @@ export interface IngressDeps {
   contacts?: ContactBook;
   /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
   files?: FilePolicy;
+  /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
+  memoryMaxTokens?: number;
 }
 
 export interface IngressState {
@@ -268,6 +271,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(contactRoutes);
       await api.register(inspectRoutes);
       await api.register(contextRoutes);
+      await api.register(memoryRoutes);
     },
     { prefix: '/v1' },
   );

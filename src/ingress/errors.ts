@@ -9,6 +9,7 @@ export const ERROR_CODES = {
   INVALID_CHAT_KEY: 400,
   INVALID_CURSOR: 400,
   REPLY_URL_NOT_ALLOWED: 400,
+  MEMORY_TOO_LARGE: 400,
   /** A file part's URL is not https: or a data: URL, or names a private host. */
   FILE_URL_NOT_ALLOWED: 400,
   /** A file part's mediaType is not in FILE_MEDIA_TYPES. */

@@ -50,6 +50,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
     files: filePolicy(config),
+    memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

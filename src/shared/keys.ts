@@ -22,6 +22,8 @@ export interface ChatKeys {
    * it on acquire (a killed turn's replies are not said again); a commit clears it.
    */
   uncommitted: string;
+  /** string: the chat's memory document (chat_memory_update), not history: survives compaction and switches */
+  memory: string;
 }
 
 export function chatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -38,6 +40,7 @@ export function chatKeys(prefix: string, chatKey: string): ChatKeys {
     relay: `${base}:relay`,
     relayed: `${base}:relayed`,
     uncommitted: `${base}:uncommitted`,
+    memory: `${base}:memory`,
   };
 }
 

@@ -18,6 +18,8 @@ import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { createModel } from './agent/model.js';
+import { loadProfile } from './agent/profile.js';
+import { createSkillsTool, loadSkills, type Skill } from './agent/skills.js';
 import { compactChat } from './compaction/compact.js';
 import { compactionThreshold } from './compaction/cut.js';
 import { compactionDepsFromConfig } from './compaction/main.js';
@@ -62,13 +64,25 @@ function readOperatorPrompt(path: string | undefined): string | undefined {
   }
 }
 
+/** PROFILE_DIR and SKILLS_DIR, read once at start; an unreadable directory is a ConfigError. */
+export interface Capabilities {
+  profile: string | undefined;
+  skills: Skill[];
+}
+
+export function loadCapabilities(config: Config, logger: Logger): Capabilities {
+  return { profile: loadProfile(config.PROFILE_DIR), skills: loadSkills(config.SKILLS_DIR, logger) };
+}
+
 export function turnDepsFromConfig(
   config: Config,
   store: ChatStore,
   logger: Logger,
   metrics: Metrics = processMetrics(),
+  capabilities: Capabilities = loadCapabilities(config, logger),
 ): TurnDeps {
   const model = meteredModel(createModel(requireModel(config)), metrics);
+  const { profile, skills } = capabilities;
   return {
     store,
     model,
@@ -81,7 +95,10 @@ export function turnDepsFromConfig(
     assembler: new DefaultAssembler({
       operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+      profile,
+      skills,
     }),
+    ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
     settings: {
       leaseMs: config.TURN_LEASE_MS,
       maxSteps: config.MAX_STEPS,
@@ -91,6 +108,7 @@ export function turnDepsFromConfig(
       maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
       reserveTokens: RESERVE_TOKENS,
       stepTimeoutMs: config.LLM_TIMEOUT_MS,
+      memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
@@ -125,6 +143,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
+  const capabilities = loadCapabilities(config, logger);
 
   // 2. Connections.
   const opened = new Opened();
@@ -149,7 +168,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger),
+    ...turnDepsFromConfig(config, store, logger, processMetrics(), capabilities),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { convertToModelMessages, type LanguageModel, type ToolSet } from 'ai';
+import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } from 'ai';
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
@@ -13,11 +13,13 @@ import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.
 import { createContactSendTool } from './agent/tools/contact-send.js';
 import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
+import { createMemoryTool } from './agent/tools/memory.js';
 import { isContextOverflowError } from './compaction/overflow.js';
 import { Lane } from './lane.js';
 import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
+import { isNearlyFull } from './pipeline/sections.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
 import type { RunningTurns } from './running-turns.js';
 
@@ -33,6 +35,8 @@ export interface TurnSettings {
   reserveTokens: number;
   /** Longest a single model step may take. */
   stepTimeoutMs?: number;
+  /** MEMORY_MAX_TOKENS: the cap of chat_memory_update (default 1000). */
+  memoryMaxTokens?: number;
 }
 
 export interface TurnDeps {
@@ -63,7 +67,11 @@ export interface TurnDeps {
   contacts?: ContactBook;
   /** Operator tools (MCP_CONFIG): the servers connected right now, named `<server>__<tool>`. */
   mcp?: { tools(): ToolSet; toolTokens(): number };
+  /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
+  skillsTool?: Tool;
 }
+
+const DEFAULT_MEMORY_MAX_TOKENS = 1000;
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
 const OVERFLOW_BUDGET_SCALE = 0.7;
@@ -163,19 +171,21 @@ async function turnBody(
     maxCharsPerMessage: settings.maxCharsPerMessage,
   });
 
-  const context = runtimeContext(chatKey, runId, pendingMessages);
-  const budget = Math.floor(
-    (settings.maxInputTokens -
-      deps.assembler.systemTokens(context) -
-      settings.reserveTokens -
-      (deps.mcp?.toolTokens() ?? 0)) *
-      budgetScale,
-  );
+  const context = runtimeContext(chatKey, runId, pendingMessages, loaded.memory);
+  // Everything of the input that is not a message: system prompt (memory included), tool
+  // definitions the tokenizer does not see, and the operator's MCP tools.
+  const fixedTokens =
+    deps.assembler.systemTokens(context) + settings.reserveTokens + (deps.mcp?.toolTokens() ?? 0);
+  const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
   const compressed = deps.compressor.compress([...loaded.history, ...turn.messages], budget);
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
   }
-  const assembled = await deps.assembler.assemble({ context, messages: compressed.messages });
+  const assembled = await deps.assembler.assemble({
+    context,
+    messages: compressed.messages,
+    nearlyFull: isNearlyFull(fixedTokens + compressed.report.keptTokens, settings.maxInputTokens),
+  });
   let lastSeen = pending.at(-1)!.streamId;
   const chatSend = createChatSendTool({
     store,
@@ -195,6 +205,15 @@ async function turnBody(
     ...deps.mcp?.tools(),
     chat_send: chatSend.tool,
     chat_history_search: createHistorySearchTool(store, chatKey),
+    chat_memory_update: createMemoryTool({
+      store,
+      chatKey,
+      fence,
+      runId,
+      maxTokens: settings.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS,
+      onFencedOut: () => lane.markLost('memory update fenced out'),
+    }),
+    ...(deps.skillsTool && { skills_load: deps.skillsTool }),
     ...createContextTools({
       store,
       chatKey,
@@ -335,12 +354,18 @@ async function reachEarlierSends(deps: TurnDeps, lane: Lane, pending: InboxEntry
   }
 }
 
-function runtimeContext(chatKey: string, runId: string, pending: ChatMessage[]): RuntimeContext {
+function runtimeContext(
+  chatKey: string,
+  runId: string,
+  pending: ChatMessage[],
+  memory: string | undefined,
+): RuntimeContext {
   const latest = pending.at(-1)?.metadata;
   return {
     chatKey,
     runId,
     now: new Date(),
+    ...(memory && { memory }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
     ...(latest?.userId !== undefined && { userId: latest.userId }),

@@ -23,6 +23,7 @@ export interface TestIngressOptions {
   genericWebhooks?: GenericWebhookOptions;
   streams?: Partial<StreamSettings>;
   files?: FilePolicy;
+  memoryMaxTokens?: number;
 }
 
 export async function testIngress(
@@ -43,6 +44,7 @@ export async function testIngress(
     ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
     ...(opts.streams && { streams: opts.streams }),
     ...(opts.files && { files: opts.files }),
+    ...(opts.memoryMaxTokens && { memoryMaxTokens: opts.memoryMaxTokens }),
   });
   return {
     app,

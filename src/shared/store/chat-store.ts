@@ -360,11 +360,13 @@ export class ChatStore {
     chatKey: string,
     size: number,
     maxPending: number,
-  ): Promise<{ window: HistoryWindow; pending: InboxEntry[] }> {
+  ): Promise<{ window: HistoryWindow; pending: InboxEntry[]; memory: string | undefined }> {
     const k = this.keys(chatKey);
     const tx = this.redis.multi().lindex(k.hist, 0).lrange(k.hist, -size, -1).llen(k.hist);
     if (maxPending > 0) tx.xrange(k.inbox, '-', '+', 'COUNT', maxPending);
+    tx.get(k.memory);
     const res = (await tx.exec()) as Array<[unknown, unknown]>;
+    const memory = (res.at(-1)![1] as string | null) ?? undefined;
     const head = res[0]![1] as string | null;
     const messages = (res[1]![1] as string[]).map(parseStoredMessage);
     const total = Number(res[2]![1]);
@@ -375,6 +377,7 @@ export class ChatStore {
     }
     const entries = maxPending > 0 ? (res[3]![1] as StreamEntry[]) : [];
     return {
+      memory,
       window: { summary, messages, total },
       pending: entries.map(([streamId, fields]) => ({
         streamId,

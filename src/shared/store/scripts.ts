@@ -73,4 +73,5 @@ export const scripts = {
   deliveryRelease: new LuaScript('delivery-release', 1),
   contactSend: new LuaScript('contact-send', 3),
   contactReceive: new LuaScript('contact-receive', 4),
+  memorySet: new LuaScript('memory-set', 3),
 };

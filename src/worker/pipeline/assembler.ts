@@ -1,6 +1,7 @@
 import { convertToModelMessages, type ToolSet } from 'ai';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
 import { countTextTokens } from '../../shared/tokens.js';
+import { BUDGET_LINE, memorySection, profileSection, skillsSection } from './sections.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
 
 export const SUMMARY_HEADER = '[Summary of earlier conversation — for reference]';
@@ -10,6 +11,10 @@ export interface AssemblerOptions {
   operatorPrompt?: string | undefined;
   maxSendsPerTurn: number;
   tools?: ToolSet;
+  /** PROFILE_DIR's Primary.md and other.md, read once at boot; placed after the runtime context. */
+  profile?: string | undefined;
+  /** SKILLS_DIR's skills (name + description), listed once. */
+  skills?: ReadonlyArray<{ name: string; description: string }>;
 }
 
 /**
@@ -20,13 +25,18 @@ export class DefaultAssembler implements Assembler {
   constructor(private readonly opts: AssemblerOptions) {}
 
   /** The parts of the system prompt that do not change per turn: built (and counted) once. */
-  private staticParts: { before: string; after: string; tokens: number } | undefined;
+  private staticParts:
+    | { before: string; profile: string | undefined; after: string; tokens: number }
+    | undefined;
 
   private statics() {
     if (this.staticParts) return this.staticParts;
     const before =
       'You are an assistant talking with people in one chat. Each chat is separate: never mix chats.';
+    const profile = profileSection(this.opts.profile);
     const after: string[] = [];
+    const skills = skillsSection(this.opts.skills ?? []);
+    if (skills) after.push(skills);
     if (this.opts.operatorPrompt?.trim()) after.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
     after.push(
       [
@@ -45,7 +55,8 @@ export class DefaultAssembler implements Assembler {
       ].join('\n'),
     );
     const joined = after.join('\n\n');
-    this.staticParts = { before, after: joined, tokens: countTextTokens(`${before}\n\n${joined}`) };
+    const counted = [before, profile, joined].filter(Boolean).join('\n\n');
+    this.staticParts = { before, profile, after: joined, tokens: countTextTokens(counted) };
     return this.staticParts;
   }
 
@@ -62,18 +73,31 @@ export class DefaultAssembler implements Assembler {
     return `## Runtime context\n${runtime.join('\n')}`;
   }
 
-  systemPrompt(context: RuntimeContext): string {
-    const { before, after } = this.statics();
-    return `${before}\n\n${this.runtimeSection(context)}\n\n${after}`;
+  /** The per-turn sections: runtime context, then the chat's memory when it has one. */
+  private perTurn(context: RuntimeContext): string[] {
+    const memory = memorySection(context.memory);
+    return memory ? [this.runtimeSection(context), memory] : [this.runtimeSection(context)];
   }
 
-  /** Tokens of `systemPrompt(context)`; only the short runtime section is counted per turn. */
+  systemPrompt(context: RuntimeContext, nearlyFull = false): string {
+    const { before, profile, after } = this.statics();
+    const [runtime, memory] = this.perTurn(context);
+    return [before, runtime, profile, memory, after, nearlyFull ? BUDGET_LINE : undefined]
+      .filter(Boolean)
+      .join('\n\n');
+  }
+
+  /**
+   * Tokens of `systemPrompt(context)` (without the budget line, which the reserve covers);
+   * only the short per-turn sections are counted per turn.
+   */
   systemTokens(context: RuntimeContext): number {
-    return this.statics().tokens + countTextTokens(this.runtimeSection(context)) + 2;
+    const perTurn = this.perTurn(context);
+    return this.statics().tokens + countTextTokens(perTurn.join('\n\n')) + 2 * perTurn.length;
   }
 
   async assemble(input: AssembleInput): Promise<Assembled> {
-    const system = this.systemPrompt(input.context);
+    const system = this.systemPrompt(input.context, input.nearlyFull);
     const messages = await convertToModelMessages(input.messages.map(toModelView), {
       ...(this.opts.tools ? { tools: this.opts.tools } : {}),
       ignoreIncompleteToolCalls: true,

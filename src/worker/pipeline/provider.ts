@@ -13,7 +13,7 @@ export class RedisProvider implements Provider {
   ) {}
 
   async load(chatKey: string): Promise<ProviderResult> {
-    const { window, pending } = await this.store.readTurnInput(
+    const { window, pending, memory } = await this.store.readTurnInput(
       chatKey,
       this.opts.windowMessages,
       this.opts.maxPendingPerTurn,
@@ -28,6 +28,7 @@ export class RedisProvider implements Provider {
         pending.map(async (e) => ({ streamId: e.streamId, message: await withTokens(e.message, clip) })),
       ),
       historyTotal: window.total,
+      memory,
     };
   }
 }

@@ -15,6 +15,8 @@ export interface ProviderResult {
   pending: InboxEntry[];
   /** Total messages in the stored history (the window may be shorter). */
   historyTotal: number;
+  /** The chat's memory document, if any. */
+  memory?: string | undefined;
 }
 
 export interface Provider {
@@ -52,11 +54,15 @@ export interface RuntimeContext {
   userId?: string;
   username?: string;
   now: Date;
+  /** The chat's memory document, if it has one (bounded by MEMORY_MAX_TOKENS). */
+  memory?: string;
 }
 
 export interface AssembleInput {
   context: RuntimeContext;
   messages: ChatMessage[];
+  /** The budget guard: the assembled input is above 90 % of MAX_INPUT_TOKENS. */
+  nearlyFull?: boolean;
 }
 
 export interface Assembled {
