@@ -5,6 +5,8 @@ import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
+import type { GroupMode } from '../shared/platforms/platform.js';
+import type { PlatformRuntime } from '../shared/platforms/runtime.js';
 import type { RedisClient } from '../shared/redis.js';
 import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
@@ -16,6 +18,8 @@ import { ContactTracker } from './contacts.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress } from './metrics.js';
+import { registerPlatformHandler } from './platforms/handler.js';
+import { platformWebhookRoutes } from './platforms/webhook.js';
 import { contactRoutes } from './routes/contacts.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
@@ -80,6 +84,8 @@ export interface IngressDeps {
   files?: FilePolicy;
   /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
   memoryMaxTokens?: number;
+  /** Chat platforms (Chat SDK) this process receives from; absent: none enabled. */
+  platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
 }
 
 export interface IngressState {
@@ -260,7 +266,19 @@ export async function buildIngress(deps: IngressDeps) {
       genericWebhookRoutes,
       deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } },
     );
+    await hooks.register(platformWebhookRoutes, {
+      runtime: deps.platforms?.runtime,
+      metrics: deps.metrics ?? processMetrics(),
+    });
   });
+  if (deps.platforms) {
+    registerPlatformHandler({
+      runtime: deps.platforms.runtime,
+      ingest: app.ingest,
+      groupMode: deps.platforms.groupMode,
+      metrics: deps.metrics ?? processMetrics(),
+    });
+  }
   await app.register(
     async (api) => {
       api.addHook('onRequest', refuseWhenShuttingDown);

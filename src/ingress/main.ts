@@ -3,7 +3,14 @@ import { replyUrlPolicy } from '../shared/delivery/senders.js';
 import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { exportsQueueMetrics } from '../shared/metrics.js';
-import { checkRedisPolicy, closeRedis, createRedisClient, waitReady } from '../shared/redis.js';
+import { type PlatformRuntime, startPlatformRuntime } from '../shared/platforms/runtime.js';
+import {
+  checkRedisPolicy,
+  closeRedis,
+  createRedisClient,
+  type RedisClient,
+  waitReady,
+} from '../shared/redis.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
@@ -30,6 +37,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
   // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
   const watched = watchQueues(config.CHATLANE_PREFIX, redis).filter((q) => q.name !== QUEUES.turns);
   const queues = [turns, ...watched];
+  const platforms = await startPlatforms(config, redis, logger);
   const app = await buildIngress({
     redis,
     store,
@@ -43,6 +51,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       sources: standardSources(config.GENERIC_WEBHOOKS),
       replyPolicy: replyUrlPolicy(config),
     },
+    ...(platforms && { platforms: { runtime: platforms, groupMode: config.GROUP_MODE } }),
     http: {
       headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
@@ -62,6 +71,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     url = await app.listen({ host: config.HOST, port: config.PORT });
   } catch (err) {
     await app.close().catch(() => undefined);
+    await platforms?.close().catch(() => undefined);
     await Promise.all(queues.map((q) => q.close().catch(() => undefined)));
     await closeRedis(redis);
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
@@ -86,6 +96,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
         const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
         clearInterval(closeIdle);
+        await platforms?.close().catch((err: unknown) => logger.warn({ err }, 'platforms close failed'));
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await Promise.all(watched.map((q) => q.close().catch(() => undefined)));
         await closeRedis(redis);
@@ -93,4 +104,25 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       return closing;
     },
   };
+}
+
+/**
+ * The Chat SDK runtime over the platforms the environment enables (config.ts has already
+ * refused a half-configured one), initialized before the port is bound; logs which are on.
+ */
+async function startPlatforms(
+  config: Config,
+  redis: RedisClient,
+  logger: Logger,
+): Promise<PlatformRuntime | undefined> {
+  const enabled = Object.fromEntries(
+    config.PLATFORMS.map((p) => [p.module.name, p.module.describe(p.settings)]),
+  );
+  logger.info(
+    { platforms: enabled, groupMode: config.GROUP_MODE },
+    config.PLATFORMS.length > 0
+      ? `platforms enabled: ${Object.keys(enabled).join(', ')}`
+      : 'platforms enabled: none',
+  );
+  return config.PLATFORMS.length === 0 ? undefined : startPlatformRuntime(config, redis, logger);
 }

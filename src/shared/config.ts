@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
+import type { EnabledPlatform } from './platforms/platform.js';
+import { platformsFromEnv } from './platforms/registry.js';
 import { retentionShape } from './retention.js';
 
 /**
@@ -244,6 +246,12 @@ export const configSchema = z.object({
   MODEL_RETRY_BACKOFF_MS: int(2000, 10),
   MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10),
   ...retentionShape,
+  // Chat platforms (src/shared/platforms): each reads its own variables (TELEGRAM_BOT_TOKEN,
+  // ...) through its module; a half-configured one stops the process. In group chats,
+  // ingest every message (all) or only those that mention the bot (mentions).
+  GROUP_MODE: z.enum(['all', 'mentions']).default('mentions'),
+  // How long one poller holds a platform's fleet-wide polling lease without renewing it.
+  POLLER_LEASE_MS: int(15_000, 1000),
 });
 
 type RawConfig = z.infer<typeof configSchema>;
@@ -252,6 +260,8 @@ export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'>
   KEEP_RECENT_TOKENS: number;
   /** GENERIC_WEBHOOK_SOURCES with their secrets. */
   GENERIC_WEBHOOKS: GenericSource[];
+  /** Chat platforms the environment turns on (src/shared/platforms/registry.ts). */
+  PLATFORMS: EnabledPlatform[];
 };
 
 /** A generic webhook source: its name and its Standard Webhooks secrets, current first. */
@@ -307,10 +317,11 @@ function genericSources(
 }
 
 /** Values that default to a share of another one. */
-function derive(raw: RawConfig, sources: GenericSource[]): Config {
+function derive(raw: RawConfig, sources: GenericSource[], platforms: EnabledPlatform[]): Config {
   return {
     ...raw,
     GENERIC_WEBHOOKS: sources,
+    PLATFORMS: platforms,
     COMPACT_AT_TOKENS: raw.COMPACT_AT_TOKENS ?? Math.floor(0.8 * raw.MAX_INPUT_TOKENS),
     KEEP_RECENT_TOKENS: raw.KEEP_RECENT_TOKENS ?? Math.floor(0.4 * raw.MAX_INPUT_TOKENS),
   };
@@ -343,10 +354,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     : parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
   const generic = genericSources(parsed.success ? parsed.data.GENERIC_WEBHOOK_SOURCES : [], vars);
   lines.push(...generic.issues);
+  const platforms = platformsFromEnv(vars);
+  lines.push(...platforms.problems);
   if (!parsed.success || lines.length > 0) {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  const config = derive(parsed.data, generic.sources);
+  const config = derive(parsed.data, generic.sources, platforms.platforms);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(

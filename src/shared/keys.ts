@@ -92,3 +92,22 @@ export function contactKey(prefix: string, name: string): string {
 export function contactsIndexKey(prefix: string): string {
   return `${prefix}:contacts`;
 }
+
+/**
+ * The Chat SDK state adapter's own prefix (`@chat-adapter/state-ioredis` builds
+ * `<this>:cache:<key>`, `<this>:lock:<thread>`, ...): platform adapters' short-lived claims,
+ * polling checkpoints and locks live under chatlane's prefix, apart from chats' keys.
+ */
+export function chatSdkPrefix(prefix: string): string {
+  return `${prefix}:chat-sdk`;
+}
+
+/** string: the fleet-wide lease of a platform's poller (`<fence>:<holder id>`), with a TTL; shares its slot with the fence. */
+export function pollerLeaseKey(prefix: string, platform: string): string {
+  return `${prefix}:{p:${platform}}:poller`;
+}
+
+/** counter: the fence of a platform's poller lease, incremented by every new holder. */
+export function pollerFenceKey(prefix: string, platform: string): string {
+  return `${prefix}:{p:${platform}}:poller-fence`;
+}

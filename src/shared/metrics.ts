@@ -23,6 +23,7 @@ export interface Metrics {
   modelTokens: Counter<'type'>;
   fenceRejections: Counter;
   deliveryFailures: Counter<'channel'>;
+  platformUpdates: Counter<'platform' | 'outcome'>;
   deliveries: Counter<'channel' | 'result'>;
   deliverySendDuration: Histogram<'channel'>;
   deliveryLag: Histogram<'channel'>;
@@ -88,6 +89,12 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_delivery_failures_total',
       help: 'Outbox items given up on (permanent failure or attempts exhausted; the item was skipped), by channel',
       labelNames: ['channel'],
+      registers,
+    }),
+    platformUpdates: new Counter({
+      name: 'chatlane_platform_updates_total',
+      help: 'Chat platform updates (webhook or polled) by platform and outcome: accepted, duplicate, ignored (group message without a mention), unsupported (nothing chatlane stores), failed (ingest failed; the platform retries)',
+      labelNames: ['platform', 'outcome'],
       registers,
     }),
     deliveries: new Counter({

@@ -1,5 +1,11 @@
 import type { Queue } from 'bullmq';
-import { buildIngress, type HttpLimits, type IngressApp, type IngressLimits } from '../../src/ingress/app.js';
+import {
+  buildIngress,
+  type HttpLimits,
+  type IngressApp,
+  type IngressDeps,
+  type IngressLimits,
+} from '../../src/ingress/app.js';
 import type { StreamSettings } from '../../src/ingress/stream/clients.js';
 import type { GenericWebhookOptions } from '../../src/ingress/webhooks/generic.js';
 import type { FilePolicy } from '../../src/shared/file-parts.js';
@@ -24,6 +30,9 @@ export interface TestIngressOptions {
   streams?: Partial<StreamSettings>;
   files?: FilePolicy;
   memoryMaxTokens?: number;
+  platforms?: IngressDeps['platforms'];
+  ingest?: IngressDeps['ingest'];
+  metrics?: IngressDeps['metrics'];
 }
 
 export async function testIngress(
@@ -45,6 +54,9 @@ export async function testIngress(
     ...(opts.streams && { streams: opts.streams }),
     ...(opts.files && { files: opts.files }),
     ...(opts.memoryMaxTokens && { memoryMaxTokens: opts.memoryMaxTokens }),
+    ...(opts.platforms && { platforms: opts.platforms }),
+    ...(opts.ingest && { ingest: opts.ingest }),
+    ...(opts.metrics && { metrics: opts.metrics }),
   });
   return {
     app,

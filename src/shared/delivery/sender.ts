@@ -48,6 +48,7 @@ export type SendResult =
 
 export class SenderRegistry {
   private readonly senders = new Map<string, Sender>();
+  private readonly closers: Array<() => Promise<void>> = [];
 
   constructor(senders: Iterable<Sender> = []) {
     for (const sender of senders) this.register(sender);
@@ -70,10 +71,17 @@ export class SenderRegistry {
     return [...this.senders.keys()];
   }
 
-  /** Close every sender once; never throws. */
+  /** Something several senders share (a platform runtime): closed after every sender. */
+  onClose(close: () => Promise<void>): this {
+    this.closers.push(close);
+    return this;
+  }
+
+  /** Close every sender once, then what they share; never throws. */
   async close(): Promise<void> {
     const all = [...this.senders.values()];
     this.senders.clear();
     await Promise.allSettled(all.map((s) => s.close?.()));
+    await Promise.allSettled(this.closers.splice(0).map((c) => c()));
   }
 }

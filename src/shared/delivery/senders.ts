@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { standardSources } from '../webhooks/standard.js';
+import { ChatSdkSender, lazyPlatformRuntime } from './chat-sdk-sender.js';
 import { GenericWebhookSender } from './generic-sender.js';
 import { SenderRegistry } from './sender.js';
 
@@ -13,8 +14,16 @@ export function replyUrlPolicy(config: Config) {
  * The senders a delivery process registers, from configuration: one per channel whose
  * credentials are set. Each channel's module adds its sender here.
  */
-export function createSenders(config: Config, _logger: Logger): SenderRegistry {
+export function createSenders(config: Config, logger: Logger): SenderRegistry {
   const registry = new SenderRegistry();
+  if (config.PLATFORMS.length > 0) {
+    // One Chat SDK runtime for every platform, built on the first send.
+    const runtime = lazyPlatformRuntime(config, logger);
+    for (const { module } of config.PLATFORMS) {
+      registry.register(new ChatSdkSender(module.name, runtime.get, module.typing));
+    }
+    registry.onClose(runtime.close);
+  }
   if (config.GENERIC_WEBHOOKS.length > 0) {
     registry.register(
       new GenericWebhookSender(standardSources(config.GENERIC_WEBHOOKS), replyUrlPolicy(config)),

@@ -1,0 +1,137 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
+import { closeRedis, createRedisClient } from '../redis.js';
+import type { Sender, SendRequest, SendResult } from './sender.js';
+
+const MAX_RETRY_AFTER_MS = 3600_000;
+
+/**
+ * A Chat SDK adapter's error as a delivery result, by the SDK's shared error classes
+ * (`@chat-adapter/shared`; every official adapter throws them):
+ * - AdapterRateLimitError (HTTP 429): retry after its `retryAfter` seconds (Telegram's
+ *   `parameters.retry_after`), else the exponential backoff;
+ * - PermissionError (403: bot blocked, kicked), ResourceNotFoundError (404 / chat gone),
+ *   ValidationError (400: chat not found, message refused): failed, a retry cannot help;
+ * - AuthenticationError (bad token), NetworkError (5xx, connection) and anything else: retry
+ *   (an operator can fix a token; items wait through the attempts).
+ */
+export function classifySendError(err: unknown): SendResult {
+  const e = err as { name?: string; message?: string; retryAfter?: unknown; code?: unknown };
+  const reason = `${e?.name ?? 'Error'}: ${String(e?.message ?? err).slice(0, 300)}`;
+  switch (e?.name) {
+    case 'AdapterRateLimitError': {
+      const seconds = typeof e.retryAfter === 'number' && e.retryAfter >= 0 ? e.retryAfter : undefined;
+      return seconds === undefined
+        ? { status: 'retry', reason }
+        : { status: 'retry', reason, afterMs: Math.min(MAX_RETRY_AFTER_MS, seconds * 1000) };
+    }
+    case 'PermissionError':
+    case 'ResourceNotFoundError':
+    case 'ValidationError':
+      return { status: 'failed', reason };
+    default:
+      return { status: 'retry', reason };
+  }
+}
+
+/**
+ * Delivers outbox items of chats that came in through a chat platform: posts the item's text
+ * (Markdown, converted by the adapter) to `route.threadId` through the platform's Chat SDK
+ * adapter, so a forum topic's reply lands in the topic. Also shows the bot as typing when
+ * asked (`typing`), where the module says its adapter can.
+ */
+export class ChatSdkSender implements Sender {
+  constructor(
+    readonly channel: string,
+    private readonly runtime: () => Promise<PlatformRuntime>,
+    private readonly canType: boolean,
+  ) {}
+
+  async send({ route, item, signal }: SendRequest): Promise<SendResult> {
+    const threadId = route.threadId;
+    if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
+    let runtime: PlatformRuntime;
+    try {
+      runtime = await this.runtime();
+    } catch (err) {
+      return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
+    }
+    try {
+      // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
+      await abortable(runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text }), signal);
+      return { status: 'ok' };
+    } catch (err) {
+      return classifySendError(err);
+    } finally {
+      runtime.forget(this.channel, threadId);
+    }
+  }
+
+  /** Shows the bot as typing in the thread (a few seconds on most platforms); never throws. */
+  async typing(threadId: string): Promise<void> {
+    if (!this.canType) return;
+    try {
+      const adapter = (await this.runtime()).adapter(this.channel);
+      await adapter.startTyping(threadId);
+    } catch {
+      // Cosmetic: a failed typing indicator changes nothing about the reply.
+    }
+  }
+}
+
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new Error('send aborted (DELIVERY_TIMEOUT_MS)'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error('send aborted (DELIVERY_TIMEOUT_MS)'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
+ * One Chat SDK runtime for every platform sender of a process, built on first use on its
+ * own Redis connection (the delivery worker's is BullMQ's) and closed with the senders.
+ */
+export function lazyPlatformRuntime(config: Config, logger: Logger) {
+  let building: Promise<{ runtime: PlatformRuntime; close(): Promise<void> }> | undefined;
+  const build = async () => {
+    const redis = createRedisClient(config, 'worker', 'chatlane:platforms');
+    try {
+      const runtime = await startPlatformRuntime(config, redis, logger);
+      return {
+        runtime,
+        close: async () => {
+          await runtime.close().catch(() => undefined);
+          await closeRedis(redis);
+        },
+      };
+    } catch (err) {
+      await closeRedis(redis);
+      throw err;
+    }
+  };
+  return {
+    get: async (): Promise<PlatformRuntime> => {
+      building ??= build().catch((err: unknown) => {
+        building = undefined;
+        throw err;
+      });
+      return (await building).runtime;
+    },
+    close: async (): Promise<void> => {
+      const current = building;
+      building = undefined;
+      if (current) await (await current.catch(() => undefined))?.close();
+    },
+  };
+}

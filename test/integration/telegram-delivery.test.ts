@@ -1,0 +1,192 @@
+import type { Queue, Worker } from 'bullmq';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { classifySendError } from '../../src/shared/delivery/chat-sdk-sender.js';
+import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
+import { createSenders } from '../../src/shared/delivery/senders.js';
+import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
+import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
+import { waitReady } from '../../src/shared/redis.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { DeliveryStore } from '../../src/shared/store/delivery.js';
+import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
+import { writeOutbox } from '../../src/worker/outbox.js';
+import { FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
+import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { telegramHeaders, telegramRuntime } from '../helpers/telegram.js';
+
+const redis = testRedis();
+let prefix: string;
+let fake: FakeTelegram;
+let runtime: PlatformRuntime;
+let ing: TestIngress;
+let store: ChatStore;
+let queue: Queue<DeliveryJob>;
+let worker: Worker<DeliveryJob>;
+let senders: SenderRegistry;
+let metrics: Metrics;
+
+beforeAll(() => waitReady(redis));
+beforeEach(async () => {
+  prefix = randomPrefix('tgd');
+  fake = await new FakeTelegram().start();
+  const started = await telegramRuntime(redis, prefix, fake);
+  const config = started.config;
+  runtime = started.runtime;
+  ing = await testIngress(redis, prefix, { platforms: { runtime, groupMode: 'all' } });
+  store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  queue = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
+  // The senders a delivery process builds from the same configuration (its own runtime).
+  senders = createSenders(config, silentLogger());
+  metrics = createMetrics({ defaultMetrics: false });
+  worker = createDeliveryWorker(
+    {
+      store: new DeliveryStore(redis, prefix, 100),
+      senders,
+      settings: {
+        maxAttempts: 3,
+        backoffMs: 50,
+        backoffMaxMs: 200,
+        timeoutMs: 5000,
+        batch: 10,
+        maxItemsPerJob: 100,
+        maxJobMs: 10_000,
+      },
+      workerId: 'test',
+      logger: silentLogger(),
+      metrics,
+    },
+    {
+      prefix,
+      connection: redis,
+      concurrency: 4,
+      lockDurationMs: 5000,
+      stalledIntervalMs: 5000,
+      deliveries: queue,
+    },
+  );
+  void worker.run();
+});
+afterEach(async () => {
+  await worker.close(true);
+  await senders.close();
+  await queue.close();
+  await ing.close();
+  await runtime.close();
+  await fake.close();
+  await deletePrefix(redis, prefix);
+});
+afterAll(() => redis.disconnect());
+
+/** A chat that came in through the Telegram webhook (so it has a telegram route). */
+async function chatFromTelegram(chatId: number, topicId?: number): Promise<string> {
+  const res = await ing.app.inject({
+    method: 'POST',
+    url: '/webhooks/telegram',
+    headers: telegramHeaders(),
+    payload: JSON.stringify(messageUpdate({ chatId, text: 'hi', ...(topicId !== undefined && { topicId }) })),
+  });
+  expect(res.statusCode).toBe(200);
+  return topicId === undefined ? `telegram-chat-${chatId}` : `telegram-chat-${chatId}-topic-${topicId}`;
+}
+
+/** Replies as a turn writes them: fenced outbox writes, then the delivery trigger. */
+async function reply(chatKey: string, texts: string[]): Promise<string[]> {
+  const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
+  if (!lease.ok) throw new Error('busy');
+  const ids: string[] = [];
+  for (const text of texts) {
+    const res = await writeOutbox(
+      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
+      chatKey,
+      lease.fence,
+      { runId: 'r1', text, ts: Date.now() },
+    );
+    if (!res.ok) throw new Error('fenced out');
+    ids.push(res.id);
+  }
+  await store.finish(chatKey, lease.fence, `turn-${chatKey}`, 'r1');
+  return ids;
+}
+
+describe('replies to Telegram chats', () => {
+  it('arrive at sendMessage with the chat_id, in order', async () => {
+    const chatKey = await chatFromTelegram(42);
+    await reply(chatKey, ['first', 'second', 'third']);
+    await waitFor(async () => fake.sentTo(42).length === 3, { what: 'three replies' });
+    expect(fake.sentTo(42).map((s) => [s.method, s.text, s.threadId])).toEqual([
+      ['sendMessage', 'first', undefined],
+      ['sendMessage', 'second', undefined],
+      ['sendMessage', 'third', undefined],
+    ]);
+  });
+
+  it('to a forum topic carry its message_thread_id', async () => {
+    const chatKey = await chatFromTelegram(-100300, 7);
+    await reply(chatKey, ['in the topic']);
+    await waitFor(async () => fake.sentTo(-100300).length === 1, { what: 'the reply' });
+    expect(fake.sentTo(-100300)[0]).toMatchObject({ text: 'in the topic', threadId: 7 });
+  });
+
+  it("wait Telegram's retry_after after a 429, then deliver", async () => {
+    const chatKey = await chatFromTelegram(50);
+    fake.failNext(50, { code: 429, description: 'Too Many Requests: retry after 1', retryAfter: 1 });
+    await reply(chatKey, ['after the flood wait']);
+    await waitFor(async () => fake.sentTo(50).length === 1, { what: 'the delivered reply' });
+    const refused = fake.refused.find((r) => r.chatId === '50')!;
+    // The backoff alone would retry after 50 ms; retry_after says 1 s.
+    expect(fake.sentTo(50)[0]!.at - refused.at).toBeGreaterThanOrEqual(950);
+  });
+
+  it('record a 403 (bot blocked) as delivery.failed, skip the item, and keep other chats receiving', async () => {
+    const blocked = await chatFromTelegram(60);
+    const other = await chatFromTelegram(61);
+    fake.failNext(60, { code: 403, description: 'Forbidden: bot was blocked by the user' });
+    const [lost] = await reply(blocked, ['you blocked me']);
+    await reply(other, ['still here']);
+    await waitFor(async () => fake.sentTo(61).length === 1, { what: 'the other chat’s reply' });
+    const failed = await waitFor(
+      async () => {
+        const events = (await store.readEvents(blocked, undefined, 50)).filter(
+          (e) => e.type === 'delivery.failed',
+        );
+        return events.length > 0 ? events : undefined;
+      },
+      { what: 'delivery.failed' },
+    );
+    expect(failed.map((e) => e.data)).toEqual([
+      expect.objectContaining({
+        itemId: lost,
+        channel: 'telegram',
+        error: expect.stringContaining('PermissionError'),
+      }),
+    ]);
+    const counted = (await metrics.deliveryFailures.get()).values.find(
+      (v) => v.labels.channel === 'telegram',
+    );
+    expect(counted?.value).toBe(1);
+    expect(fake.sentTo(60)).toEqual([]);
+    // The blocked chat's later items go on (the user may unblock the bot).
+    await reply(blocked, ['unblocked']);
+    await waitFor(async () => fake.sentTo(60).length === 1, { what: 'the later item' });
+  });
+});
+
+describe('classifySendError', () => {
+  it('maps the Chat SDK error classes to retry / failed', () => {
+    const named = (name: string, extra: Record<string, unknown> = {}) =>
+      Object.assign(new Error('x'), { name, ...extra });
+    expect(classifySendError(named('AdapterRateLimitError', { retryAfter: 3 }))).toMatchObject({
+      status: 'retry',
+      afterMs: 3000,
+    });
+    expect(classifySendError(named('AdapterRateLimitError'))).not.toHaveProperty('afterMs');
+    expect(classifySendError(named('PermissionError')).status).toBe('failed');
+    expect(classifySendError(named('ResourceNotFoundError')).status).toBe('failed');
+    expect(classifySendError(named('ValidationError')).status).toBe('failed');
+    expect(classifySendError(named('NetworkError')).status).toBe('retry');
+    expect(classifySendError(named('AuthenticationError')).status).toBe('retry');
+  });
+});
