@@ -112,18 +112,26 @@ export class ChatState {
     for (const w of waiters) w();
   }
 
+  /**
+   * Items in outbox order, from a page or the stream; one already seen (a page read while
+   * the chat changed watcher) is skipped, and the cursor never moves back.
+   */
   applyOutbox(items: OutboxItem[], now: number): void {
     for (const item of items) {
       if (!this.outbox.has(item.id)) {
         this.outbox.set(item.id, { ...item, seenAt: now });
         this.lastReplySeenAt = now;
       }
+      if (this.outboxCursor === undefined || streamIdAfter(item.id, this.outboxCursor))
+        this.outboxCursor = item.id;
     }
-    if (items.length > 0) this.outboxCursor = items.at(-1)!.id;
   }
 
+  /** Events in stream order; one at or before the cursor was counted already and is skipped. */
   applyEvents(events: ChatEvent[]): void {
     for (const e of events) {
+      if (this.eventsCursor !== undefined && !streamIdAfter(e.id, this.eventsCursor)) continue;
+      this.eventsCursor = e.id;
       this.eventCounts[e.type] = (this.eventCounts[e.type] ?? 0) + 1;
       if (e.type === 'turn.committed') {
         const d = e.data;
@@ -146,6 +154,17 @@ export class ChatState {
         });
       }
     }
-    if (events.length > 0) this.eventsCursor = events.at(-1)!.id;
+  }
+}
+
+/** Redis stream ids (`<ms>-<seq>`) in order; an id that is not one sorts first. */
+export function streamIdAfter(a: string, b: string): boolean {
+  const [am, as] = a.split('-');
+  const [bm, bs] = b.split('-');
+  try {
+    const [x, y, u, v] = [BigInt(am ?? ''), BigInt(as ?? ''), BigInt(bm ?? ''), BigInt(bs ?? '')];
+    return x !== u ? x > u : y > v;
+  } catch {
+    return false;
   }
 }

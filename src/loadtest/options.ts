@@ -18,6 +18,7 @@ export const LIMITS = {
   rate: 100_000,
   connections: 100_000,
   maxInflight: 4096,
+  maxStreams: 10_000,
 } as const;
 
 interface Flag {
@@ -126,6 +127,20 @@ export const FLAGS: readonly Flag[] = [
     help: 'retries of a failed send (5xx, 429, network), with the same message id',
   },
   {
+    name: 'replies',
+    arg: 'auto|stream|poll',
+    default: 'auto',
+    help:
+      "how replies are seen: each waiting chat's live stream (SSE, pushed as they happen), or " +
+      'polling its outbox; auto = the stream when the deployment serves it, else polling',
+  },
+  {
+    name: 'max-streams',
+    arg: 'n',
+    default: '1000',
+    help: `live streams open at once at most; chats beyond are polled (max ${LIMITS.maxStreams})`,
+  },
+  {
     name: 'poll-interval',
     arg: 'ms',
     default: '100',
@@ -158,7 +173,8 @@ export const HELP = `usage: chatlane loadtest --url <ingress> [options]
 
 Drives a running chatlane deployment through its HTTP API only: N chats × M messages, in
 an open model (--rate) or a closed loop (--connections), with bursts that land in running
-turns. Measures acks, end-to-end reply latency, turns and merges, fairness and errors; then
+turns. Measures acks, end-to-end reply latency (send → reply seen on the chat's live stream,
+or in its outbox when there is no stream), turns and merges, fairness and errors; then
 checks that every acknowledged message is in its chat's history exactly once and in order,
 that every chat was answered and nothing is pending, and (with --mock-url) that the model
 never saw two requests of one chat at once. Exits 0 when every check holds, 1 when one
@@ -207,6 +223,8 @@ export interface LoadtestOptions {
   maxInflight: number;
   timeoutMs: number;
   retries: number;
+  replies: 'auto' | 'stream' | 'poll';
+  maxStreams: number;
   pollIntervalMs: number;
   pollConcurrency: number;
   maxRequests: number;
@@ -300,6 +318,8 @@ const schema = z
     'max-inflight': int('max-inflight', 1, LIMITS.maxInflight),
     timeout: int('timeout', 100, 600_000),
     retries: int('retries', 0, 20),
+    replies: z.enum(['auto', 'stream', 'poll'], { message: '--replies must be auto, stream or poll' }),
+    'max-streams': int('max-streams', 1, LIMITS.maxStreams),
     'poll-interval': int('poll-interval', 10, 60_000),
     'poll-concurrency': int('poll-concurrency', 1, 1024),
     'max-requests': int('max-requests', 1, LIMITS.maxRequests),
@@ -393,6 +413,8 @@ export function parseLoadtestArgs(
     maxInflight: v['max-inflight'],
     timeoutMs: v.timeout,
     retries: v.retries,
+    replies: v.replies,
+    maxStreams: v['max-streams'],
     pollIntervalMs: v['poll-interval'],
     pollConcurrency: v['poll-concurrency'],
     maxRequests: v['max-requests'],

@@ -3,9 +3,9 @@ import type { ChatState } from './chat-state.js';
 import { BudgetExhaustedError } from './http.js';
 
 /**
- * How the load tool learns that replies appeared and turns committed. Today: polling each
- * waiting chat's outbox and events through the HTTP API. A stream-based watcher (SSE) fits
- * the same contract: feed `applyOutbox`/`applyEvents` of the chat and call `notify()`.
+ * How the load tool learns that replies appeared and turns committed: polling each waiting
+ * chat's outbox and events through the HTTP API (here), or the chat's live stream
+ * (stream-watcher.ts). Either feeds `applyOutbox`/`applyEvents` of the chat and calls `notify()`.
  */
 export interface ReplyWatcher {
   readonly name: string;
@@ -69,6 +69,11 @@ export class OutboxPoller implements ReplyWatcher {
     this.watches.set(chat, { lastPolledAt: -Infinity, polls: 0, sinceEvents: 0, needEvents: false });
     this.ring.push(chat);
     this.wake?.();
+  }
+
+  /** The chat is in the ring (until it is answered). */
+  watching(chat: ChatState): boolean {
+    return this.watches.has(chat);
   }
 
   resolutionMs(): number {

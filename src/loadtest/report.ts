@@ -34,12 +34,22 @@ export interface ReportInput {
   requests: number;
   cpu: NodeJS.CpuUsage;
   transport: string;
-  watcher: { name: string; resolutionMs: number };
+  watcher: { name: string; resolutionMs: number; streams: StreamStats | null };
   modelStats: MockStats | undefined;
   modelBefore: MockStats | undefined;
   /** Replies the receiver refused (bad signature or body); only with the webhook transport. */
   receiverRejected?: number | undefined;
   aborted: string | undefined;
+}
+
+/** What the live-stream watcher did (null when replies were polled). */
+export interface StreamStats {
+  /** Stream connections opened (first ones and resumptions). */
+  opened: number;
+  /** Streams that ended or broke and were resumed with Last-Event-ID. */
+  reconnects: number;
+  /** Chats whose replies were polled instead: over --max-streams, or the stream refused. */
+  chatsPolled: number;
 }
 
 export interface LoadtestReport {
@@ -86,6 +96,7 @@ export interface LoadtestReport {
     latencyMs: Summary;
     observedBy: string;
     resolutionMs: number;
+    streams: StreamStats | null;
   };
   turns: {
     committed: number;
@@ -206,6 +217,8 @@ export function buildReport(input: ReportInput): LoadtestReport {
       seed: opts.seed,
       textBytes: opts.textBytes,
       retries: opts.retries,
+      replies: opts.replies,
+      maxStreams: opts.maxStreams,
       pollIntervalMs: opts.pollIntervalMs,
       maxRequests: opts.maxRequests,
       mockUrl: opts.mockUrl?.href ?? null,
@@ -244,6 +257,7 @@ export function buildReport(input: ReportInput): LoadtestReport {
       latencyMs: summarize(v.e2eMs),
       observedBy: input.watcher.name,
       resolutionMs: r(input.watcher.resolutionMs),
+      streams: input.watcher.streams,
     },
     turns: {
       committed: commits.length,
@@ -318,7 +332,10 @@ export function renderSummary(rep: LoadtestReport): string {
       `acked ${m.acked} (${m.ackedAsDuplicate} as duplicate), failed ${m.failed}, answered ${m.answered}`,
     `  acks       ${rep.acks.perSecond}/s   ${latencyLine(rep.acks.latencyMs)}`,
     `  replies    ${rep.replies.perSecond}/s (${rep.replies.perSecondWhileSending}/s while sending)   ${latencyLine(rep.replies.latencyMs)}`,
-    `             send → reply seen (${rep.replies.observedBy}, ±${rep.replies.resolutionMs} ms)`,
+    `             send → reply seen (${rep.replies.observedBy}, ±${rep.replies.resolutionMs} ms)` +
+      (rep.replies.streams
+        ? `; ${rep.replies.streams.opened} streams opened, ${rep.replies.streams.reconnects} resumed, ${rep.replies.streams.chatsPolled} chats polled`
+        : ''),
     `  turns      ${rep.turns.committed} committed, ${rep.turns.messagesPerTurn} messages/turn, ` +
       `${rep.turns.mergedMessages} messages merged into ${rep.turns.turnsWithMerges} running turns, ` +
       `turn p50 ${ms(rep.turns.durationMs.p50)} p99 ${ms(rep.turns.durationMs.p99)}` +

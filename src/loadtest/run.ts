@@ -14,6 +14,7 @@ import {
   type Schedule,
   type Step,
 } from './schedule.js';
+import { StreamWatcher, streamAvailable } from './stream-watcher.js';
 import { verify } from './verify.js';
 import { ReplyReceiver, WebhookTransport } from './webhook.js';
 
@@ -183,17 +184,34 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     throw new Error(`--mock-url ${opts.mockUrl?.href}: no chatlane mock-llm /stats there`);
   }
 
-  const watcher: ReplyWatcher = new OutboxPoller(
+  const watchHooks = {
+    now,
+    onError: (code: string) => {
+      pollErrorsByCode[code] = (pollErrorsByCode[code] ?? 0) + 1;
+    },
+    onFatal: (err: Error) => abort(err.message),
+  };
+  const poller = new OutboxPoller(
     api,
     { intervalMs: opts.pollIntervalMs, concurrency: opts.pollConcurrency },
-    {
-      now,
-      onError: (code) => {
-        pollErrorsByCode[code] = (pollErrorsByCode[code] ?? 0) + 1;
-      },
-      onFatal: (err) => abort(err.message),
-    },
+    watchHooks,
   );
+  let watcher: ReplyWatcher = poller;
+  let streams: StreamWatcher | undefined;
+  if (opts.replies !== 'poll') {
+    // A chat of this run that is never written to: the stream opens and closes, nothing else.
+    const probe = await streamAvailable(http, `lt-${opts.runId}-probe`);
+    if (probe.ok) {
+      streams = new StreamWatcher(http, poller, { maxStreams: opts.maxStreams }, watchHooks);
+      watcher = streams;
+    } else if (opts.replies === 'stream') {
+      await poller.close();
+      await http.close();
+      await mockHttp?.close();
+      await receiver?.close();
+      throw new Error(`--replies stream: the deployment serves no live stream (${probe.reason})`);
+    }
+  }
 
   // Live estimate of answered messages: the k-th acked message of a chat is answered once
   // its committed turns consumed k messages.
@@ -407,9 +425,18 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
     requests: budget.used,
     cpu,
     transport: transport.name,
-    watcher: receiver
-      ? { name: 'delivery to replyTo', resolutionMs: 0 }
-      : { name: watcher.name, resolutionMs: watcher.resolutionMs() },
+    watcher: {
+      ...(receiver
+        ? { name: 'delivery to replyTo', resolutionMs: 0 }
+        : { name: watcher.name, resolutionMs: watcher.resolutionMs() }),
+      streams: streams
+        ? {
+            opened: streams.stats.opened,
+            reconnects: streams.stats.reconnects,
+            chatsPolled: streams.chatsPolled,
+          }
+        : null,
+    },
     receiverRejected: receiver?.rejected,
     modelStats,
     modelBefore,

@@ -101,6 +101,16 @@ describe('chatlane loadtest against a running stack', () => {
     expect(r.replies.latencyMs.p50).toBeGreaterThan(0);
     expect(r.fairness.worstChat?.chatKey).toMatch(/^lt-/);
     expect(r.client.requests).toBeGreaterThan(72);
+    // Replies were seen on the chats' live streams (the default where the deployment has
+    // them), not by polling: one stream per chat, and besides the sends, the probe, the
+    // streams and the mock's /stats (before and after) only the final read-back of each chat
+    // (events, outbox, messages) was requested.
+    expect(r.replies.observedBy).toBe('sse-stream');
+    expect(r.replies.resolutionMs).toBe(0);
+    expect(r.replies.streams).toMatchObject({ chatsPolled: 0 });
+    const streams = r.replies.streams!;
+    expect(streams.opened - streams.reconnects).toBe(12);
+    expect(r.client.requests).toBe(r.messages.sent + r.errors.retries + 1 + streams.opened + 2 + 3 * 12);
     expect(run.stdout).toContain('PASS');
     // Its chats are real chats of the deployment, read back independently of the tool.
     const history = await stack.store.readHistory(`lt-${r.runId}-0`);
@@ -108,6 +118,46 @@ describe('chatlane loadtest against a running stack', () => {
       Array.from({ length: 6 }, (_, i) => `lt-${r.runId}-0-${i}`),
     );
   }, 90_000);
+
+  const small = (extra: string[]) =>
+    loadtest([
+      '--url',
+      stack.ingressUrl(),
+      '--mock-url',
+      stack.mock.url,
+      '--chats',
+      '6',
+      '--messages',
+      '3',
+      '--rate',
+      '60',
+      '--poll-interval',
+      '50',
+      '--drain',
+      '30',
+      ...extra,
+    ]);
+
+  it('--replies poll reads replies from the outbox instead; every check holds', async () => {
+    const run = await small(['--replies', 'poll']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const r = run.report!;
+    expect(r.messages).toMatchObject({ acked: 18, answered: 18 });
+    expect(r.replies).toMatchObject({ observedBy: 'outbox-poll', streams: null });
+    expect(r.replies.latencyMs.count).toBe(18);
+  }, 60_000);
+
+  it('over --max-streams the other chats are polled, and every check still holds', async () => {
+    const run = await small(['--replies', 'stream', '--max-streams', '2']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const r = run.report!;
+    expect(r.messages).toMatchObject({ acked: 18, answered: 18 });
+    expect(r.replies.observedBy).toBe('sse-stream + outbox-poll');
+    expect(r.replies.streams!.opened).toBeGreaterThanOrEqual(2);
+    expect(r.replies.streams!.chatsPolled).toBeGreaterThanOrEqual(1);
+    expect(r.replies.latencyMs.count).toBe(18);
+    expect(run.stdout).toMatch(/streams opened/);
+  }, 60_000);
 
   it('a chat answered by two model calls at once fails the run (mock /stats), exit 1', async () => {
     // What a broken lane would look like at the model: two requests of one chat of this run

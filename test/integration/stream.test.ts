@@ -171,6 +171,29 @@ describe('GET /v1/chats/:chatKey/stream', () => {
   });
 });
 
+describe('the one reader, blocked in XREAD for longer than any test waits', () => {
+  it('takes in every chat watched while it is blocked, from the first one after it started', async () => {
+    await ing.close();
+    ing = await testIngress(redis, prefix, { streams: { heartbeatMs: 200, blockMs: 600_000 } });
+    base = await ing.app.listen({ host: '127.0.0.1', port: 0 });
+    // The first client starts the reader, blocked on that chat alone; each later chat must
+    // interrupt it (its replies would otherwise wait for the ten-minute block to end).
+    const first = listen('first');
+    await first.ready;
+    for (let i = 0; i < 15; i++) {
+      const client = listen(`later-${i}`);
+      await client.ready;
+      await send(`later-${i}`, `reply ${i}`);
+      await waitFor(async () => texts(client.received).length === 1, {
+        timeoutMs: 10_000,
+        what: `the reply of later-${i} while the reader was blocked`,
+      });
+    }
+    await send('first', 'still there');
+    await waitFor(async () => texts(first.received).length === 1, { what: 'the first chat' });
+  });
+});
+
 describe('GET /v1/chats/:chatKey/stream refuses before the stream opens', () => {
   const get = (url: string, headers: Record<string, string> = {}) =>
     ing.app.inject({ method: 'GET', url, headers });

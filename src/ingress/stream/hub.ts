@@ -68,6 +68,9 @@ interface Channel {
 }
 
 const READ_COUNT = 200;
+/** A missed UNBLOCK (sent before its read was blocked) is repeated this often, this many times. */
+const UNBLOCK_RETRY_MS = 5;
+const UNBLOCK_TRIES = 40;
 
 /** The millisecond part of a stream id. */
 function msOf(id: string): number {
@@ -86,7 +89,11 @@ export class StreamHub {
   private readonly channels = new Map<string, Channel>();
   private readonly byKey = new Map<string, { chatKey: string; stream: StreamName }>();
   private reader: RedisClient | undefined;
+  /** The reader connection's CLIENT ID, learnt before its first blocking read on each connection. */
   private readerId: number | undefined;
+  /** Bumped by every blocking read the reader issues; `reading` while one is outstanding. */
+  private readSeq = 0;
+  private reading = false;
   private loop: Promise<void> | undefined;
   private closed = false;
   private wake: (() => void) | undefined;
@@ -232,14 +239,30 @@ export class StreamHub {
     });
   }
 
-  /** Wake a blocked read so it picks up a newly watched chat. */
+  /**
+   * Wake a blocked read so it picks up a newly watched chat. The UNBLOCK travels on another
+   * connection than the read: it can reach Redis before the read it means is blocked there
+   * (then it unblocks nothing, and the chat would wait out the whole block). So while that
+   * same read is still outstanding, it is repeated until it hits.
+   */
   private interrupt(): void {
     this.wake?.();
-    if (this.readerId !== undefined && !this.cluster) {
-      this.opts.redis.client('UNBLOCK', this.readerId).catch(() => {
-        // The block timeout picks the chat up instead.
-      });
-    }
+    if (this.cluster || !this.reading) return;
+    const seq = this.readSeq;
+    const unblock = (tries: number) => {
+      const id = this.readerId;
+      if (id === undefined || this.closed || !this.reading || this.readSeq !== seq) return;
+      (this.opts.redis.client('UNBLOCK', id) as Promise<number>).then(
+        (unblocked) => {
+          if (unblocked === 0 && tries < UNBLOCK_TRIES)
+            setTimeout(() => unblock(tries + 1), UNBLOCK_RETRY_MS);
+        },
+        () => {
+          // The block timeout picks the chat up instead.
+        },
+      );
+    };
+    unblock(1);
   }
 
   private async idle(ms: number): Promise<void> {
@@ -270,25 +293,26 @@ export class StreamHub {
   private async blockingLoop(): Promise<void> {
     const reader = this.opts.createReader();
     this.reader = reader;
-    const identify = () => {
-      (reader.client('ID') as Promise<number>)
-        .then((id) => {
-          this.readerId = id;
-        })
-        .catch(() => undefined);
-    };
-    reader.on('ready', identify);
+    // A new connection has a new id. It is asked for before the next blocking read: asked
+    // on 'ready', the question would queue behind a read already waiting to be sent.
+    reader.on('close', () => {
+      this.readerId = undefined;
+    });
     reader.on('error', (err: Error) =>
       this.opts.logger.debug({ err: err.message }, 'stream reader connection error'),
     );
-    if (reader.status === 'ready') identify();
     while (!this.closed) {
-      const { keys, ids } = this.watchedReads();
-      if (keys.length === 0) {
+      if (this.watchedReads().keys.length === 0) {
         await this.idle(this.blockMs);
         continue;
       }
       try {
+        if (this.readerId === undefined) this.readerId = (await reader.client('ID')) as number;
+        // From here to the read being sent nothing yields: a chat watched later interrupts it.
+        const { keys, ids } = this.watchedReads();
+        if (keys.length === 0) continue;
+        this.readSeq++;
+        this.reading = true;
         const res = (await reader.xread(
           'COUNT',
           READ_COUNT,
@@ -298,8 +322,10 @@ export class StreamHub {
           ...keys,
           ...ids,
         )) as Array<[string, StreamEntry[]]> | null;
+        this.reading = false;
         for (const [key, entries] of res ?? []) this.dispatch(key, entries);
       } catch (err) {
+        this.reading = false;
         if (this.closed) break;
         this.opts.logger.warn({ err: (err as Error).message }, 'stream read failed; retrying');
         await this.idle(500);
