@@ -28,6 +28,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# Example skills, profile and mcp.json (README, "Giving the agent capabilities"; the demo loads them).
+COPY --from=build /app/examples ./examples
 
 # Ingress HTTP port (PORT). Workers/compactor serve /healthz /readyz /metrics on METRICS_PORT.
 EXPOSE 3000

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { Cluster } from 'ioredis';
 import { demoLoadtest } from './demo-loadtest.js';
 import { ensureRedis } from './dev-redis.js';
@@ -21,14 +22,19 @@ const CONVERSATION: Array<{ chatKey: string; id: string; text: string; user: str
   { chatKey: 'demo-alice', id: 'a2', text: 'Somewhere warm in March.', user: 'alice' },
   { chatKey: 'demo-bob', id: 'b2', text: 'What is 2 + 2?', user: 'bob' },
   { chatKey: 'demo-alice', id: 'a2', text: 'Somewhere warm in March.', user: 'alice' }, // redelivered
+  // The mock model loads a skill the user names: the demo loads examples/skills/weather.
+  { chatKey: 'demo-bob', id: 'b3', text: 'skill: weather — what should I wear in Lisbon?', user: 'bob' },
 ];
+
+/** The example skills and profile shipped with chatlane (examples/, next to dist/ and src/). */
+const EXAMPLES = new URL('../examples/', import.meta.url);
 
 function render(m: ChatMessage): string {
   return m.parts
     .map((p) => {
       if (p.type === 'text') return p.text;
-      if (p.type === 'tool-chat_send')
-        return `[chat_send ${JSON.stringify((p as { input?: unknown }).input)}]`;
+      if (p.type === 'tool-chat_send' || p.type === 'tool-skills_load')
+        return `[${p.type.slice(5)} ${JSON.stringify((p as { input?: unknown }).input)}]`;
       return p.type === 'step-start' ? '' : `[${p.type}]`;
     })
     .filter(Boolean)
@@ -51,6 +57,8 @@ export async function runDemo(): Promise<number> {
     METRICS_PORT: 0,
     LLM_BASE_URL: mock.url,
     LLM_MODEL: 'mock',
+    SKILLS_DIR: fileURLToPath(new URL('skills/', EXAMPLES)),
+    PROFILE_DIR: fileURLToPath(new URL('profile/', EXAMPLES)),
   };
   const logger = silentLogger();
   const worker = await startWorker(config, logger);

@@ -51,6 +51,9 @@ const CHAT_KEY_LINE = /^ChatKey:[ \t]*(\S+)/m;
 const SUMMARY_HINT = /summar/i;
 const SUMMARY_CHARS = 300;
 const CHAT_SEND = 'chat_send';
+const SKILLS_LOAD = 'skills_load';
+/** A user asking for a skill by name ("… skill: weather …") makes the mock load it first. */
+const SKILL_REQUEST = /\bskill:\s*([A-Za-z0-9_-]+)/i;
 
 export function messageText(message: Message): string {
   const { content } = message;
@@ -100,24 +103,50 @@ function nextId(prefix: string): string {
   return `${prefix}${Date.now().toString(36)}${idCounter.toString(36)}`;
 }
 
+/** Texts of the user messages between the assistant message before `end` and `end`. */
+function freshUserTexts(messages: Message[], end = messages.length): string[] {
+  const lastAssistant = messages.slice(0, end).findLastIndex((m) => m.role === 'assistant');
+  return messages
+    .slice(lastAssistant + 1, end)
+    .filter((m) => m.role === 'user')
+    .map(messageText);
+}
+
+function toolCall(name: string, args: unknown): MockReply {
+  return { kind: 'tool', id: nextId('call_'), name, arguments: JSON.stringify(args) };
+}
+
+/** The skill a `skills_load` call just answered (the assistant message before the tool result). */
+function loadedSkill(messages: Message[]): string | undefined {
+  const call = messages.at(-2)?.tool_calls?.find((c) => c.function.name === SKILLS_LOAD);
+  if (!call) return undefined;
+  try {
+    return String((JSON.parse(call.function.arguments ?? '{}') as { name?: unknown }).name);
+  } catch {
+    return undefined;
+  }
+}
+
 export function decideReply(request: ChatCompletionRequest): MockReply {
   const { messages } = request;
   const last = messages[messages.length - 1];
-  // Tool results are back: the model has said what it had to say, the turn ends.
-  if (last?.role === 'tool') return { kind: 'text', content: '' };
+  const tools = toolNames(request);
+  if (last?.role === 'tool') {
+    // A skill was loaded for the user's messages: now answer them, saying which skill was used.
+    const skill = loadedSkill(messages);
+    if (skill && tools.includes(CHAT_SEND)) {
+      const fresh = freshUserTexts(messages, messages.length - 2);
+      return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')} (with skill ${skill})` });
+    }
+    // Tool results are back: the model has said what it had to say, the turn ends.
+    return { kind: 'text', content: '' };
+  }
 
-  if (toolNames(request).includes(CHAT_SEND)) {
-    const lastAssistant = messages.findLastIndex((m) => m.role === 'assistant');
-    const fresh = messages
-      .slice(lastAssistant + 1)
-      .filter((m) => m.role === 'user')
-      .map(messageText);
-    return {
-      kind: 'tool',
-      id: nextId('call_'),
-      name: CHAT_SEND,
-      arguments: JSON.stringify({ text: `echo: ${fresh.join(' | ')}` }),
-    };
+  if (tools.includes(CHAT_SEND)) {
+    const fresh = freshUserTexts(messages);
+    const skill = tools.includes(SKILLS_LOAD) ? SKILL_REQUEST.exec(fresh.join('\n'))?.[1] : undefined;
+    if (skill) return toolCall(SKILLS_LOAD, { name: skill });
+    return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')}` });
   }
 
   const system = messages.filter(isSystem).map(messageText).join('\n');

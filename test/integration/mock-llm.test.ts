@@ -128,6 +128,28 @@ describe('mock-llm with the AI SDK', () => {
     expect(sent).toEqual(['echo: first | second']);
   });
 
+  it('loads a skill the user names ("skill: x") with skills_load, then answers saying so', async () => {
+    const { sent, tools } = chatSend();
+    const loaded: string[] = [];
+    const skills_load = tool({
+      description: 'Load a skill',
+      inputSchema: z.object({ name: z.string() }),
+      execute: async ({ name }) => {
+        loaded.push(name);
+        return { instructions: 'be sunny' };
+      },
+    });
+    await generateText({
+      model: model(),
+      system: system('chat-skill'),
+      messages: [{ role: 'user', content: 'skill: weather in Oslo?' }],
+      tools: { ...tools, skills_load },
+      stopWhen: stepCountIs(5),
+    });
+    expect(loaded).toEqual(['weather']);
+    expect(sent).toEqual(['echo: skill: weather in Oslo? (with skill weather)']);
+  });
+
   it('answers plain text without tools, and a summary when asked to summarize', async () => {
     const echo = await generateText({ model: model(), system: system('chat-text'), prompt: 'ping' });
     expect(echo.text).toBe('echo: ping');
