@@ -1,0 +1,136 @@
+import type { Adapter, Message } from 'chat';
+import type { Logger } from '../logger.js';
+import { anySet, missingVars, urlProblem } from './env.js';
+import { chatSdkLogger } from './log.js';
+import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
+import { whatsappSendError } from './whatsapp-errors.js';
+
+/** What WHATSAPP_* configure (the adapter's own variable names; WhatsApp Cloud API). */
+export interface WhatsAppSettings {
+  accessToken: string;
+  appSecret: string;
+  phoneNumberId: string;
+  verifyToken: string;
+  /** Graph API base (`https://graph.facebook.com` when unset); the adapter appends `/v25.0`. */
+  apiUrl: string | undefined;
+  userName: string | undefined;
+}
+
+const VARS = [
+  'WHATSAPP_ACCESS_TOKEN',
+  'WHATSAPP_APP_SECRET',
+  'WHATSAPP_PHONE_NUMBER_ID',
+  'WHATSAPP_VERIFY_TOKEN',
+  'WHATSAPP_API_URL',
+  'WHATSAPP_BOT_USERNAME',
+] as const;
+const REQUIRED = [
+  {
+    name: 'WHATSAPP_ACCESS_TOKEN',
+    what: 'the access token from WhatsApp → API Setup (a System User token in production)',
+  },
+  {
+    name: 'WHATSAPP_APP_SECRET',
+    what: 'the App Secret from App Settings → Basic (verifies X-Hub-Signature-256)',
+  },
+  { name: 'WHATSAPP_PHONE_NUMBER_ID', what: 'the Phone Number ID from WhatsApp → API Setup' },
+  { name: 'WHATSAPP_VERIFY_TOKEN', what: 'the Verify Token you enter in the Meta webhook configuration' },
+] as const;
+
+/** The adapter's `raw` for an inbound message. */
+interface RawWhatsApp {
+  message: { id: string; from?: string; type?: string; context?: { id?: string } };
+  contact?: { profile?: { name?: string }; wa_id?: string };
+  phoneNumberId: string;
+  userId: string;
+}
+
+function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<WhatsAppSettings> {
+  if (!anySet(env, VARS)) return { enabled: false };
+  const problems = [...missingVars(env, 'WhatsApp', REQUIRED, VARS), ...urlProblem(env, 'WHATSAPP_API_URL')];
+  const id = env.WHATSAPP_PHONE_NUMBER_ID;
+  if (id !== undefined && !/^\d{1,30}$/.test(id))
+    problems.push('WHATSAPP_PHONE_NUMBER_ID: must be the numeric id');
+  const {
+    WHATSAPP_ACCESS_TOKEN: accessToken,
+    WHATSAPP_APP_SECRET: appSecret,
+    WHATSAPP_VERIFY_TOKEN: verifyToken,
+  } = env;
+  if (problems.length > 0 || !accessToken || !appSecret || !id || !verifyToken)
+    return { enabled: true, problems };
+  return {
+    enabled: true,
+    settings: {
+      accessToken,
+      appSecret,
+      phoneNumberId: id,
+      verifyToken,
+      apiUrl: env.WHATSAPP_API_URL?.replace(/\/+$/, ''),
+      userName: env.WHATSAPP_BOT_USERNAME,
+    },
+  };
+}
+
+const raw = (message: Message) => message.raw as RawWhatsApp;
+
+export const whatsapp: PlatformModule<WhatsAppSettings> = {
+  name: 'whatsapp',
+  // The adapter's typing call needs the inbound message id from its own thread history.
+  typing: false,
+  fromEnv,
+  describe: (s) => ({ phoneNumberId: s.phoneNumberId, apiUrl: s.apiUrl ?? 'https://graph.facebook.com' }),
+  async createAdapter(s: WhatsAppSettings, logger: Logger): Promise<Adapter> {
+    const { WhatsAppAdapter } = await import('@chat-adapter/whatsapp');
+    /** Graph API failures as Chat SDK errors delivery can classify (see ./whatsapp-errors.ts). */
+    class ChatlaneWhatsAppAdapter extends WhatsAppAdapter {
+      protected override async graphApiRequest<T = unknown>(path: string, body: unknown): Promise<T> {
+        try {
+          return await super.graphApiRequest<T>(path, body);
+        } catch (err) {
+          throw whatsappSendError(err);
+        }
+      }
+    }
+    return new ChatlaneWhatsAppAdapter({
+      accessToken: s.accessToken,
+      appSecret: s.appSecret,
+      phoneNumberId: s.phoneNumberId,
+      verifyToken: s.verifyToken,
+      userName: s.userName ?? 'whatsapp-bot',
+      logger: chatSdkLogger(logger.child({ platform: 'whatsapp' })),
+      ...(s.apiUrl !== undefined && { apiUrl: s.apiUrl }),
+    });
+  },
+  /** `whatsapp-<phone number id>:<user>`: one chat per business number and person (all DMs). */
+  chatKey: (threadId) => prefixedChatKey('whatsapp', threadId),
+  threadIdOf: (chatKey) => prefixedThreadId('whatsapp', chatKey),
+  metadata(message: Message, threadId: string): PlatformMessageFacts {
+    const r = raw(message);
+    const extra: Record<string, unknown> = { phoneNumberId: r.phoneNumberId };
+    if (r.message.type) extra.messageType = r.message.type;
+    const media = message.attachments
+      .filter((a) => a.fetchMetadata?.mediaId)
+      .map((a) => ({
+        type: a.type,
+        mediaId: a.fetchMetadata?.mediaId,
+        ...(a.mimeType && { mediaType: a.mimeType }),
+      }));
+    if (media.length > 0) extra.files = media;
+    return {
+      chatId: r.userId,
+      threadId,
+      userId: r.userId,
+      ...(r.contact?.profile?.name && { username: r.contact.profile.name }),
+      messageId: r.message.id,
+      chatType: 'private',
+      extra,
+    };
+  },
+  isGroup: () => false,
+  // Media are ids on the Graph API, downloadable only with the access token.
+  notes: (message) =>
+    message.attachments
+      .filter((a) => a.fetchMetadata?.mediaId)
+      .map((a) => `[${a.type}: media id ${a.fetchMetadata?.mediaId}]`),
+};

@@ -1,0 +1,136 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { type FakePlatform, type RecordedCall, startFakePlatform } from './fake-platform.js';
+
+/**
+ * A local Slack Web API (`SLACK_API_URL=<url>/api/`) and Slack's side of the Events API:
+ * v0 request signing and event envelopes. The adapter's own `@slack/web-api` client talks to
+ * it; nothing here knows chatlane.
+ */
+export const SLACK_BOT_USER_ID = 'UBOTCHATLANE';
+export const SLACK_TEAM_ID = 'T0TEAM';
+
+export interface FakeSlack extends FakePlatform {
+  /** What the adapter gets as `apiUrl`. */
+  readonly apiUrl: string;
+  /** chat.postMessage calls, oldest first. */
+  posts(): RecordedCall[];
+}
+
+export async function startFakeSlack(): Promise<FakeSlack> {
+  let seq = 0;
+  const fake = await startFakePlatform((call) => {
+    const method = call.path.replace(/^\/api\//, '');
+    switch (method) {
+      case 'auth.test':
+        return {
+          body: {
+            ok: true,
+            user_id: SLACK_BOT_USER_ID,
+            bot_id: 'BBOT',
+            user: 'chatlane',
+            team_id: SLACK_TEAM_ID,
+          },
+        };
+      case 'chat.postMessage':
+        seq += 1;
+        return {
+          body: {
+            ok: true,
+            channel: call.body.channel,
+            ts: `${Math.floor(Date.now() / 1000)}.${String(seq).padStart(6, '0')}`,
+          },
+        };
+      case 'users.info': {
+        const id = String(call.body.user ?? 'U0');
+        return {
+          body: {
+            ok: true,
+            user: { id, name: `user-${id.toLowerCase()}`, real_name: `User ${id}`, profile: {} },
+          },
+        };
+      }
+      default:
+        return { body: { ok: true } };
+    }
+  });
+  return Object.assign(fake, {
+    apiUrl: `${fake.url}/api/`,
+    posts: () => fake.callsTo('/api/chat.postMessage'),
+  });
+}
+
+/** The `X-Slack-*` headers Slack puts on a request: `v0=` HMAC-SHA256 of `v0:<ts>:<body>`. */
+export function slackSignedHeaders(
+  signingSecret: string,
+  body: string,
+  opts: { timestamp?: number; retryNum?: number; contentType?: string } = {},
+): Record<string, string> {
+  const ts = String(opts.timestamp ?? Math.floor(Date.now() / 1000));
+  const signature = `v0=${createHmac('sha256', signingSecret).update(`v0:${ts}:${body}`).digest('hex')}`;
+  return {
+    'content-type': opts.contentType ?? 'application/json',
+    'x-slack-request-timestamp': ts,
+    'x-slack-signature': signature,
+    ...(opts.retryNum !== undefined && {
+      'x-slack-retry-num': String(opts.retryNum),
+      'x-slack-retry-reason': 'http_timeout',
+    }),
+  };
+}
+
+export interface SlackMessageInput {
+  channel: string;
+  user?: string;
+  text: string;
+  ts?: string;
+  threadTs?: string;
+  /** 'channel' | 'group' | 'im' | 'mpim' */
+  channelType?: string;
+  /** `app_mention` for the Events API's mention event (same message, own event id). */
+  type?: 'message' | 'app_mention';
+  subtype?: string;
+  eventId?: string;
+}
+
+let tsSeq = 0;
+/** A fresh message ts in Slack's `seconds.micro` form. */
+export function slackTs(): string {
+  tsSeq += 1;
+  return `${Math.floor(Date.now() / 1000)}.${String(tsSeq).padStart(6, '0')}`;
+}
+
+/** An `event_callback` envelope around one message event, as the Events API posts it. */
+export function slackEventEnvelope(input: SlackMessageInput): Record<string, unknown> {
+  const ts = input.ts ?? slackTs();
+  return {
+    token: 'legacy-verification-token',
+    team_id: SLACK_TEAM_ID,
+    api_app_id: 'A0APP',
+    type: 'event_callback',
+    event_id: input.eventId ?? `Ev${randomBytes(5).toString('hex').toUpperCase()}`,
+    event_time: Math.floor(Date.now() / 1000),
+    authorizations: [{ team_id: SLACK_TEAM_ID, user_id: SLACK_BOT_USER_ID, is_bot: true }],
+    event: {
+      type: input.type ?? 'message',
+      ...(input.subtype && { subtype: input.subtype }),
+      channel: input.channel,
+      user: input.user ?? 'U0ALICE',
+      text: input.text,
+      ts,
+      event_ts: ts,
+      team: SLACK_TEAM_ID,
+      channel_type: input.channelType ?? 'channel',
+      ...(input.threadTs && { thread_ts: input.threadTs }),
+    },
+  };
+}
+
+/** A Slack error answer: HTTP 200 with `ok: false` (how the Web API reports most failures). */
+export const slackError = (error: string) => ({ body: { ok: false, error } });
+
+/** HTTP 429 with `Retry-After` (seconds), how the Web API rate-limits. */
+export const slackRateLimited = (retryAfterSeconds: number) => ({
+  status: 429,
+  headers: { 'retry-after': String(retryAfterSeconds) },
+  body: { ok: false, error: 'ratelimited' },
+});
