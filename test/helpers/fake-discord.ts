@@ -20,6 +20,8 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
     seq += 1;
     return `13${String(Date.now()).slice(-10)}${String(seq).padStart(5, '0')}`;
   };
+  /** Threads opened through the fake: thread id → parent channel. */
+  const threads = new Map<string, string>();
   const fake = await startFakePlatform((call) => {
     const post = /^\/api\/v10\/channels\/(\d+)\/messages$/.exec(call.path);
     if (call.method === 'POST' && post) {
@@ -35,10 +37,14 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
     }
     const thread = /^\/api\/v10\/channels\/(\d+)\/messages\/(\d+)\/threads$/.exec(call.path);
     if (call.method === 'POST' && thread) {
+      threads.set(thread[2]!, thread[1]!);
       return { body: { id: thread[2], parent_id: thread[1], type: 11, name: call.body.name } };
     }
     const channel = /^\/api\/v10\/channels\/(\d+)$/.exec(call.path);
-    if (call.method === 'GET' && channel) return { body: { id: channel[1], type: 0 } };
+    if (call.method === 'GET' && channel) {
+      const parent = threads.get(channel[1]!);
+      return { body: parent ? { id: channel[1], type: 11, parent_id: parent } : { id: channel[1], type: 0 } };
+    }
     if (/\/typing$/.test(call.path)) return { status: 204 };
     return { status: 404, body: { message: 'Unknown', code: 0 } };
   });

@@ -78,6 +78,7 @@ export const whatsapp: PlatformModule<WhatsAppSettings> = {
   name: 'whatsapp',
   // The adapter's typing call needs the inbound message id from its own thread history.
   typing: false,
+  verifiesWithGet: true,
   fromEnv,
   describe: (s) => ({ phoneNumberId: s.phoneNumberId, apiUrl: s.apiUrl ?? 'https://graph.facebook.com' }),
   async createAdapter(s: WhatsAppSettings, logger: Logger): Promise<Adapter> {

@@ -1,0 +1,139 @@
+import type { Worker } from 'bullmq';
+import { buildIngress, type IngressApp } from '../../src/ingress/app.js';
+import { loadConfig } from '../../src/shared/config.js';
+import { createSenders } from '../../src/shared/delivery/senders.js';
+import {
+  createQueue,
+  type DeliveryJob,
+  enqueueDelivery,
+  QUEUES,
+  type TurnJob,
+} from '../../src/shared/jobs.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { GroupMode } from '../../src/shared/platforms/platform.js';
+import { createPlatformRuntime, type PlatformRuntime } from '../../src/shared/platforms/runtime.js';
+import type { RedisClient } from '../../src/shared/redis.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { DeliveryStore } from '../../src/shared/store/delivery.js';
+import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
+import { writeOutbox } from '../../src/worker/outbox.js';
+import { REDIS_ENV, waitFor } from './redis.js';
+
+/**
+ * A platform's whole path in one process, built the way `chatlane` builds it: the config
+ * parsed from the platform's variables (pointing its adapter at a local fake API), the
+ * ingress with its Chat SDK runtime and `POST /webhooks/:platform`, and a delivery worker
+ * whose senders come from `createSenders` (their own Chat SDK runtime, as in a worker
+ * process). `reply` writes outbox items the way a turn does (fenced) and triggers delivery.
+ */
+export interface PlatformStack {
+  app: IngressApp;
+  store: ChatStore;
+  runtime: PlatformRuntime;
+  reply(chatKey: string, texts: string[]): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export interface PlatformStackOptions {
+  groupMode?: GroupMode;
+  /** Start a delivery worker (default true). */
+  delivery?: boolean;
+  maxAttempts?: number;
+}
+
+export async function platformStack(
+  redis: RedisClient,
+  prefix: string,
+  env: Record<string, string>,
+  opts: PlatformStackOptions = {},
+): Promise<PlatformStack> {
+  const config = loadConfig({ ...REDIS_ENV, CHATLANE_PREFIX: prefix, LOG_LEVEL: 'silent', ...env });
+  const logger = silentLogger();
+  const runtime = await createPlatformRuntime({ platforms: config.PLATFORMS, redis, prefix, logger });
+  const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+  const app = await buildIngress({
+    redis,
+    store,
+    turns,
+    logger,
+    limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024 },
+    platforms: { runtime, groupMode: opts.groupMode ?? 'mentions' },
+  });
+
+  const deliveries = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
+  let worker: Worker<DeliveryJob> | undefined;
+  const senders = createSenders(config, logger);
+  if (opts.delivery !== false) {
+    worker = createDeliveryWorker(
+      {
+        store: new DeliveryStore(redis, prefix, 100),
+        senders,
+        settings: {
+          maxAttempts: opts.maxAttempts ?? 5,
+          backoffMs: 50,
+          backoffMaxMs: 200,
+          timeoutMs: 5000,
+          batch: 10,
+          maxItemsPerJob: 100,
+          maxJobMs: 10_000,
+        },
+        workerId: 'test',
+        logger,
+      },
+      {
+        prefix,
+        connection: redis,
+        concurrency: 4,
+        lockDurationMs: 10_000,
+        stalledIntervalMs: 5000,
+        deliveries,
+      },
+    );
+    void worker.run();
+  }
+  // BullMQ writes each queue's meta key once connected: let that settle before tests compare
+  // keyspaces.
+  for (const queue of [QUEUES.turns, QUEUES.deliveries]) {
+    await waitFor(async () => (await redis.exists(`${prefix}:{q:${queue}}:${queue}:meta`)) === 1, {
+      what: `${queue} queue meta`,
+    });
+  }
+
+  // One turn's lease per chat for the whole test: later replies are that turn's next sends.
+  const fences = new Map<string, string>();
+  return {
+    app,
+    store,
+    runtime,
+    async reply(chatKey, texts) {
+      let fence = fences.get(chatKey);
+      if (fence === undefined) {
+        const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
+        if (!lease.ok) throw new Error(`chat ${chatKey} is busy`);
+        fence = lease.fence;
+        fences.set(chatKey, fence);
+      }
+      const ids: string[] = [];
+      for (const text of texts) {
+        const res = await writeOutbox(
+          { store, deliver: (c) => enqueueDelivery(deliveries, c), logger },
+          chatKey,
+          fence,
+          { runId: 'r1', text, ts: Date.now() },
+        );
+        if (!res.ok) throw new Error('fenced out');
+        ids.push(res.id);
+      }
+      return ids;
+    },
+    async close() {
+      await worker?.close(true);
+      await senders.close();
+      await deliveries.close();
+      await app.close();
+      await turns.close();
+      await runtime.close();
+    },
+  };
+}
