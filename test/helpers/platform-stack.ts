@@ -31,6 +31,8 @@ export interface PlatformStack {
   store: ChatStore;
   runtime: PlatformRuntime;
   reply(chatKey: string, texts: string[]): Promise<string[]>;
+  /** The chat's `delivery.failed` events' data, once there is at least one. */
+  failedDeliveries(chatKey: string): Promise<Record<string, unknown>[]>;
   close(): Promise<void>;
 }
 
@@ -126,6 +128,14 @@ export async function platformStack(
         ids.push(res.id);
       }
       return ids;
+    },
+    async failedDeliveries(chatKey) {
+      const failed = async () => {
+        const events = await store.readEvents(chatKey, undefined, 100);
+        const data = events.filter((e) => e.type === 'delivery.failed').map((e) => e.data);
+        return data.length > 0 ? data : undefined;
+      };
+      return waitFor(failed, { what: `delivery.failed in ${chatKey}` });
     },
     async close() {
       await worker?.close(true);

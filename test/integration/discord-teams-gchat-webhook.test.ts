@@ -200,15 +200,7 @@ describe('Discord messages and replies', () => {
 
     fake.scriptNext(/\/messages$/, { status: 403, body: { message: 'Missing Access', code: 50001 } });
     const [denied] = await stack.reply(chatKey, ['denied']);
-    await waitFor(
-      async () =>
-        (await stack.store.readEvents(chatKey, undefined, 50)).some((e) => e.type === 'delivery.failed'),
-      { what: 'delivery.failed' },
-    );
-    const failed = (await stack.store.readEvents(chatKey, undefined, 50)).filter(
-      (e) => e.type === 'delivery.failed',
-    );
-    expect(failed.map((e) => e.data)).toEqual([
+    expect(await stack.failedDeliveries(chatKey)).toEqual([
       expect.objectContaining({
         itemId: denied,
         channel: 'discord',

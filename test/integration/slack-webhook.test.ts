@@ -232,10 +232,7 @@ describe('replies delivered to Slack', () => {
     const [gone, next] = await stack.reply('slack-D0DM:', ['lost', 'next']);
     await waitFor(async () => fake.posts().length === 2, { what: 'the next item' });
     expect(fake.posts()[1]!.body).toMatchObject({ channel: 'D0DM' });
-    const failed = (await stack.store.readEvents('slack-D0DM:', undefined, 50)).filter(
-      (e) => e.type === 'delivery.failed',
-    );
-    expect(failed.map((e) => e.data)).toEqual([
+    expect(await stack.failedDeliveries('slack-D0DM:')).toEqual([
       expect.objectContaining({
         itemId: gone,
         channel: 'slack',
@@ -258,12 +255,8 @@ describe('replies delivered to Slack', () => {
     await waitFor(async () => fake.posts().some((p) => p.body.channel === 'C0OK'), {
       what: 'the other chat',
     });
-    await waitFor(
-      async () =>
-        (await stack.store.readEvents(`slack-C0GONE:${a}`, undefined, 50)).some(
-          (e) => e.type === 'delivery.failed',
-        ),
-      { what: 'delivery.failed' },
-    );
+    expect(await stack.failedDeliveries(`slack-C0GONE:${a}`)).toEqual([
+      expect.objectContaining({ channel: 'slack', error: expect.stringContaining('not_in_channel') }),
+    ]);
   });
 });

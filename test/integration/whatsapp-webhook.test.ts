@@ -147,17 +147,7 @@ describe('replies delivered to WhatsApp', () => {
     await waitFor(async () => fake.sends().length === 2, { what: 'the throttled item sent again' });
     fake.scriptNext(/\/messages$/, graphError(400, 131047, 're-engagement message'));
     const [second] = await stack.reply(CHAT, ['outside the window']);
-    await waitFor(
-      async () =>
-        (await stack.store.readEvents(CHAT, undefined, 50)).some((e) => e.type === 'delivery.failed'),
-      { what: 'delivery.failed' },
-    );
-    const texts = fake.sends().map((s) => (s.body.text as { body: string }).body);
-    expect(texts).toEqual(['throttled then sent', 'throttled then sent', 'outside the window']);
-    const failed = (await stack.store.readEvents(CHAT, undefined, 50)).filter(
-      (e) => e.type === 'delivery.failed',
-    );
-    expect(failed.map((e) => e.data)).toEqual([
+    expect(await stack.failedDeliveries(CHAT)).toEqual([
       expect.objectContaining({
         itemId: second,
         channel: 'whatsapp',
@@ -165,5 +155,7 @@ describe('replies delivered to WhatsApp', () => {
         error: expect.stringContaining('131047'),
       }),
     ]);
+    const texts = fake.sends().map((s) => (s.body.text as { body: string }).body);
+    expect(texts).toEqual(['throttled then sent', 'throttled then sent', 'outside the window']);
   });
 });

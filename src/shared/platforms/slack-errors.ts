@@ -1,10 +1,4 @@
-import {
-  AdapterRateLimitError,
-  AuthenticationError,
-  PermissionError,
-  ResourceNotFoundError,
-  ValidationError,
-} from '@chat-adapter/shared';
+import { type Refusal, refusalError } from './send-errors.js';
 
 /**
  * Slack Web API failures as Chat SDK errors, so delivery can tell "wait", "retry" and
@@ -17,29 +11,35 @@ import {
  * as `delivery.failed`); anything else (internal_error, service_unavailable, network) is
  * rethrown unchanged and retried.
  */
-const NOT_FOUND = new Set(['channel_not_found', 'thread_not_found', 'user_not_found', 'message_not_found']);
-const DENIED = new Set([
-  'not_in_channel',
-  'is_archived',
-  'channel_is_archived',
-  'restricted_action',
-  'restricted_action_read_only_channel',
-  'restricted_action_thread_only_channel',
-  'restricted_action_non_threadable_channel',
-  'cannot_dm_bot',
-  'missing_scope',
-  'ekm_access_denied',
-  'team_access_not_granted',
-  'access_denied',
-]);
-const AUTH = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'token_expired']);
-const INVALID = new Set([
-  'msg_too_long',
-  'no_text',
-  'invalid_blocks',
-  'too_many_attachments',
-  'invalid_arguments',
-]);
+const REFUSALS: Record<string, Refusal> = {
+  ratelimited: 'rate-limited',
+  channel_not_found: 'not-found',
+  thread_not_found: 'not-found',
+  user_not_found: 'not-found',
+  message_not_found: 'not-found',
+  not_in_channel: 'denied',
+  is_archived: 'denied',
+  channel_is_archived: 'denied',
+  restricted_action: 'denied',
+  restricted_action_read_only_channel: 'denied',
+  restricted_action_thread_only_channel: 'denied',
+  restricted_action_non_threadable_channel: 'denied',
+  cannot_dm_bot: 'denied',
+  missing_scope: 'denied',
+  ekm_access_denied: 'denied',
+  team_access_not_granted: 'denied',
+  access_denied: 'denied',
+  invalid_auth: 'auth',
+  not_authed: 'auth',
+  account_inactive: 'auth',
+  token_revoked: 'auth',
+  token_expired: 'auth',
+  msg_too_long: 'invalid',
+  no_text: 'invalid',
+  invalid_blocks: 'invalid',
+  too_many_attachments: 'invalid',
+  invalid_arguments: 'invalid',
+};
 
 interface SlackClientError {
   code?: string;
@@ -49,13 +49,11 @@ interface SlackClientError {
 
 export function slackSendError(error: unknown): unknown {
   const e = (error ?? {}) as SlackClientError;
-  if (e.code === 'slack_webapi_rate_limited_error') return new AdapterRateLimitError('slack', e.retryAfter);
+  if (e.code === 'slack_webapi_rate_limited_error') {
+    return refusalError('slack', 'rate-limited', 'HTTP 429', e.retryAfter);
+  }
   if (e.code !== 'slack_webapi_platform_error') return error;
   const code = e.data?.error ?? '';
-  if (code === 'ratelimited') return new AdapterRateLimitError('slack');
-  if (NOT_FOUND.has(code)) return new ResourceNotFoundError('slack', code);
-  if (DENIED.has(code)) return new PermissionError('slack', `post (${code})`);
-  if (AUTH.has(code)) return new AuthenticationError('slack', `Slack refused the bot token (${code})`);
-  if (INVALID.has(code)) return new ValidationError('slack', `Slack refused the message (${code})`);
-  return error;
+  const kind = Object.hasOwn(REFUSALS, code) ? REFUSALS[code] : undefined;
+  return kind ? refusalError('slack', kind, code) : error;
 }
