@@ -78,6 +78,14 @@ describe('Slack webhook verification', () => {
     expect(await keysUnder(redis, prefix)).toEqual(before);
   });
 
+  it('answers a signed body that is not JSON 400 INVALID_JSON and writes nothing', async () => {
+    const before = await keysUnder(redis, prefix);
+    const res = await post('{"type": "event_callback", ');
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: { code: 'INVALID_JSON' } });
+    expect(await keysUnder(redis, prefix)).toEqual(before);
+  });
+
   it('answers the url_verification challenge', async () => {
     const res = await post({ type: 'url_verification', challenge: 'c-123', token: 'x' });
     expect(res.statusCode).toBe(200);

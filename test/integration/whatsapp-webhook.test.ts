@@ -85,6 +85,21 @@ describe('WhatsApp webhook verification', () => {
     expect(await keysUnder(redis, prefix)).toEqual(before);
   });
 
+  it('answers a signed body that is not JSON, or not a webhook’s shape, 400 INVALID_JSON and writes nothing', async () => {
+    const before = await keysUnder(redis, prefix);
+    for (const payload of ['{not json', JSON.stringify({ object: 'whatsapp_business_account' })]) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: '/webhooks/whatsapp',
+        headers: whatsappSignedHeaders(APP_SECRET, payload),
+        payload,
+      });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toMatchObject({ error: { code: 'INVALID_JSON' } });
+    }
+    expect(await keysUnder(redis, prefix)).toEqual(before);
+  });
+
   it('takes no GET for a platform without a GET handshake', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/webhooks/slack?hub.challenge=1' });
     expect(res.statusCode).toBe(404);

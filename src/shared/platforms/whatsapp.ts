@@ -1,4 +1,4 @@
-import type { Adapter, Message } from 'chat';
+import type { Adapter, Message, WebhookOptions } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
@@ -85,6 +85,20 @@ export const whatsapp: PlatformModule<WhatsAppSettings> = {
     const { WhatsAppAdapter } = await import('@chat-adapter/whatsapp');
     /** Graph API failures as Chat SDK errors delivery can classify (see ./whatsapp-errors.ts). */
     class ChatlaneWhatsAppAdapter extends WhatsAppAdapter {
+      /**
+       * The adapter walks `entry[].changes[]` without checking the shape: a signed body of
+       * another shape would throw (500 and Meta's retries). Answer 400 instead; the
+       * signature has been checked by then, so this tells a stranger nothing.
+       */
+      override async handleWebhook(request: Request, options?: WebhookOptions): Promise<Response> {
+        try {
+          return await super.handleWebhook(request, options);
+        } catch (err) {
+          if (err instanceof TypeError) return new Response('Invalid JSON payload shape', { status: 400 });
+          throw err;
+        }
+      }
+
       protected override async graphApiRequest<T = unknown>(path: string, body: unknown): Promise<T> {
         try {
           return await super.graphApiRequest<T>(path, body);
