@@ -1,22 +1,17 @@
 import type { Worker } from 'bullmq';
-import { buildIngress, type IngressApp } from '../../src/ingress/app.js';
+import type { IngressApp } from '../../src/ingress/app.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
-import {
-  createQueue,
-  type DeliveryJob,
-  enqueueDelivery,
-  QUEUES,
-  type TurnJob,
-} from '../../src/shared/jobs.js';
+import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { GroupMode } from '../../src/shared/platforms/platform.js';
-import { createPlatformRuntime, type PlatformRuntime } from '../../src/shared/platforms/runtime.js';
+import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import type { RedisClient } from '../../src/shared/redis.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
 import { writeOutbox } from '../../src/worker/outbox.js';
+import { testIngress } from './ingress.js';
 import { REDIS_ENV, waitFor } from './redis.js';
 
 /**
@@ -51,17 +46,11 @@ export async function platformStack(
 ): Promise<PlatformStack> {
   const config = loadConfig({ ...REDIS_ENV, CHATLANE_PREFIX: prefix, LOG_LEVEL: 'silent', ...env });
   const logger = silentLogger();
-  const runtime = await createPlatformRuntime({ platforms: config.PLATFORMS, redis, prefix, logger });
-  const store = new ChatStore(redis, { prefix, maxEvents: 100 });
-  const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
-  const app = await buildIngress({
-    redis,
-    store,
-    turns,
-    logger,
-    limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024 },
+  const runtime = await startPlatformRuntime(config, redis, logger);
+  const ing = await testIngress(redis, prefix, {
     platforms: { runtime, groupMode: opts.groupMode ?? 'mentions' },
   });
+  const { app, store } = ing;
 
   const deliveries = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
   let worker: Worker<DeliveryJob> | undefined;
@@ -141,8 +130,7 @@ export async function platformStack(
       await worker?.close(true);
       await senders.close();
       await deliveries.close();
-      await app.close();
-      await turns.close();
+      await ing.close();
       await runtime.close();
     },
   };

@@ -4,6 +4,7 @@ import type { PlatformRuntime } from '../../shared/platforms/runtime.js';
 import { newRequestScope, releaseClaims, requestScope, settleScope } from '../../shared/platforms/scope.js';
 import { BODY_MAX_DEPTH, jsonTextDepth } from '../../shared/storable.js';
 import { HttpError } from '../errors.js';
+import { platformVerifyRoute } from './verify-get.js';
 
 export const PLATFORM_WEBHOOK_ROUTE = '/webhooks/:platform';
 
@@ -25,6 +26,8 @@ export interface PlatformWebhookOptions {
  * (401 INVALID_SIGNATURE, 400 INVALID_JSON / BAD_REQUEST); an update with no message for
  * chatlane (reaction, join, edit) 200, counted as unsupported, nothing stored; otherwise the
  * adapter's own 2xx answer (Slack's url_verification challenge needs its body).
+ * `GET /webhooks/:platform` serves the platforms that check their endpoint with a GET
+ * (./verify-get.ts).
  */
 export async function platformWebhookRoutes(
   app: FastifyInstance,
@@ -46,6 +49,8 @@ export async function platformWebhookRoutes(
     }
     return name;
   };
+
+  platformVerifyRoute(app, opts.runtime, adapterRefusal);
 
   app.post(PLATFORM_WEBHOOK_ROUTE, {
     onRequest: (request, _reply, done) => {

@@ -50,6 +50,9 @@ import type { MessageMetadata } from '../messages.js';
  *    the shared poller runs `adapter.startPolling()` under a fleet-wide Redis lease (one
  *    poller at a time) and `adapter.stopPolling()` when the lease is lost. The module's
  *    adapter must expose both.
+ * 12. `verifiesWithGet` (optional): true when the platform checks the endpoint with a GET
+ *    before it sends anything (Meta's WhatsApp `hub.challenge` handshake): `GET
+ *    /webhooks/<name>` is then handed to the adapter too; other platforms answer it 404.
  *
  * Errors from `adapter.postMessage` are classified by the shared sender through the Chat SDK's
  * error classes (`AdapterRateLimitError.retryAfter`, `PermissionError`, ...): a module needs
@@ -69,6 +72,7 @@ export interface PlatformModule<S = unknown> {
   unsupported?(message: Message): string | undefined;
   readonly typing: boolean;
   polling?(settings: S): boolean;
+  readonly verifiesWithGet?: boolean;
 }
 
 export type PlatformEnvResult<S> =

@@ -1,5 +1,10 @@
+import { discord } from './discord.js';
+import { gchat } from './gchat.js';
 import type { EnabledPlatform, PlatformModule } from './platform.js';
+import { slack } from './slack.js';
+import { teams } from './teams.js';
 import { telegram } from './telegram.js';
+import { whatsapp } from './whatsapp.js';
 
 /**
  * Every platform chatlane can talk to, one module each. THE MODULE CONTRACT is written at the
@@ -17,7 +22,14 @@ import { telegram } from './telegram.js';
  *      test/integration/telegram-webhook.test.ts and test/helpers/fake-telegram.ts), and
  *      add its subsection under "Connecting platforms" in the README.
  */
-export const PLATFORMS: readonly PlatformModule<unknown>[] = [telegram];
+export const PLATFORMS: readonly PlatformModule<unknown>[] = [
+  telegram,
+  slack,
+  whatsapp,
+  discord,
+  teams,
+  gchat,
+];
 
 /** Names that cannot be platforms: they are other routes under /webhooks. */
 const RESERVED = new Set(['generic']);
