@@ -67,6 +67,7 @@ const controlSchema = z.strictObject({
       status: z.number().int().min(400).max(599).optional(),
       message: z.string().optional(),
       code: z.string().optional(),
+      contains: z.string().min(1).optional(),
     })
     .optional(),
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.

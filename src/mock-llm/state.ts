@@ -37,6 +37,8 @@ export interface MockLlmStats {
 export interface FailNextInput {
   /** Only requests of this chat match; omitted, any request does. */
   chatKey?: string;
+  /** Only requests whose messages contain this text match (a message the model always refuses). */
+  contains?: string;
   count: number;
   status?: number;
   message?: string;
@@ -51,6 +53,7 @@ export interface Failure {
 
 interface FailRule extends Failure {
   chatKey: string | undefined;
+  contains: string | undefined;
   remaining: number;
 }
 
@@ -207,6 +210,7 @@ export class MockLlmState {
     if (input.count === 0) return;
     this.failRules.push({
       chatKey: input.chatKey,
+      contains: input.contains,
       remaining: input.count,
       status: input.status ?? 400,
       message: input.message ?? DEFAULT_FAIL_MESSAGE,
@@ -280,7 +284,7 @@ export class MockLlmState {
       this.pushBounded(this.violationList, { chatKey, inFlight: live, at: entry.at }, MAX_VIOLATIONS);
 
     this.pushBounded(this.recordings, entry, this.maxRecorded);
-    const failure = this.takeFailure(chatKey);
+    const failure = this.takeFailure(chatKey, entry.messages);
     this.notifyWaiters(chatKey, arrived);
 
     let ended = false;
@@ -310,8 +314,14 @@ export class MockLlmState {
     return min + Math.random() * (max - min);
   }
 
-  private takeFailure(chatKey: string): Failure | undefined {
-    const index = this.failRules.findIndex((r) => r.chatKey === undefined || r.chatKey === chatKey);
+  private takeFailure(chatKey: string, messages: unknown[]): Failure | undefined {
+    let text: string | undefined;
+    const index = this.failRules.findIndex((r) => {
+      if (r.chatKey !== undefined && r.chatKey !== chatKey) return false;
+      if (r.contains === undefined) return true;
+      text ??= JSON.stringify(messages);
+      return text.includes(r.contains);
+    });
     const rule = this.failRules[index];
     if (!rule) return undefined;
     rule.remaining -= 1;

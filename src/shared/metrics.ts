@@ -7,7 +7,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
  * Queue depth comes from BullMQ's own exporter, collected on scrape (`renderMetrics`).
  */
 
-export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed';
+export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed' | 'deferred';
 export type MessageResult = 'accepted' | 'duplicate' | 'rejected';
 export type CompactionResult = 'applied' | 'conflict' | 'skipped' | 'failed';
 /** One send of an outbox item: accepted, to be retried, or failed for good (item skipped). */
@@ -21,6 +21,8 @@ export interface Metrics {
   queueWait: Histogram<'queue'>;
   modelCallDuration: Histogram<'result'>;
   modelTokens: Counter<'type'>;
+  modelErrors: Counter<'kind'>;
+  failedMessages: Counter<'code'>;
   fenceRejections: Counter;
   deliveryFailures: Counter<'channel'>;
   platformUpdates: Counter<'platform' | 'outcome'>;
@@ -55,7 +57,7 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     }),
     turnDuration: new Histogram({
       name: 'chatlane_turn_duration_seconds',
-      help: 'Turn job duration by outcome (done, idle, busy, lost, failed)',
+      help: 'Turn job duration by outcome (done, idle, busy, lost, failed, deferred = waiting for the model)',
       labelNames: ['outcome'],
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300],
       registers,
@@ -78,6 +80,18 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_model_tokens_total',
       help: 'Tokens the model reported, by type (input, output)',
       labelNames: ['type'],
+      registers,
+    }),
+    modelErrors: new Counter({
+      name: 'chatlane_model_errors_total',
+      help: 'Turn attempts that failed on the model endpoint, by kind (auth, not_found, rate_limit, server, network, timeout); their messages stay pending',
+      labelNames: ['kind'],
+      registers,
+    }),
+    failedMessages: new Counter({
+      name: 'chatlane_messages_failed_total',
+      help: 'Messages that could not be processed, by code; each failed batch sent one notice',
+      labelNames: ['code'],
       registers,
     }),
     fenceRejections: new Counter({

@@ -12,7 +12,21 @@ export interface ModelView {
   truncated: boolean;
 }
 
+/**
+ * A message that failed (README "When a message fails") is shown to later turns as this
+ * marker only: its content made a turn fail once (too long, refused, an unsafe file), so
+ * sending it again would fail the next turn too, while the marker keeps the conversation
+ * readable ("the user was asked to send it again").
+ */
+export function failedMarker(code: string): string {
+  return `[This message could not be processed (${code}); the user was told and asked to send it again.]`;
+}
+
 export function modelView(message: ChatMessage, maxChars: number): ModelView {
+  if (message.metadata?.failed === true) {
+    const code = message.metadata.failure?.code ?? 'FAILED';
+    return { message: { ...message, parts: [{ type: 'text', text: failedMarker(code) }] }, truncated: true };
+  }
   if (!Array.isArray(message.parts) || maxChars === Number.POSITIVE_INFINITY) {
     return { message, truncated: false };
   }

@@ -40,8 +40,12 @@ export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageMo
 
 /** What a processor's result or error says about the turn. */
 function outcomeOf(result: unknown, error: unknown): TurnOutcomeLabel {
-  if (error !== undefined) return error instanceof DelayedError ? 'busy' : 'failed';
+  if (error !== undefined) {
+    if (error instanceof DelayedError) return error.name === 'ModelWaitError' ? 'deferred' : 'busy';
+    return 'failed';
+  }
   const status = (result as { status?: unknown } | undefined)?.status;
+  if (status === 'failed') return 'failed';
   return status === 'done' || status === 'idle' || status === 'lost' || status === 'busy' ? status : 'done';
 }
 

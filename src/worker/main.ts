@@ -28,6 +28,7 @@ import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
 import { loadMcpConfig } from './mcp/mcp-config.js';
 import { McpTools } from './mcp/mcp-tools.js';
+import { ModelHealth } from './model-health.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
 import { RedisProvider } from './pipeline/provider.js';
@@ -112,6 +113,9 @@ export function turnDepsFromConfig(
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
+    failureNotice: config.FAILURE_NOTICE,
+    modelHealth: new ModelHealth(metrics),
+    metrics,
   };
 }
 
@@ -187,6 +191,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
     turns,
     metrics: processMetrics(),
+    modelBackoff: { baseMs: config.MODEL_RETRY_BACKOFF_MS, maxMs: config.MODEL_RETRY_BACKOFF_MAX_MS },
   });
   opened.add(() => worker.close());
   // Delivery runs here unless the operator runs `chatlane delivery` processes instead.
@@ -229,7 +234,10 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       redis: connection,
       isRunning: () => worker.isRunning() && !worker.closing,
       logger,
-      ...(mcp && { detail: () => ({ mcp: mcp.status() }) }),
+      detail: () => ({
+        model: deps.modelHealth?.status() ?? { status: 'ok' },
+        ...(mcp && { mcp: mcp.status() }),
+      }),
     }),
   );
   opened.add(() => side.close());

@@ -15,7 +15,9 @@ import type { RedisClient } from '../shared/redis.js';
 /**
  * The small HTTP server beside a worker (or compactor) process: `/metrics`, `/healthz` and
  * `/readyz` on METRICS_PORT (see `startSideServer` for how the port is chosen). Ready = Redis answers a ping AND the BullMQ worker is running,
- * so a closing or stopped worker drops out of rotation.
+ * so a closing or stopped worker drops out of rotation. A failing model endpoint is reported
+ * in the detail (`model`) but keeps the answer 200: the worker is fine, the endpoint is shared
+ * by the whole fleet, and restarting workers would not bring it back.
  */
 export interface SideServerOptions {
   metrics: Metrics;

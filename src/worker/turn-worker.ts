@@ -1,9 +1,11 @@
 import { DelayedError, type Job, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { ModelUnavailableError } from '../shared/errors.js';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
 import type { Metrics } from '../shared/metrics.js';
 import type { RedisClient } from '../shared/redis.js';
 import { instrumentTurnProcessor } from './instrument.js';
 import { bullmqLockRenewTime } from './liveness.js';
+import { modelRetryDelay } from './model-health.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {
@@ -16,7 +18,19 @@ export interface TurnWorkerOptions {
   onOutcome?: (outcome: TurnOutcome, job: Job<TurnJob>) => void;
   /** Turn duration by outcome, queue wait and fence rejections go here when given. */
   metrics?: Metrics;
+  /** MODEL_RETRY_BACKOFF_MS / _MAX_MS: how long a chat waits after a model error. */
+  modelBackoff?: { baseMs: number; maxMs: number };
 }
+
+/** Attempts of a turn job when the job does not say (enqueueTurn always does). */
+const DEFAULT_ATTEMPTS = 1;
+
+/**
+ * The model endpoint failed (ModelUnavailableError): the job was moved to delayed without
+ * spending an attempt. A DelayedError for BullMQ; its own class so metrics tell it from a
+ * busy chat.
+ */
+export class ModelWaitError extends DelayedError {}
 
 /** Small jitter so workers that met on a busy lease do not meet again. */
 const jitter = () => Math.floor(Math.random() * 100);
@@ -32,7 +46,22 @@ export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worke
       throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
     const { chatKey } = parsed.data;
     const logger = deps.logger.child({ jobId: job.id, chatKey });
-    const outcome = await runTurn({ ...deps, logger }, chatKey);
+    // The last attempt fails the batch rather than throw, so a message that keeps failing
+    // the turn cannot block its chat: attempts count only failures that were not the model's.
+    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? DEFAULT_ATTEMPTS);
+    let outcome: TurnOutcome;
+    try {
+      outcome = await runTurn({ ...deps, logger }, chatKey, { finalAttempt });
+    } catch (err) {
+      if (!(err instanceof ModelUnavailableError)) throw err;
+      // Back off per start of this job (exponential, capped), without spending an attempt:
+      // however long the model is down, its messages are neither dropped nor failed.
+      const { baseMs, maxMs } = opts.modelBackoff ?? { baseMs: 2000, maxMs: 60_000 };
+      const delay = modelRetryDelay(job.attemptsStarted, baseMs, maxMs);
+      logger.warn({ kind: err.kind, retryInMs: delay, err: err.cause }, 'model unavailable; turn delayed');
+      await job.moveToDelayed(Date.now() + delay, token);
+      throw new ModelWaitError();
+    }
 
     if (outcome.status === 'busy') {
       // Another turn (possibly a stalled one whose lease has not run out) holds the chat:

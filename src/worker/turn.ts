@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } from 'ai';
-import { TurnAbortedError } from '../shared/errors.js';
+import { type MessageFailureCode, ModelUnavailableError, TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
+import type { Metrics } from '../shared/metrics.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
+import { failBatch, markFailed } from '../shared/store/failures.js';
 import { withTokens } from '../shared/tokens.js';
 import { compareStreamIds, seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
@@ -15,7 +17,9 @@ import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
 import { createMemoryTool } from './agent/tools/memory.js';
 import { isContextOverflowError } from './compaction/overflow.js';
+import { classifyTurnError, errorDetail } from './failure.js';
 import { Lane } from './lane.js';
+import type { ModelHealth } from './model-health.js';
 import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
@@ -69,6 +73,24 @@ export interface TurnDeps {
   mcp?: { tools(): ToolSet; toolTokens(): number };
   /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
   skillsTool?: Tool;
+  /** FAILURE_NOTICE: what a person is told when their message cannot be processed. */
+  failureNotice?: string;
+  /** Model errors by kind and the endpoint's state for /readyz. */
+  modelHealth?: ModelHealth;
+  /** chatlane_messages_failed_total. */
+  metrics?: Pick<Metrics, 'failedMessages'>;
+  /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
+  download?: Parameters<typeof runLoop>[0]['download'];
+}
+
+export const DEFAULT_FAILURE_NOTICE = "Sorry — I couldn't process your last message. Please send it again.";
+
+export interface TurnOptions {
+  /**
+   * The job's last attempt: a failure not classified as the message's or the model's fails
+   * the batch (TURN_FAILED) instead of being thrown, so the chat moves on.
+   */
+  finalAttempt?: boolean;
 }
 
 const DEFAULT_MEMORY_MAX_TOKENS = 1000;
@@ -80,6 +102,7 @@ export type TurnOutcome =
   | { status: 'busy'; retryInMs: number }
   | { status: 'idle'; pending: number }
   | { status: 'lost'; runId: string }
+  | { status: 'failed'; runId: string; code: MessageFailureCode; failed: number; pending: number }
   | {
       status: 'done';
       runId: string;
@@ -94,7 +117,7 @@ export type TurnOutcome =
  * fenced commit → release. Throws on model or Redis failure (the job retries); returns
  * `lost` when another turn took the chat (nothing of ours was written).
  */
-export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutcome> {
+export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions = {}): Promise<TurnOutcome> {
   const runId = randomUUID();
   const logger = deps.logger.child({ chatKey, runId });
   const { store, settings } = deps;
@@ -112,10 +135,12 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   // One send state for the whole turn: a retry after an overflow never repeats a reply, nor
   // one a crashed earlier run of this chat already sent.
   const sent: ChatSendState = { sent: [], earlier: lane.uncommitted.map((s) => s.text) };
+  // The pending messages the turn started from: the batch that fails if they cannot be processed.
+  const batch: InboxEntry[] = [];
   const untrack = deps.running?.track(lane);
   try {
     try {
-      outcome = await turnBody(deps, lane, logger, sent, 1);
+      outcome = await turnBody(deps, lane, logger, sent, batch, 1);
     } catch (err) {
       if (lane.lost || !deps.compactNow || !isContextOverflowError(err)) throw err;
       await store.appendEvent(chatKey, 'turn.overflow', { runId, error: (err as Error).message });
@@ -123,8 +148,9 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
       await deps
         .compactNow(chatKey)
         .catch((e: unknown) => logger.warn({ err: e }, 'overflow compaction failed'));
-      outcome = await turnBody(deps, lane, logger, sent, OVERFLOW_BUDGET_SCALE);
+      outcome = await turnBody(deps, lane, logger, sent, batch, OVERFLOW_BUDGET_SCALE);
     }
+    if (outcome.status === 'done') deps.modelHealth?.succeeded();
     return outcome;
   } catch (err) {
     if (lane.stopped) {
@@ -135,9 +161,32 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
       outcome = { status: 'lost', runId };
       return outcome;
     }
-    await store
-      .appendEvent(chatKey, 'turn.failed', { runId, error: (err as Error).message ?? String(err) })
-      .catch(() => undefined);
+    const failure = classifyTurnError(err);
+    const error = errorDetail(err);
+    if (failure.kind === 'model') {
+      // Nobody is told and nothing is dropped: the messages wait for the model to come back.
+      deps.modelHealth?.failed(failure.errorKind, error);
+      await store
+        .appendEvent(chatKey, 'turn.failed', {
+          runId,
+          error,
+          reason: 'model_unavailable',
+          kind: failure.errorKind,
+        })
+        .catch(() => undefined);
+      throw new ModelUnavailableError(failure.errorKind, { cause: err });
+    }
+    const code =
+      failure.kind === 'message'
+        ? failure.code
+        : opts.finalAttempt && !failure.infrastructure
+          ? 'TURN_FAILED'
+          : undefined;
+    if (code && batch.length > 0) {
+      outcome = await failTurn(deps, lane, logger, batch, code, error);
+      return outcome;
+    }
+    await store.appendEvent(chatKey, 'turn.failed', { runId, error, reason: 'retry' }).catch(() => undefined);
     throw err;
   } finally {
     untrack?.();
@@ -149,11 +198,50 @@ export async function runTurn(deps: TurnDeps, chatKey: string): Promise<TurnOutc
   }
 }
 
+/**
+ * The batch cannot be processed: one notice, the messages into history marked failed,
+ * `turn.failed` with the code — one fenced script, so a crash leaves either all of it or
+ * none (the retry then fails the batch again and writes the notice once).
+ */
+async function failTurn(
+  deps: TurnDeps,
+  lane: Lane,
+  logger: Logger,
+  batch: InboxEntry[],
+  code: MessageFailureCode,
+  error: string,
+): Promise<TurnOutcome> {
+  const { chatKey, runId, fence } = lane;
+  const messages = await Promise.all(
+    batch.map((e) => withTokens(markFailed(e.message, code, error), deps.settings.maxCharsPerMessage)),
+  );
+  const result = await failBatch(deps.store, chatKey, fence, {
+    runId,
+    consumed: batch.map((e) => e.streamId),
+    messages,
+    notice: deps.failureNotice ?? DEFAULT_FAILURE_NOTICE,
+    ts: Date.now(),
+    code,
+    event: { worker: deps.workerId, error, messages: batch.map((e) => e.message.id) },
+  });
+  if (!result.ok) {
+    lane.markLost(`fail ${result.reason}`);
+    return { status: 'lost', runId };
+  }
+  logger.warn({ code, error, messages: batch.length }, 'messages could not be processed; the chat was told');
+  deps.metrics?.failedMessages.inc({ code }, batch.length);
+  if (result.routed) {
+    await deps.deliver?.(chatKey).catch((err: unknown) => logger.warn({ err }, 'delivery trigger failed'));
+  }
+  return { status: 'failed', runId, code, failed: batch.length, pending: 0 };
+}
+
 async function turnBody(
   deps: TurnDeps,
   lane: Lane,
   logger: Logger,
   sendState: ChatSendState,
+  batch: InboxEntry[],
   budgetScale: number,
 ): Promise<TurnOutcome> {
   const { store, settings } = deps;
@@ -163,6 +251,7 @@ async function turnBody(
   const loaded = await deps.provider.load(chatKey);
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
   const pending = await reachEarlierSends(deps, lane, loaded.pending);
+  batch.splice(0, batch.length, ...pending);
   const pendingMessages = pending.map((e) => e.message);
   // What this turn answers, with the replies a crashed earlier run already sent in place.
   const turn = await withEarlierSends(pending, lane.uncommitted, {
@@ -262,6 +351,7 @@ async function turnBody(
       );
     },
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
+    ...(deps.download && { download: deps.download }),
   });
 
   // The model answered in text only: deliver that text rather than stay silent. Not when an

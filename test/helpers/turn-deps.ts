@@ -2,6 +2,7 @@ import type { LanguageModel } from 'ai';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
 import { RedisProvider } from '../../src/worker/pipeline/provider.js';
@@ -37,4 +38,24 @@ export function turnDeps(
     workerId: 'test-worker',
     logger: silentLogger(),
   };
+}
+
+/** `deps` with the synchronous compaction a turn runs after a context-overflow refusal. */
+export function withOverflowCompaction(deps: TurnDeps, model: LanguageModel): TurnDeps {
+  const compaction = {
+    store: deps.store,
+    model,
+    modelName: 'mock',
+    logger: silentLogger(),
+    settings: {
+      keepLast: 4,
+      keepRecentTokens: 0,
+      maxOutputTokens: 300,
+      archive: true,
+      maxEvents: 500,
+      maxCharsPerMessage: 4000,
+    },
+  };
+  deps.compactNow = (chatKey) => compactChat(compaction, chatKey);
+  return deps;
 }

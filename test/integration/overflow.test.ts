@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startMockLlm } from '../../src/mock-llm/server.js';
-import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import { readArchive } from '../../src/shared/store/archive.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { createModel } from '../../src/worker/agent/model.js';
-import { compactChat } from '../../src/worker/compaction/compact.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
-import { turnDeps } from '../helpers/turn-deps.js';
+import { turnDeps, withOverflowCompaction } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let mock: Awaited<ReturnType<typeof startMockLlm>>;
@@ -25,21 +23,7 @@ beforeEach(() => {
   // The real HTTP model: the provider's 400 arrives as a real APICallError.
   const model = createModel({ baseURL: mock.url, apiKey: undefined, model: 'mock' });
   deps = turnDeps(redis, prefix, model);
-  const compaction = {
-    store: deps.store,
-    model,
-    modelName: 'mock',
-    logger: silentLogger(),
-    settings: {
-      keepLast: 4,
-      keepRecentTokens: 0,
-      maxOutputTokens: 300,
-      archive: true,
-      maxEvents: 500,
-      maxCharsPerMessage: 4000,
-    },
-  };
-  deps.compactNow = (chatKey) => compactChat(compaction, chatKey);
+  withOverflowCompaction(deps, model);
 });
 afterAll(async () => {
   await mock.close();
@@ -83,24 +67,28 @@ describe('context overflow recovery', () => {
     ]);
   });
 
-  it('a second refusal fails the turn cleanly: an event, the message still pending, nothing lost', async () => {
+  it('a second refusal fails the batch: one notice, the message kept failed in history, no history lost, the chat free', async () => {
     await seed(deps.store, 'c1', 20);
     mock.state.failNext({ chatKey: 'c1', count: 2 });
-    await expect(runTurn(deps, 'c1')).rejects.toThrow(/maximum context length/);
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'failed', code: 'CONTEXT_OVERFLOW', failed: 1, pending: 0 });
 
-    const pending = await deps.store.readAllPending('c1');
-    expect(pending.map((m) => m.id)).toEqual(['q']);
+    expect(await deps.store.readAllPending('c1')).toEqual([]);
     const history = await deps.store.readHistory('c1');
+    expect(history.at(-1)).toMatchObject({
+      id: 'q',
+      metadata: { failed: true, failure: { code: 'CONTEXT_OVERFLOW' } },
+    });
     const archived = (await readArchive(deps.store, 'c1', undefined, 10)).flatMap((a) =>
       a.entry.messages.map((m) => m.id),
     );
-    const kept = history.filter((m) => m.metadata.kind !== 'summary').map((m) => m.id);
+    const kept = history.filter((m) => m.metadata.kind !== 'summary' && m.id !== 'q').map((m) => m.id);
     expect([...archived, ...kept].sort()).toEqual(Array.from({ length: 20 }, (_, i) => `h${i}`).sort());
     const types = (await deps.store.readEvents('c1', undefined, 100)).map((e) => e.type);
     expect(types.filter((t) => t === 'turn.overflow')).toHaveLength(1);
-    expect(types).toContain('turn.failed');
-    expect(await deps.store.readOutbox('c1', undefined, 10)).toEqual([]);
-    // The lease was released: the next attempt can start at once.
+    expect(types.filter((t) => t === 'turn.failed')).toHaveLength(1);
+    expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.notice)).toEqual(['failure']);
+    // The lease was released: the next turn can start at once.
     expect((await deps.store.acquire('c1', 'next', 1000)).ok).toBe(true);
   });
 });

@@ -183,11 +183,12 @@ describe('sweepOnce', () => {
   });
 });
 
-describe('a turn that failed for good', () => {
+describe('a turn that failed for good on infrastructure', () => {
   it('keeps its pending messages; the sweeper re-enqueues the chat, even one missing from the index', async () => {
     let failing = true;
     const { model } = scriptedModel((prompt, call, options) => {
-      if (failing) throw new Error('model down');
+      // Redis trouble, not the model's or the message's: the attempts run out, the messages stay.
+      if (failing) throw new Error('Connection is closed.');
       return echoScript(prompt, call, options);
     });
     await suite.startWorker(model);

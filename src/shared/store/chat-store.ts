@@ -81,6 +81,8 @@ export interface OutboxItem {
   runId: string;
   /** Set when another chat's turn sent this (chat_contact_send): that chat's key. */
   from?: string;
+  /** `failure`: chatlane's notice that a message could not be processed, not the model's words. */
+  notice?: 'failure';
 }
 
 export interface ChatEvent {
@@ -111,12 +113,14 @@ export function fieldsOf(fields: string[]): Map<string, string> {
 export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const f = fieldsOf(fields);
   const from = f.get('from');
+  const notice = f.get('notice');
   return {
     id,
     text: f.get('text') ?? '',
     ts: Number(f.get('ts') ?? streamIdTime(id)),
     runId: f.get('runId') ?? '',
     ...(from !== undefined && { from }),
+    ...(notice === 'failure' && { notice }),
   };
 }
 

@@ -59,6 +59,7 @@ export const scripts = {
   acquire: new LuaScript('acquire', 3),
   renew: new LuaScript('renew', 2),
   commit: new LuaScript('commit', 5),
+  fail: new LuaScript('fail', 6),
   outbox: new LuaScript('outbox', 4),
   finish: new LuaScript('finish', 3),
   sweepCheck: new LuaScript('sweep-check', 4),

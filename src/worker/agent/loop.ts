@@ -29,7 +29,12 @@ export interface LoopInput<T> {
   /** Per model step: a hung provider must not hold the chat's lane forever. */
   stepTimeoutMs?: number;
   control?: LoopControl;
+  /** Fetches file parts' URLs for the model (the safe download); the SDK's own when absent. */
+  download?: DownloadFunction;
 }
+
+/** The AI SDK's download hook (experimental_download). */
+export type DownloadFunction = NonNullable<Parameters<typeof generateText>[0]['experimental_download']>;
 
 /**
  * Set by tools between steps. `rebase` replaces the turn's initial messages (the history
@@ -109,6 +114,7 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       abortSignal: input.abortSignal,
       maxRetries: input.maxRetries ?? 2,
       ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
+      ...(input.download && { experimental_download: input.download }),
     });
   } catch (err) {
     if (input.abortSignal.aborted) throw input.abortSignal.reason ?? err;

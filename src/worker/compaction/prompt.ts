@@ -1,4 +1,5 @@
 import { type ChatMessage, messageText } from '../../shared/messages.js';
+import { modelView } from '../../shared/model-view.js';
 
 export const TOOL_OUTPUT_MAX_CHARS = 2000;
 const TEXT_MAX_CHARS = 8000;
@@ -31,7 +32,8 @@ export function serialise(messages: ChatMessage[]): string {
   for (const m of messages) {
     const who =
       m.role === 'user' ? `[User${m.metadata.username ? ` ${m.metadata.username}` : ''}]` : '[Assistant]';
-    const text = messageText(m).trim();
+    // A failed message is summarised as its marker: its content failed a turn once.
+    const text = messageText(modelView(m, Number.POSITIVE_INFINITY).message).trim();
     if (text) lines.push(`${who}: ${clip(text, TEXT_MAX_CHARS)}`);
     for (const part of m.parts as Array<{
       type: string;

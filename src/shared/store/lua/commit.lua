@@ -20,25 +20,17 @@
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
 ]]
 -- @include "fence"
+-- @include "consume"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
 local n = tonumber(ARGV[6])
-for i = 7, 6 + n do
-  if #redis.call('XRANGE', KEYS[3], ARGV[i], ARGV[i]) == 0 then
-    return { 'missing', ARGV[i] }
-  end
+local missing = firstMissing(KEYS[3], 7, n)
+if missing then
+  return { 'missing', missing }
 end
-
-if n > 0 then
-  redis.call('XDEL', KEYS[3], unpack(ARGV, 7, 6 + n))
-end
-
-local histLen = redis.call('LLEN', KEYS[2])
-for i = 7 + n, #ARGV do
-  histLen = redis.call('RPUSH', KEYS[2], ARGV[i])
-end
+local histLen = consumeIntoHistory(KEYS[3], KEYS[2], 7, n)
 
 redis.call('DEL', KEYS[5])
 

@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import type { MessageFailureCode } from '../errors.js';
+import type { ChatMessage } from '../messages.js';
+import { storedJson } from '../storable.js';
+import type { ChatStore, FencedResult } from './chat-store.js';
+import { scripts } from './scripts.js';
+
+const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+
+export interface FailedBatch {
+  runId: string;
+  /** Inbox stream ids of the messages that failed. */
+  consumed: string[];
+  /** Those messages, already marked (`markFailed`), in inbox order. */
+  messages: ChatMessage[];
+  notice: string;
+  ts: number;
+  code: MessageFailureCode;
+  /** Merged into the turn.failed event (the error, the worker ...). */
+  event: Record<string, unknown>;
+}
+
+/** A message as it is kept after failing: whole, with `metadata.failed` and the reason. */
+export function markFailed(message: ChatMessage, code: MessageFailureCode, detail: string): ChatMessage {
+  const { tokens: _tokens, tokensMaxChars: _max, ...metadata } = message.metadata;
+  return {
+    ...message,
+    // Counted again on its failed view (model-view.ts): the model sees a marker, not the content.
+    metadata: { ...metadata, failed: true, failure: { code, detail: detail.slice(0, 500) } },
+  };
+}
+
+/**
+ * The fenced write of a failed batch (fail.lua): inbox entries consumed, the messages in
+ * history, the notice in the outbox and `turn.failed`, atomically. `missing` means another
+ * attempt already failed (or answered) this batch: nothing was written, no second notice.
+ */
+export async function failBatch(
+  store: ChatStore,
+  chatKey: string,
+  fence: string,
+  batch: FailedBatch,
+): Promise<FencedResult<{ id: string; routed: boolean }>> {
+  const k = store.keys(chatKey);
+  const tokens = batch.messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
+  const raw = tuple.parse(
+    await scripts.fail.run(
+      store.redis,
+      [k.meta, k.hist, k.inbox, k.events, k.outbox, k.uncommitted],
+      [
+        fence,
+        store.maxEvents,
+        store.retention.outboxKeep,
+        batch.runId,
+        batch.notice,
+        batch.ts,
+        tokens,
+        storedJson({ ...batch.event, reason: batch.code }, { tooDeep: 'clip' }),
+        batch.consumed.length,
+        ...batch.consumed,
+        ...batch.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),
+      ],
+    ),
+  );
+  if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };
+  return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+}
