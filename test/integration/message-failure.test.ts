@@ -126,7 +126,11 @@ describe('a message that cannot be processed', () => {
     const last = mock.state.recorded('c1').at(-1)!;
     expect(JSON.stringify(last.messages)).not.toContain('POISON');
     expect(JSON.stringify(last.messages)).toContain(failedMarker('CONTEXT_OVERFLOW').slice(0, 40));
-    const history = await deps.store.readHistory('c1');
+    // The reply is in the outbox before the turn commits.
+    const history = await waitFor(async () => {
+      const h = await deps.store.readHistory('c1');
+      return h.length === 3 ? h : undefined;
+    });
     expect(history.map((m) => [m.id, m.metadata.failed ?? false])).toEqual([
       ['m1', true],
       ['m2', false],
@@ -232,7 +236,10 @@ describe('a model that is unreachable or refuses our credentials', () => {
     mock.state.reset(); // The key is fixed.
     for (const chatKey of chats) await answered(chatKey, `${chatKey} second`);
     for (const chatKey of chats) {
-      expect(await deps.store.pendingCount(chatKey)).toBe(0);
+      // Replies reach the outbox before their turn commits.
+      await waitFor(async () => (await deps.store.pendingCount(chatKey)) === 0, {
+        what: `${chatKey} committed`,
+      });
       const history = await deps.store.readHistory(chatKey);
       expect(history.filter((m) => m.role === 'user').map((m) => m.id)).toEqual([
         `${chatKey}1`,
