@@ -5,6 +5,7 @@ import { writeCharts } from './chart.js';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction.js';
 import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
+import { benchMemory, MEMORY_DEFAULTS } from './memory.js';
 import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
 import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
@@ -21,7 +22,7 @@ import { adminRedis, progress, REDIS_URL } from './util.js';
  * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
  * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
  * overhead, concurrency, scaling, offered-load) start `dist/cli.js` processes: build first.
- * recovery kills a worker max(5, N) times.
+ * recovery kills a worker max(5, N) times. memory starts its own redis-server (on PATH) on a free port.
  * Prints one JSON document on stdout; progress goes to stderr. Targets are reported, never
  * enforced: a missed target is `meetsTarget: false`, not a failed process.
  */
@@ -38,6 +39,7 @@ const BENCHMARKS = [
   'concurrency',
   'scaling',
   'offered-load',
+  'memory',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -78,6 +80,7 @@ const SMOKE = {
   concurrency: { levels: [20, 100], latencyMs: 500, warmupChats: 20 },
   scaling: { workers: [1, 2], chats: 256, warmupChats: 32 },
   'offered-load': { rates: [10, 40], durationS: 5 },
+  memory: { chats: 500, sampleChats: 50, archiveChats: 50, steadyTurns: 600, steadyEvery: 100 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -157,6 +160,9 @@ for (const name of selected) {
         ...(smoke && SMOKE['offered-load']),
         runs,
       });
+    } else if (name === 'memory') {
+      // One pass: bytes are counted, not timed (runs does not apply).
+      results.memory = await benchMemory({ ...MEMORY_DEFAULTS, ...(smoke && SMOKE.memory) });
     } else {
       results.compaction = await benchCompaction({ ...COMPACTION_DEFAULTS, runs });
     }

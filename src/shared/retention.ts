@@ -11,12 +11,12 @@ const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(d
 export const retentionShape = {
   // Compaction archive (summarised-away messages): oldest entries dropped past either cap.
   ARCHIVE_MAX_ENTRIES: int(100, 1),
-  ARCHIVE_MAX_BYTES: int(1024 * 1024, 1024),
+  ARCHIVE_MAX_BYTES: int(512 * 1024, 1024),
   // Context snapshots (`new`/`clear`/`load`): the oldest dropped past this many.
-  CONTEXTS_MAX: int(20, 1),
+  CONTEXTS_MAX: int(10, 1),
   // Outbox: items delivery still needs are always kept; beyond them, the newest this many
   // (for API readers and SSE resume). Trimmed once the outbox holds a quarter more.
-  OUTBOX_KEEP_ITEMS: int(1000, 1),
+  OUTBOX_KEEP_ITEMS: int(200, 1),
   // A chat idle this long (no message in, no reply out, no event) is deleted whole, with its
   // activity index entry, by a maintenance job every CHAT_EXPIRY_INTERVAL_MS. 0 = never.
   CHAT_TTL_DAYS: int(0, 0),
@@ -31,13 +31,6 @@ export interface StoreRetention {
   outboxKeep: number;
 }
 
-export const DEFAULT_STORE_RETENTION: StoreRetention = {
-  archiveMaxEntries: 100,
-  archiveMaxBytes: 1024 * 1024,
-  contextsMax: 20,
-  outboxKeep: 1000,
-};
-
 export function storeRetentionOf(config: {
   ARCHIVE_MAX_ENTRIES: number;
   ARCHIVE_MAX_BYTES: number;
@@ -51,5 +44,8 @@ export function storeRetentionOf(config: {
     outboxKeep: config.OUTBOX_KEEP_ITEMS,
   };
 }
+
+/** The defaults above, for stores built without a config (tests, benchmarks). */
+export const DEFAULT_STORE_RETENTION: StoreRetention = storeRetentionOf(z.object(retentionShape).parse({}));
 
 export const DAY_MS = 24 * 3600 * 1000;
