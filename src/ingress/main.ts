@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
 import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
@@ -16,6 +18,7 @@ import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { standardSources } from '../shared/webhooks/standard.js';
 import { buildIngress, type IngressApp } from './app.js';
+import { startPollers } from './platforms/poller.js';
 
 export interface IngressHandle {
   app: IngressApp;
@@ -82,6 +85,17 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     throw err;
   }
   logger.info({ url }, 'ingress listening');
+  // Polling takes work, so it starts only once the port is bound (startup order).
+  const pollers =
+    platforms &&
+    startPollers({
+      runtime: platforms,
+      redis,
+      prefix: config.CHATLANE_PREFIX,
+      leaseMs: config.POLLER_LEASE_MS,
+      holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+      logger,
+    });
 
   let closing: Promise<void> | undefined;
   return {
@@ -96,6 +110,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
         const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
         clearInterval(closeIdle);
+        await pollers?.close().catch((err: unknown) => logger.warn({ err }, 'pollers close failed'));
         await platforms?.close().catch((err: unknown) => logger.warn({ err }, 'platforms close failed'));
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await Promise.all(watched.map((q) => q.close().catch(() => undefined)));

@@ -31,6 +31,11 @@ export class FakeTelegram {
   readonly refused: Array<SentMessage & { code: number }> = [];
   /** getUpdates calls answered (by any process). */
   getUpdatesCalls = 0;
+  /** getUpdates requests open at once, now and at most (one poller at a time keeps it at 1). */
+  inFlight = 0;
+  maxInFlight = 0;
+  /** How often each update_id was handed out by getUpdates. */
+  readonly served = new Map<number, number>();
   private readonly failures = new Map<string, ScriptedError[]>();
   private readonly updates: Array<{ update_id: number } & Record<string, unknown>> = [];
   private waiting: Array<() => void> = [];
@@ -97,8 +102,17 @@ export class FakeTelegram {
         return ok(true);
       case 'sendMessage':
         return this.send(m[2], params, reply);
-      case 'getUpdates':
-        return this.getUpdates(params, ok);
+      case 'getUpdates': {
+        this.inFlight += 1;
+        this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+        let open = true;
+        const done = () => {
+          if (open) this.inFlight -= 1;
+          open = false;
+        };
+        res.once('close', done);
+        return this.getUpdates(params, ok, () => !open);
+      }
       default:
         return reply(404, { ok: false, error_code: 404, description: 'Not Found: method not found' });
     }
@@ -144,7 +158,11 @@ export class FakeTelegram {
     });
   }
 
-  private async getUpdates(params: Record<string, unknown>, ok: (result: unknown) => void): Promise<void> {
+  private async getUpdates(
+    params: Record<string, unknown>,
+    ok: (result: unknown) => void,
+    gone: () => boolean,
+  ): Promise<void> {
     this.getUpdatesCalls += 1;
     const offset = typeof params.offset === 'number' ? params.offset : 0;
     // Telegram forgets updates below the offset a client confirmed.
@@ -160,7 +178,11 @@ export class FakeTelegram {
         });
       });
     }
-    ok(this.updates.filter((u) => u.update_id >= offset).slice(0, Number(params.limit ?? 100)));
+    // A poller that died while waiting gets nothing: nothing was handed out to it.
+    if (gone()) return;
+    const batch = this.updates.filter((u) => u.update_id >= offset).slice(0, Number(params.limit ?? 100));
+    for (const u of batch) this.served.set(u.update_id, (this.served.get(u.update_id) ?? 0) + 1);
+    ok(batch);
   }
 }
 
