@@ -1,20 +1,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Queue, Worker } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { deliveryId } from '../../src/shared/delivery/delivery-id.js';
 import { GenericWebhookSender, retryAfterMs } from '../../src/shared/delivery/generic-sender.js';
 import { SenderRegistry } from '../../src/shared/delivery/sender.js';
-import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { type DeliveryJob, enqueueDelivery } from '../../src/shared/jobs.js';
 import { chatKeys } from '../../src/shared/keys.js';
-import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { guardedLookup, isPrivateAddress } from '../../src/shared/webhooks/reply-url.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';
-import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
-import { writeOutbox } from '../../src/worker/outbox.js';
+import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
@@ -27,7 +24,7 @@ let prefix: string;
 let ing: TestIngress;
 let store: ChatStore;
 let queue: Queue<DeliveryJob>;
-let worker: Worker<DeliveryJob>;
+let delivery: TestDelivery;
 let receiver: Receiver;
 
 const SOURCES = [{ name: 'crm', secrets: [NEW, OLD] }];
@@ -116,23 +113,7 @@ async function chatFromWebhook(chatKey: string): Promise<void> {
   expect(res.statusCode).toBe(202);
 }
 
-/** Replies as a turn writes them: fenced, then the delivery trigger. */
-async function reply(chatKey: string, texts: string[]): Promise<string[]> {
-  const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
-  if (!lease.ok) throw new Error('busy');
-  const ids: string[] = [];
-  for (const text of texts) {
-    const res = await writeOutbox(
-      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
-      chatKey,
-      lease.fence,
-      { runId: 'r1', text, ts: Date.now() },
-    );
-    if (!res.ok) throw new Error('fenced out');
-    ids.push(res.id);
-  }
-  return ids;
-}
+const reply = (chatKey: string, texts: string[]) => replyAsTurn(store, queue, chatKey, texts);
 
 beforeAll(() => waitReady(redis));
 beforeEach(async () => {
@@ -143,37 +124,15 @@ beforeEach(async () => {
     genericWebhooks: { sources: standardSources(SOURCES), replyPolicy: POLICY },
   });
   store = new ChatStore(redis, { prefix, maxEvents: 100 });
-  queue = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
-  worker = createDeliveryWorker(
-    {
-      store: new DeliveryStore(redis, prefix, 100),
-      senders: new SenderRegistry([new GenericWebhookSender(standardSources(SOURCES), POLICY)]),
-      settings: {
-        maxAttempts: 5,
-        backoffMs: 50,
-        backoffMaxMs: 200,
-        timeoutMs: 2000,
-        batch: 10,
-        maxItemsPerJob: 100,
-        maxJobMs: 10_000,
-      },
-      workerId: 'test',
-      logger: silentLogger(),
-    },
-    {
-      prefix,
-      connection: redis,
-      concurrency: 4,
-      lockDurationMs: 5000,
-      stalledIntervalMs: 5000,
-      deliveries: queue,
-    },
+  delivery = testDeliveryWorker(
+    redis,
+    prefix,
+    new SenderRegistry([new GenericWebhookSender(standardSources(SOURCES), POLICY)]),
   );
-  void worker.run();
+  queue = delivery.queue;
 });
 afterEach(async () => {
-  await worker.close(true);
-  await queue.close();
+  await delivery.close();
   await ing.close();
   await receiver.close();
   await deletePrefix(redis, prefix);

@@ -1,5 +1,4 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { McpTools } from '../../src/worker/mcp/mcp-tools.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-http-server.js';
 import { userMessage } from '../helpers/messages.js';
+import { freePort } from '../helpers/ports.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';
@@ -21,15 +21,6 @@ import { workerConfig } from '../helpers/worker-config.js';
 
 const settings = { toolTimeoutMs: 300, resultMaxChars: 2000, reconnectMs: 100, connectTimeoutMs: 2000 };
 const limits = { maxPending: 100, dedupWindowMs: 60_000 };
-
-/** A port nothing listens on (yet). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as { port: number };
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** The tool part of the committed assistant message for `toolName`. */
 async function toolPart(deps: ReturnType<typeof turnDeps>, chatKey: string, toolName: string) {

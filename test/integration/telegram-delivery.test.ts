@@ -1,17 +1,15 @@
-import type { Queue, Worker } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { classifySendError } from '../../src/shared/delivery/chat-sdk-sender.js';
 import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
-import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import type { DeliveryJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { DeliveryStore } from '../../src/shared/store/delivery.js';
-import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
-import { writeOutbox } from '../../src/worker/outbox.js';
+import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import { FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
@@ -24,7 +22,7 @@ let runtime: PlatformRuntime;
 let ing: TestIngress;
 let store: ChatStore;
 let queue: Queue<DeliveryJob>;
-let worker: Worker<DeliveryJob>;
+let delivery: TestDelivery;
 let senders: SenderRegistry;
 let metrics: Metrics;
 
@@ -37,42 +35,15 @@ beforeEach(async () => {
   runtime = started.runtime;
   ing = await testIngress(redis, prefix, { platforms: { runtime, groupMode: 'all' } });
   store = new ChatStore(redis, { prefix, maxEvents: 100 });
-  queue = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
   // The senders a delivery process builds from the same configuration (its own runtime).
   senders = createSenders(config, silentLogger());
   metrics = createMetrics({ defaultMetrics: false });
-  worker = createDeliveryWorker(
-    {
-      store: new DeliveryStore(redis, prefix, 100),
-      senders,
-      settings: {
-        maxAttempts: 3,
-        backoffMs: 50,
-        backoffMaxMs: 200,
-        timeoutMs: 5000,
-        batch: 10,
-        maxItemsPerJob: 100,
-        maxJobMs: 10_000,
-      },
-      workerId: 'test',
-      logger: silentLogger(),
-      metrics,
-    },
-    {
-      prefix,
-      connection: redis,
-      concurrency: 4,
-      lockDurationMs: 5000,
-      stalledIntervalMs: 5000,
-      deliveries: queue,
-    },
-  );
-  void worker.run();
+  delivery = testDeliveryWorker(redis, prefix, senders, { maxAttempts: 3, timeoutMs: 5000 }, metrics);
+  queue = delivery.queue;
 });
 afterEach(async () => {
-  await worker.close(true);
+  await delivery.close();
   await senders.close();
-  await queue.close();
   await ing.close();
   await runtime.close();
   await fake.close();
@@ -92,24 +63,7 @@ async function chatFromTelegram(chatId: number, topicId?: number): Promise<strin
   return topicId === undefined ? `telegram-chat-${chatId}` : `telegram-chat-${chatId}-topic-${topicId}`;
 }
 
-/** Replies as a turn writes them: fenced outbox writes, then the delivery trigger. */
-async function reply(chatKey: string, texts: string[]): Promise<string[]> {
-  const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
-  if (!lease.ok) throw new Error('busy');
-  const ids: string[] = [];
-  for (const text of texts) {
-    const res = await writeOutbox(
-      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
-      chatKey,
-      lease.fence,
-      { runId: 'r1', text, ts: Date.now() },
-    );
-    if (!res.ok) throw new Error('fenced out');
-    ids.push(res.id);
-  }
-  await store.finish(chatKey, lease.fence, `turn-${chatKey}`, 'r1');
-  return ids;
-}
+const reply = (chatKey: string, texts: string[]) => replyAsTurn(store, queue, chatKey, texts);
 
 describe('replies to Telegram chats', () => {
   it('arrive at sendMessage with the chat_id, in order', async () => {

@@ -57,6 +57,20 @@ describe('loadtest flags', () => {
     expect(parse(...URL_ARG, '--chats', '7').connections).toBe(7);
   });
 
+  it('replies are watched on live streams where the deployment has them, unless told otherwise', () => {
+    expect(parse(...URL_ARG)).toMatchObject({ replies: 'auto', maxStreams: 1000 });
+    expect(parse(...URL_ARG, '--replies', 'poll', '--max-streams', '5')).toMatchObject({
+      replies: 'poll',
+      maxStreams: 5,
+    });
+    expect(usageError(...URL_ARG, '--replies', 'websocket')).toMatch(
+      /--replies must be auto, stream or poll/,
+    );
+    expect(usageError(...URL_ARG, '--max-streams', String(LIMITS.maxStreams + 1))).toMatch(
+      /--max-streams must be at most/,
+    );
+  });
+
   it('--rate selects the open model; --think takes a fixed value or a range', () => {
     expect(parse(...URL_ARG, '--rate', '250')).toMatchObject({ mode: 'open', rate: 250 });
     expect(parse(...URL_ARG, '--think', '200-800').thinkMs).toEqual([200, 800]);
