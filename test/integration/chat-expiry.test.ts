@@ -6,6 +6,7 @@ import { chatsIndexKey } from '../../src/shared/keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { switchContext } from '../../src/shared/store/contexts.js';
+import { writeMemory } from '../../src/shared/store/memory.js';
 import { expireChat, expireIdleChats } from '../../src/worker/retention.js';
 import { prepareSweeper } from '../../src/worker/sweeper.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
@@ -35,7 +36,7 @@ const chatKeysOf = async (chatKey: string) =>
   (await keysUnder(redis, prefix)).filter((k) => k.includes(`{c:${chatKey}}`));
 const indexed = async (chatKey: string) => (await redis.zscore(chatsIndexKey(prefix), chatKey)) !== null;
 
-/** A chat with every kind of key: history, outbox, events, seen, meta, a snapshot, an archive. */
+/** A chat with every kind of key: history, outbox, events, seen, meta, a snapshot, an archive, a memory. */
 async function fullChat(chatKey: string): Promise<void> {
   const user = userMessage(chatKey, `${chatKey}-1`, 'hello');
   const res = await store.ingest(chatKey, user, limits, { channel: 'test', threadId: chatKey });
@@ -54,6 +55,13 @@ async function fullChat(chatKey: string): Promise<void> {
   await redis.hset(store.keys(chatKey).meta, 'deliveredTo', sent.id);
   await switchContext(store, chatKey, lease.fence, { op: 'new', runId: 'r1' });
   await redis.rpush(store.keys(chatKey).archive, '{}');
+  const memory = await writeMemory(store, chatKey, {
+    content: 'notes',
+    fence: lease.fence,
+    runId: 'r1',
+    maxTokens: 100,
+  });
+  if (memory.status !== 'ok') throw new Error(memory.status);
   await store.finish(chatKey, lease.fence, 'w', 'r1');
 }
 
@@ -62,6 +70,7 @@ describe('chat expiry (CHAT_TTL_DAYS)', () => {
     await fullChat('old');
     const before = await chatKeysOf('old');
     expect(before.some((k) => k.includes(':ctx:'))).toBe(true);
+    expect(before).toContain(store.keys('old').memory);
     expect(before.length).toBeGreaterThanOrEqual(8);
     await idle(1000);
     await fullChat('fresh');
