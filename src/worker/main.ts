@@ -19,6 +19,7 @@ import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { createModel } from './agent/model.js';
 import { loadProfile } from './agent/profile.js';
+import { createSafeDownload } from './agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from './agent/skills.js';
 import { compactChat } from './compaction/compact.js';
 import { compactionThreshold } from './compaction/cut.js';
@@ -114,6 +115,10 @@ export function turnDepsFromConfig(
     workerId: `${hostname()}:${process.pid}`,
     logger,
     failureNotice: config.FAILURE_NOTICE,
+    download: createSafeDownload({
+      maxBytes: config.FILE_FETCH_MAX_BYTES,
+      timeoutMs: config.FILE_FETCH_TIMEOUT_MS,
+    }),
     modelHealth: new ModelHealth(metrics),
     metrics,
   };

@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } from 'ai';
-import { type MessageFailureCode, ModelUnavailableError, TurnAbortedError } from '../shared/errors.js';
+import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
-import type { Metrics } from '../shared/metrics.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
-import { failBatch, markFailed } from '../shared/store/failures.js';
 import { withTokens } from '../shared/tokens.js';
 import { compareStreamIds, seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
@@ -17,15 +15,14 @@ import { createContextTools } from './agent/tools/context.js';
 import { createHistorySearchTool } from './agent/tools/history-search.js';
 import { createMemoryTool } from './agent/tools/memory.js';
 import { isContextOverflowError } from './compaction/overflow.js';
-import { classifyTurnError, errorDetail } from './failure.js';
 import { Lane } from './lane.js';
-import type { ModelHealth } from './model-health.js';
 import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
 import { isNearlyFull } from './pipeline/sections.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
 import type { RunningTurns } from './running-turns.js';
+import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -43,7 +40,7 @@ export interface TurnSettings {
   memoryMaxTokens?: number;
 }
 
-export interface TurnDeps {
+export interface TurnDeps extends FailureDeps {
   store: ChatStore;
   provider: Provider;
   compressor: Compressor;
@@ -73,17 +70,9 @@ export interface TurnDeps {
   mcp?: { tools(): ToolSet; toolTokens(): number };
   /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
   skillsTool?: Tool;
-  /** FAILURE_NOTICE: what a person is told when their message cannot be processed. */
-  failureNotice?: string;
-  /** Model errors by kind and the endpoint's state for /readyz. */
-  modelHealth?: ModelHealth;
-  /** chatlane_messages_failed_total. */
-  metrics?: Pick<Metrics, 'failedMessages'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
   download?: Parameters<typeof runLoop>[0]['download'];
 }
-
-export const DEFAULT_FAILURE_NOTICE = "Sorry — I couldn't process your last message. Please send it again.";
 
 export interface TurnOptions {
   /**
@@ -102,7 +91,7 @@ export type TurnOutcome =
   | { status: 'busy'; retryInMs: number }
   | { status: 'idle'; pending: number }
   | { status: 'lost'; runId: string }
-  | { status: 'failed'; runId: string; code: MessageFailureCode; failed: number; pending: number }
+  | FailedTurn
   | {
       status: 'done';
       runId: string;
@@ -161,33 +150,8 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
       outcome = { status: 'lost', runId };
       return outcome;
     }
-    const failure = classifyTurnError(err);
-    const error = errorDetail(err);
-    if (failure.kind === 'model') {
-      // Nobody is told and nothing is dropped: the messages wait for the model to come back.
-      deps.modelHealth?.failed(failure.errorKind, error);
-      await store
-        .appendEvent(chatKey, 'turn.failed', {
-          runId,
-          error,
-          reason: 'model_unavailable',
-          kind: failure.errorKind,
-        })
-        .catch(() => undefined);
-      throw new ModelUnavailableError(failure.errorKind, { cause: err });
-    }
-    const code =
-      failure.kind === 'message'
-        ? failure.code
-        : opts.finalAttempt && !failure.infrastructure
-          ? 'TURN_FAILED'
-          : undefined;
-    if (code && batch.length > 0) {
-      outcome = await failTurn(deps, lane, logger, batch, code, error);
-      return outcome;
-    }
-    await store.appendEvent(chatKey, 'turn.failed', { runId, error, reason: 'retry' }).catch(() => undefined);
-    throw err;
+    outcome = await settleFailedTurn(deps, lane, logger, batch, err, opts.finalAttempt ?? false);
+    return outcome;
   } finally {
     untrack?.();
     const released = await lane.release().catch((err: unknown) => {
@@ -196,44 +160,6 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     });
     if (outcome && outcome.status !== 'busy' && outcome.status !== 'lost') outcome.pending = released.pending;
   }
-}
-
-/**
- * The batch cannot be processed: one notice, the messages into history marked failed,
- * `turn.failed` with the code — one fenced script, so a crash leaves either all of it or
- * none (the retry then fails the batch again and writes the notice once).
- */
-async function failTurn(
-  deps: TurnDeps,
-  lane: Lane,
-  logger: Logger,
-  batch: InboxEntry[],
-  code: MessageFailureCode,
-  error: string,
-): Promise<TurnOutcome> {
-  const { chatKey, runId, fence } = lane;
-  const messages = await Promise.all(
-    batch.map((e) => withTokens(markFailed(e.message, code, error), deps.settings.maxCharsPerMessage)),
-  );
-  const result = await failBatch(deps.store, chatKey, fence, {
-    runId,
-    consumed: batch.map((e) => e.streamId),
-    messages,
-    notice: deps.failureNotice ?? DEFAULT_FAILURE_NOTICE,
-    ts: Date.now(),
-    code,
-    event: { worker: deps.workerId, error, messages: batch.map((e) => e.message.id) },
-  });
-  if (!result.ok) {
-    lane.markLost(`fail ${result.reason}`);
-    return { status: 'lost', runId };
-  }
-  logger.warn({ code, error, messages: batch.length }, 'messages could not be processed; the chat was told');
-  deps.metrics?.failedMessages.inc({ code }, batch.length);
-  if (result.routed) {
-    await deps.deliver?.(chatKey).catch((err: unknown) => logger.warn({ err }, 'delivery trigger failed'));
-  }
-  return { status: 'failed', runId, code, failed: batch.length, pending: 0 };
 }
 
 async function turnBody(

@@ -101,23 +101,39 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
+/** How host names are resolved: `dns.lookup` with `all: true` (tests pass their own). */
+export type ResolveAll = (
+  hostname: string,
+  options: LookupOptions,
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
+
+const systemResolve: ResolveAll = (hostname, options, callback) =>
+  dnsLookup(hostname, { ...options, all: true }, callback);
+
 /**
- * A `lookup` for http(s).request that refuses hosts resolving to any private address:
- * the check runs on the addresses the socket will connect to.
+ * A `lookup` for http(s).request that refuses hosts resolving to any private address (or
+ * any address `blocked` refuses): the check runs on the addresses the socket will connect
+ * to, after DNS, so a public-looking name pointing at 127.0.0.1 is caught.
  */
-export function guardedLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, []);
-    const bad = addresses.find((a) => isPrivateAddress(a.address));
-    if (bad) {
-      const refused: NodeJS.ErrnoException = new Error(
-        `${hostname} resolves to a private address (${bad.address})`,
-      );
-      refused.code = 'EPRIVATEADDRESS';
-      return callback(refused, []);
-    }
-    if (options.all) return callback(null, addresses);
-    const first = addresses[0]!;
-    return callback(null, first.address, first.family);
-  });
+export function guardLookup(resolve: ResolveAll = systemResolve, blocked = isPrivateAddress) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    resolve(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, []);
+      const bad = addresses.find((a) => blocked(a.address));
+      if (bad || addresses.length === 0) {
+        const refused: NodeJS.ErrnoException = new Error(
+          `${hostname} resolves to a private address (${bad?.address ?? 'none'})`,
+        );
+        refused.code = 'EPRIVATEADDRESS';
+        return callback(refused, []);
+      }
+      if (options.all) return callback(null, addresses);
+      const first = addresses[0]!;
+      return callback(null, first.address, first.family);
+    });
+  };
 }
+
+/** `guardLookup` over the system resolver. */
+export const guardedLookup = guardLookup();
