@@ -90,6 +90,8 @@ export interface SlackMessageInput {
   type?: 'message' | 'app_mention';
   subtype?: string;
   eventId?: string;
+  /** Set on messages posted by an app (the bot's own replies carry its bot id). */
+  botId?: string;
 }
 
 let tsSeq = 0;
@@ -113,6 +115,7 @@ export function slackEventEnvelope(input: SlackMessageInput): Record<string, unk
     event: {
       type: input.type ?? 'message',
       ...(input.subtype && { subtype: input.subtype }),
+      ...(input.botId && { bot_id: input.botId }),
       channel: input.channel,
       user: input.user ?? 'U0ALICE',
       text: input.text,

@@ -192,6 +192,25 @@ describe('Slack messages into chats', () => {
     expect(await pending('slack-D0DM:')).toHaveLength(1);
   });
 
+  it('GROUP_MODE=all: the bot’s own replies coming back as message events are not stored (no reply loop)', async () => {
+    await start({ delivery: false, groupMode: 'all' });
+    const top = slackTs();
+    const own = slackTs();
+    await post(slackEventEnvelope({ channel: 'C0GEN', text: 'question', ts: top }));
+    const echo = slackEventEnvelope({
+      channel: 'C0GEN',
+      user: SLACK_BOT_USER_ID,
+      botId: 'BBOT',
+      text: 'the answer',
+      ts: own,
+      threadTs: top,
+    });
+    expect((await post(echo)).statusCode).toBe(200);
+    expect((await pending(`slack-C0GEN:${top}`)).map((m) => m.parts)).toEqual([
+      [{ type: 'text', text: 'question' }],
+    ]);
+  });
+
   it('an event chatlane does not store (a channel join) answers 200 and stores nothing', async () => {
     await start({ delivery: false });
     const ts = slackTs();
