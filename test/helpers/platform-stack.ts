@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/shared/config.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
 import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { GroupMode } from '../../src/shared/platforms/platform.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import type { RedisClient } from '../../src/shared/redis.js';
@@ -25,6 +26,8 @@ export interface PlatformStack {
   app: IngressApp;
   store: ChatStore;
   runtime: PlatformRuntime;
+  /** The delivery worker's metrics (chatlane_delivery_failures_total{channel}, ...). */
+  metrics: Metrics;
   reply(chatKey: string, texts: string[]): Promise<string[]>;
   /** The chat's `delivery.failed` events' data, once there is at least one. */
   failedDeliveries(chatKey: string): Promise<Record<string, unknown>[]>;
@@ -55,6 +58,7 @@ export async function platformStack(
   const deliveries = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
   let worker: Worker<DeliveryJob> | undefined;
   const senders = createSenders(config, logger);
+  const metrics = createMetrics({ defaultMetrics: false });
   if (opts.delivery !== false) {
     worker = createDeliveryWorker(
       {
@@ -71,6 +75,7 @@ export async function platformStack(
         },
         workerId: 'test',
         logger,
+        metrics,
       },
       {
         prefix,
@@ -97,6 +102,7 @@ export async function platformStack(
     app,
     store,
     runtime,
+    metrics,
     async reply(chatKey, texts) {
       let fence = fences.get(chatKey);
       if (fence === undefined) {

@@ -267,6 +267,10 @@ describe('replies delivered to Slack', () => {
       }),
     ]);
     expect(next).toBeDefined();
+    const counted = (await stack.metrics.deliveryFailures.get()).values.find(
+      (v) => v.labels.channel === 'slack',
+    );
+    expect(counted?.value).toBe(1);
   });
 
   it('not_in_channel fails one chat’s item while another chat keeps receiving', async () => {
