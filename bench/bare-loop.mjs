@@ -67,3 +67,5 @@ for await (const line of lines) {
   await pool(warmup, turns);
   process.stdout.write(`done ${turns} ${steps}\n`);
 }
+// stdin ended (the bench is done with us): exit now, so `--cpu-prof` writes its profile.
+process.exit(0);

@@ -170,6 +170,11 @@ export interface WorkerLoadOptions {
   label: string;
   timeoutMs: number;
   env?: Record<string, string>;
+  /**
+   * Write a V8 CPU profile and a sampling heap profile of each worker into this directory
+   * (`--cpu-prof`, `--heap-prof`); the workers are then stopped with SIGTERM so Node writes them.
+   */
+  profileDir?: string;
 }
 
 export interface WorkerLoadResult {
@@ -208,7 +213,17 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
       WORKER_CONCURRENCY: String(opts.concurrency),
       ...opts.env,
     };
-    for (let i = 0; i < opts.workers; i++) procs.push(await startRole('worker', env, { timeoutMs: 60_000 }));
+    // Not allowed in NODE_OPTIONS: passed to node itself.
+    const nodeArgs = opts.profileDir
+      ? [
+          `--cpu-prof`,
+          `--cpu-prof-dir=${opts.profileDir}`,
+          `--heap-prof`,
+          `--heap-prof-dir=${opts.profileDir}`,
+        ]
+      : [];
+    for (let i = 0; i < opts.workers; i++)
+      procs.push(await startRole('worker', env, { timeoutMs: 60_000, nodeArgs }));
 
     const warm = Array.from({ length: opts.warmupChats }, (_, i) => `${chats.prefix}-w${i}`);
     await chats.seed(warm, 1);
@@ -272,7 +287,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
       complete,
     };
   } finally {
-    await Promise.allSettled(procs.map((p) => p.kill('SIGKILL')));
+    await Promise.allSettled(procs.map((p) => p.kill(opts.profileDir ? 'SIGTERM' : 'SIGKILL')));
     await chats.close();
   }
 }

@@ -31,6 +31,8 @@ export interface OverheadOptions {
   turnsPerSlot: number;
   warmupTurns: number;
   timeoutMs: number;
+  /** CPU and heap profiles of the chatlane worker go here (one pair per measurement). */
+  profileDir?: string;
 }
 
 export const OVERHEAD_DEFAULTS: OverheadOptions = {
@@ -74,9 +76,13 @@ async function measureBare(
   warmup: number,
   timeoutMs: number,
   statsOf: (prefix: string) => Promise<{ requests: number }>,
+  profileDir?: string,
 ): Promise<Side> {
   const prefix = randomPrefix('bare');
-  const child = spawn(process.execPath, [BARE], {
+  const profile = profileDir
+    ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
+    : [];
+  const child = spawn(process.execPath, [...profile, BARE], {
     env: {
       ...process.env,
       BARE_MOCK_URL: mockUrl,
@@ -128,6 +134,12 @@ async function measureBare(
       peakRssMb: peak!,
     };
   } finally {
+    if (profileDir && child.exitCode === null) {
+      // Node writes the profiles on a normal exit: end its stdin and let it finish.
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.stdin!.end();
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+    }
     child.kill('SIGKILL');
   }
 }
@@ -151,8 +163,14 @@ export async function benchOverhead(opts: OverheadOptions) {
         const order = orderFor(run, 'chatlane', 'bare');
         for (const side of order) {
           if (side === 'bare') {
-            sides.bare = await measureBare(mock.url!, c, turns, opts.warmupTurns, opts.timeoutMs, (p) =>
-              mockStats(mock, `${p}-`),
+            sides.bare = await measureBare(
+              mock.url!,
+              c,
+              turns,
+              opts.warmupTurns,
+              opts.timeoutMs,
+              (p) => mockStats(mock, `${p}-`),
+              opts.profileDir,
             );
           } else {
             const r = await measureWorkerTurns({
@@ -163,6 +181,7 @@ export async function benchOverhead(opts: OverheadOptions) {
               mock,
               label: `overhead ${c} run ${run + 1}`,
               timeoutMs: opts.timeoutMs,
+              ...(opts.profileDir && { profileDir: opts.profileDir }),
             });
             if (!r.complete) throw new Error(`overhead ${c}: chatlane did not finish its turns`);
             sides.chatlane = {

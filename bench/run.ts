@@ -52,6 +52,8 @@ const { values } = parseArgs({
     smoke: { type: 'boolean', default: false },
     charts: { type: 'string' },
     'chart-label': { type: 'string', default: '' },
+    profile: { type: 'string' },
+    levels: { type: 'string' },
   },
   strict: true,
 });
@@ -71,6 +73,7 @@ if (only !== undefined && !(BENCHMARKS as readonly string[]).includes(only)) {
   process.stderr.write(`bench: --only must be one of ${BENCHMARKS.join(', ')}\n`);
   process.exit(2);
 }
+const levels = values.levels?.split(',').map((l) => Math.floor(positive('levels', l)));
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
 // Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
@@ -145,7 +148,13 @@ for (const name of selected) {
         runs,
       });
     } else if (name === 'overhead') {
-      results.overhead = await benchOverhead({ ...OVERHEAD_DEFAULTS, ...(smoke && SMOKE.overhead), runs });
+      results.overhead = await benchOverhead({
+        ...OVERHEAD_DEFAULTS,
+        ...(smoke && SMOKE.overhead),
+        ...(levels && { levels }),
+        ...(values.profile && { profileDir: values.profile }),
+        runs,
+      });
     } else if (name === 'concurrency') {
       results.concurrency = await benchConcurrency({
         ...CONCURRENCY_DEFAULTS,

@@ -29,10 +29,10 @@ export interface RoleProcess {
 export async function startRole(
   role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'all' | 'mock-llm',
   env: Record<string, string>,
-  { timeoutMs = 20_000 } = {},
+  { timeoutMs = 20_000, nodeArgs = [] as string[] } = {},
 ): Promise<RoleProcess> {
   if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
-  const child = spawn(process.execPath, [CLI, role], {
+  const child = spawn(process.execPath, [...nodeArgs, CLI, role], {
     env: {
       ...process.env,
       REDIS_URL,
