@@ -1,6 +1,9 @@
-import type { ModelMessage } from 'ai';
+import { asSchema, type ModelMessage, type ToolSet } from 'ai';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
+import { createChatSendTool } from '../../src/worker/agent/tools/chat-send.js';
+import { createContextTools } from '../../src/worker/agent/tools/context.js';
+import { createHistorySearchTool } from '../../src/worker/agent/tools/history-search.js';
 import { DefaultAssembler, SUMMARY_HEADER } from '../../src/worker/pipeline/assembler.js';
 import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
@@ -25,6 +28,11 @@ function assembler(operatorPrompt?: string): DefaultAssembler {
 function contentText(message: ModelMessage): string {
   if (typeof message.content === 'string') return message.content;
   return message.content.map((part) => (part.type === 'text' ? part.text : '')).join('');
+}
+
+/** The characters of `text` outside ASCII. */
+function nonAscii(text: string): string[] {
+  return [...text].filter((c) => c.charCodeAt(0) > 0x7f);
 }
 
 describe('DefaultAssembler system prompt', () => {
@@ -94,6 +102,26 @@ describe('DefaultAssembler system prompt', () => {
     expect(all).toContain('zanzibar quokka marmalade');
     expect(all).toContain('periwinkle xylophone');
     expect(all).toContain('obsidian tangerine');
+  });
+
+  it('is plain ASCII, so the prompt and every request body built from it stay one-byte strings', async () => {
+    const { system } = await assembler('Be brief.').assemble({ context, messages: [] });
+    // V8 stores a string with any character above U+00FF in two bytes per character.
+    expect(nonAscii(system)).toEqual([]);
+    expect(nonAscii(SUMMARY_HEADER)).toEqual([]);
+  });
+
+  it('describes every tool in plain ASCII (the descriptions and schemas go into every request body)', () => {
+    const deps = { store: {} as never, chatKey, fence: '1', runId: 'r', onFencedOut: () => undefined };
+    const tools: ToolSet = {
+      chat_send: createChatSendTool({ ...deps, maxPerTurn: 3, logger: {} as never }).tool,
+      chat_history_search: createHistorySearchTool({} as never, chatKey),
+      ...createContextTools({ ...deps, rebase: async () => undefined }),
+    };
+    for (const [name, t] of Object.entries(tools)) {
+      const schema = JSON.stringify(asSchema(t.inputSchema).jsonSchema);
+      expect(nonAscii(`${t.description}${schema}`), name).toEqual([]);
+    }
   });
 });
 

@@ -4,7 +4,10 @@ import { countTextTokens } from '../../shared/tokens.js';
 import { BUDGET_LINE, memorySection, profileSection, skillsSection } from './sections.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
 
-export const SUMMARY_HEADER = '[Summary of earlier conversation — for reference]';
+// Plain ASCII, like the rest of the system prompt and the tool descriptions: one character
+// outside Latin-1 makes V8 store the prompt, and every request body built from it, as a
+// two-byte string — twice the memory per turn in flight (docs/BENCHMARKS.md §7b).
+export const SUMMARY_HEADER = '[Summary of earlier conversation - for reference]';
 
 export interface AssemblerOptions {
   /** The operator's prompt (SYSTEM_PROMPT_FILE), read once at boot. */
