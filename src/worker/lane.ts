@@ -11,6 +11,7 @@ import { renewalInterval } from './liveness.js';
 export class Lane {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
+  private renewing = false;
   private released = false;
   /** Stopped by our own shutdown rather than by another turn taking the chat. */
   private stoppedHere = false;
@@ -21,16 +22,27 @@ export class Lane {
     readonly owner: string,
     readonly fence: string,
     readonly runId: string,
-    private readonly leaseMs: number,
+    readonly leaseMs: number,
     private readonly logger: Logger,
     /** What earlier runs of this chat sent and never committed (read by the acquire script). */
     readonly uncommitted: UncommittedSend[] = [],
   ) {}
 
-  /** Returns the lane, or the ms until the current holder's lease runs out. */
+  /**
+   * Returns the lane, or the ms until the current holder's lease runs out. The lane renews
+   * its lease on its own timer unless `renewedElsewhere` (RunningTurns renews all of a
+   * process's lanes on one timer, see there).
+   */
   static async acquire(
     store: ChatStore,
-    opts: { chatKey: string; owner: string; runId: string; leaseMs: number; logger: Logger },
+    opts: {
+      chatKey: string;
+      owner: string;
+      runId: string;
+      leaseMs: number;
+      logger: Logger;
+      renewedElsewhere?: boolean;
+    },
   ): Promise<Lane | { busyMs: number }> {
     const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs);
     if (!res.ok) return { busyMs: res.ttlMs };
@@ -44,7 +56,7 @@ export class Lane {
       opts.logger,
       res.uncommitted,
     );
-    lane.startRenewing();
+    if (!opts.renewedElsewhere) lane.startRenewing();
     return lane;
   }
 
@@ -79,25 +91,28 @@ export class Lane {
     this.stopRenewing();
   }
 
+  /**
+   * Renew the lease once, unless a renewal is still in flight (against a Redis that hangs,
+   * ticks must not pile up calls) or the lane is done. Must not throw.
+   */
+  renewOnce(): void {
+    if (this.renewing || this.released || this.lost) return;
+    this.renewing = true;
+    this.store
+      .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
+      .then((ok) => {
+        if (!ok) this.markLost('renew rejected');
+      })
+      // A failed renewal is retried on the next tick; if the lease runs out meanwhile the
+      // next renewal is rejected by the fence and the turn aborts.
+      .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'))
+      .finally(() => {
+        this.renewing = false;
+      });
+  }
+
   private startRenewing(): void {
-    const every = renewalInterval(this.leaseMs);
-    let inFlight = false;
-    this.timer = setInterval(() => {
-      // One renewal at a time: against a Redis that hangs, ticks must not pile up calls.
-      if (inFlight) return;
-      inFlight = true;
-      this.store
-        .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
-        .then((ok) => {
-          if (!ok) this.markLost('renew rejected');
-        })
-        // A failed renewal is retried on the next tick; if the lease runs out meanwhile the
-        // next renewal is rejected by the fence and the turn aborts.
-        .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'))
-        .finally(() => {
-          inFlight = false;
-        });
-    }, every);
+    this.timer = setInterval(() => this.renewOnce(), renewalInterval(this.leaseMs));
     this.timer.unref();
   }
 

@@ -1,4 +1,5 @@
 import type { Lane } from './lane.js';
+import { renewalInterval } from './liveness.js';
 
 /**
  * The turns running in this process, so that a shutdown whose grace ran out can stop them
@@ -9,6 +10,16 @@ import type { Lane } from './lane.js';
 export class RunningTurns {
   private readonly lanes = new Set<Lane>();
   private stopReason: string | undefined;
+  /**
+   * Renews the lease of every tracked lane, all on one timer: a timer per turn at 2,000 turns
+   * in flight was 2,000 wake-ups and as many separate writes to Redis per interval; here one
+   * tick issues every renewal at once and ioredis's auto-pipelining sends them together
+   * (each still its own fenced renew.lua call on its chat's keys, so Redis Cluster works).
+   * A lane acquired between ticks is first renewed at the next one: sooner than its own
+   * timer would, so the DESIGN "Recovery" margins still hold.
+   */
+  private renewTimer: NodeJS.Timeout | undefined;
+  private renewEveryMs = Number.POSITIVE_INFINITY;
 
   /** Track a running turn's lane until the returned function is called. A lane that starts after `stopAll` is stopped at once. */
   track(lane: Lane): () => void {
@@ -17,9 +28,28 @@ export class RunningTurns {
       return () => undefined;
     }
     this.lanes.add(lane);
+    this.scheduleRenewals(renewalInterval(lane.leaseMs));
     return () => {
       this.lanes.delete(lane);
+      if (this.lanes.size === 0) this.stopRenewals();
     };
+  }
+
+  private scheduleRenewals(everyMs: number): void {
+    // The shortest interval any tracked lane needs (all share TURN_LEASE_MS in a worker).
+    if (this.renewTimer && everyMs >= this.renewEveryMs) return;
+    this.stopRenewals();
+    this.renewEveryMs = everyMs;
+    this.renewTimer = setInterval(() => {
+      for (const lane of this.lanes) lane.renewOnce();
+    }, everyMs);
+    this.renewTimer.unref();
+  }
+
+  private stopRenewals(): void {
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+    this.renewEveryMs = Number.POSITIVE_INFINITY;
   }
 
   /** Stop every running turn (and any that starts later): each aborts its model call, commits nothing, releases its lease. */

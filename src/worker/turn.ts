@@ -116,6 +116,8 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     runId,
     leaseMs: settings.leaseMs,
     logger,
+    // RunningTurns renews every tracked lane's lease on one timer per process.
+    renewedElsewhere: deps.running !== undefined,
   });
   if (!(acquired instanceof Lane)) return { status: 'busy', retryInMs: acquired.busyMs };
   const lane = acquired;

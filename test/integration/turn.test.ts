@@ -248,6 +248,75 @@ describe('fencing', () => {
     expect(types).not.toContain('fence.rejected');
   });
 
+  it("turns in flight together keep their chats past the lease: the process's RunningTurns renews every lease on one timer", async () => {
+    const running = new RunningTurns();
+    let store!: ChatStore;
+    const busy: boolean[] = [];
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (prompt.at(-1)?.role !== 'tool') {
+        await new Promise((r) => setTimeout(r, 500));
+        // Well past the 200 ms lease: another worker still finds the chat held.
+        const system = prompt.find((m) => m.role === 'system');
+        const chatKey = /ChatKey: (\S+)/.exec(String(system?.content))?.[1] ?? 'unknown';
+        busy.push(!(await store.acquire(chatKey, 'other-worker', 1000)).ok);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running };
+    store = deps.store;
+    const chats = ['c1', 'c2', 'c3'];
+    for (const chat of chats) await ingest(deps.store, chat, `slow one in ${chat}`);
+    const outcomes = await Promise.all(chats.map((chat) => runTurn(deps, chat)));
+    expect(outcomes.map((o) => o.status)).toEqual(['done', 'done', 'done']);
+    expect(busy).toEqual([true, true, true]);
+    for (const chat of chats) {
+      const types = (await deps.store.readEvents(chat, undefined, 50)).map((e) => e.type);
+      expect(types).not.toContain('fence.rejected');
+      expect(types).not.toContain('lease.takeover');
+    }
+    expect(running.size).toBe(0);
+  });
+
+  it('a turn renewed by RunningTurns whose chat was taken over stops at its next renewal and writes nothing', async () => {
+    const running = new RunningTurns();
+    let store!: ChatStore;
+    let aborted = false;
+    const { model } = scriptedModel(async (prompt, call, options) => {
+      if (call === 0) {
+        // The lease runs out (as behind a network partition) and another worker takes the chat.
+        // (A renewal may land between the two calls: then try again.)
+        let taken = false;
+        for (let i = 0; i < 50 && !taken; i++) {
+          await store.redis.hset(store.keys('c1').meta, 'leaseUntil', 0);
+          taken = (await store.acquire('c1', 'other-worker', 10_000)).ok;
+        }
+        expect(taken).toBe(true);
+        // The next shared renewal finds the fence gone and aborts the model call.
+        await new Promise((_, reject) => {
+          const signal = options.abortSignal;
+          const stop = () => {
+            aborted = true;
+            reject(signal?.reason);
+          };
+          if (signal?.aborted) stop();
+          signal?.addEventListener('abort', stop);
+        });
+      }
+      return echoScript(prompt, call, options);
+    });
+    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running };
+    store = deps.store;
+    await ingest(store, 'c1', 'hi');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome.status).toBe('lost');
+    expect(aborted).toBe(true);
+    expect(await store.readOutbox('c1', undefined, 10)).toEqual([]);
+    expect(await store.readHistory('c1')).toEqual([]);
+    expect(await store.pendingCount('c1')).toBe(1);
+    expect((await store.readEvents('c1', undefined, 50)).map((e) => e.type)).toContain('fence.rejected');
+  });
+
   it('a turn stalled past its lease and taken over can neither send nor commit, and an event records it', async () => {
     let store!: ChatStore;
     const { model } = scriptedModel(async (prompt, call) => {
