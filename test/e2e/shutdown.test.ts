@@ -122,7 +122,9 @@ describe('graceful shutdown', () => {
     worker.child.kill('SIGTERM');
     const exit = await exited;
     expect(exit.code).toBe(1);
-    expect(exit.at - second).toBeLessThan(1500);
+    // Far below the 20 s grace: the second signal did not wait for the turn (a loaded
+    // machine can take a couple of seconds to deliver the signal and tear down).
+    expect(exit.at - second).toBeLessThan(8000);
     expect(worker.logs.some((l) => l.msg === 'second signal: exiting now')).toBe(true);
     // Nothing was committed by the interrupted turn; the message waits for another worker.
     expect(await roles('sd-twice')).toEqual([]);

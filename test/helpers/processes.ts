@@ -112,11 +112,22 @@ export async function inParallel<T>(
   await Promise.all(runners);
 }
 
+/**
+ * POST one message as a well-behaved client does: a 503 (Redis slower than the ingress's
+ * command timeout — on a loaded test machine too) means "maybe stored, retry with the same
+ * id", so it retries for up to 15 s; the id keeps the retry from storing it twice.
+ */
 export async function postMessage(baseUrl: string, chatKey: string, id: string, text: string): Promise<void> {
-  const res = await fetch(`${baseUrl}/v1/chats/${chatKey}/messages`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ id, text }),
-  });
-  if (res.status !== 202) throw new Error(`POST ${chatKey}/${id} → ${res.status} ${await res.text()}`);
+  const giveUpAt = Date.now() + 15_000;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/v1/chats/${chatKey}/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id, text }),
+    });
+    if (res.status === 202) return;
+    const body = await res.text();
+    if (res.status !== 503 || Date.now() > giveUpAt) throw new Error(`POST ${chatKey}/${id} → ${res.status} ${body}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
