@@ -127,7 +127,8 @@ export async function postMessage(baseUrl: string, chatKey: string, id: string, 
     });
     if (res.status === 202) return;
     const body = await res.text();
-    if (res.status !== 503 || Date.now() > giveUpAt) throw new Error(`POST ${chatKey}/${id} → ${res.status} ${body}`);
+    if (res.status !== 503 || Date.now() > giveUpAt)
+      throw new Error(`POST ${chatKey}/${id} → ${res.status} ${body}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
