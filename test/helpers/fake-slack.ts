@@ -92,6 +92,7 @@ export interface SlackMessageInput {
   eventId?: string;
   /** Set on messages posted by an app (the bot's own replies carry its bot id). */
   botId?: string;
+  files?: { id: string; name: string; mimetype: string }[];
 }
 
 let tsSeq = 0;
@@ -116,6 +117,12 @@ export function slackEventEnvelope(input: SlackMessageInput): Record<string, unk
       type: input.type ?? 'message',
       ...(input.subtype && { subtype: input.subtype }),
       ...(input.botId && { bot_id: input.botId }),
+      ...(input.files && {
+        files: input.files.map((f) => ({
+          ...f,
+          url_private: `https://files.slack.com/files-pri/${f.id}/${f.name}`,
+        })),
+      }),
       channel: input.channel,
       user: input.user ?? 'U0ALICE',
       text: input.text,

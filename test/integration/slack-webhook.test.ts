@@ -120,6 +120,26 @@ describe('Slack messages into chats', () => {
     });
   });
 
+  it('keeps a shared file as a note and its id, not as a file part (Slack files need the bot token)', async () => {
+    await start({ delivery: false });
+    const file = { id: 'F0REPORT', name: 'report.pdf', mimetype: 'application/pdf' };
+    const res = await post(
+      slackEventEnvelope({
+        channel: 'D0DM',
+        channelType: 'im',
+        text: 'see attached',
+        files: [file],
+        subtype: 'file_share',
+      }),
+    );
+    expect(res.statusCode).toBe(200);
+    const [message] = await pending('slack-D0DM:');
+    expect(message?.parts).toEqual([{ type: 'text', text: 'see attached\n[file: report.pdf]' }]);
+    expect(message?.metadata.extra).toMatchObject({
+      files: [{ fileId: 'F0REPORT', name: 'report.pdf', mediaType: 'application/pdf' }],
+    });
+  });
+
   it('GROUP_MODE=mentions: a channel message is ingested only when it mentions the bot', async () => {
     await start({ delivery: false });
     const plain = slackTs();
