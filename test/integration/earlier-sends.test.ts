@@ -1,7 +1,9 @@
 import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn, type TurnOutcome } from '../../src/worker/turn.js';
 import { textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -228,5 +230,29 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     // Another run's identical text is its own item (chat_send refuses it before it gets here).
     await store.sendOutbox('c1', lease.fence, { ...item, runId: 'r2' });
     expect(await store.readOutbox('c1', undefined, 10)).toHaveLength(2);
+  });
+
+  it('a turn stopped by shutdown after its chat_send: the retry continues from that reply', async () => {
+    const running = new RunningTurns();
+    const stopped = scriptedModel(async (prompt, call, options) => {
+      if (call === 1) {
+        running.stopAll('worker shutting down');
+        // A real provider call ends when its abort signal fires (here: already has).
+        await new Promise((_, reject) => {
+          const signal = options.abortSignal;
+          if (signal?.aborted) reject(signal.reason);
+          signal?.addEventListener('abort', () => reject(signal.reason));
+        });
+      }
+      return echoScript(prompt, call, options);
+    });
+    const deps = { ...turnDeps(redis, prefix, stopped.model), running };
+    await ingest(deps.store, 'c1', 'hi');
+    await expect(runTurn(deps, 'c1')).rejects.toBeInstanceOf(TurnAbortedError);
+
+    const retry = turnDeps(redis, prefix, scriptedModel(repeatEverything).model);
+    expect(await runTurn(retry, 'c1')).toMatchObject({ status: 'done', sent: 0 });
+    expect((await retry.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
+    expect(sendsOf(await retry.store.readHistory('c1'))).toEqual(['echo: hi']);
   });
 });
