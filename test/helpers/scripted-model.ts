@@ -27,6 +27,15 @@ export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
   return out;
 }
 
+/** Like a real provider call once its abort signal fires (or already has): rejects with its reason. */
+export function untilAborted(options: LanguageModelV3CallOptions): Promise<never> {
+  return new Promise((_, reject) => {
+    const signal = options.abortSignal;
+    if (signal?.aborted) reject(signal.reason);
+    signal?.addEventListener('abort', () => reject(signal.reason));
+  });
+}
+
 /** Like the project's mock server: echo new user messages through chat_send, then stop. */
 export const echoScript: Script = (prompt) => {
   if (prompt.at(-1)?.role === 'tool') return { text: '' };

@@ -7,7 +7,13 @@ import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn, type TurnOutcome } from '../../src/worker/turn.js';
 import { textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
-import { echoScript, promptTranscript, type Script, scriptedModel } from '../helpers/scripted-model.js';
+import {
+  echoScript,
+  promptTranscript,
+  type Script,
+  scriptedModel,
+  untilAborted,
+} from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
 /**
@@ -237,12 +243,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     const stopped = scriptedModel(async (prompt, call, options) => {
       if (call === 1) {
         running.stopAll('worker shutting down');
-        // A real provider call ends when its abort signal fires (here: already has).
-        await new Promise((_, reject) => {
-          const signal = options.abortSignal;
-          if (signal?.aborted) reject(signal.reason);
-          signal?.addEventListener('abort', () => reject(signal.reason));
-        });
+        await untilAborted(options);
       }
       return echoScript(prompt, call, options);
     });

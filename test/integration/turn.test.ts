@@ -5,7 +5,13 @@ import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
-import { echoScript, newUserTexts, promptTranscript, scriptedModel } from '../helpers/scripted-model.js';
+import {
+  echoScript,
+  newUserTexts,
+  promptTranscript,
+  scriptedModel,
+  untilAborted,
+} from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
@@ -214,12 +220,7 @@ describe('shutdown', () => {
     const running = new RunningTurns();
     const { model } = scriptedModel(async (prompt, call, options) => {
       running.stopAll('worker shutting down');
-      // A real provider call ends when its abort signal fires.
-      await new Promise((_, reject) => {
-        const signal = options.abortSignal;
-        if (signal?.aborted) reject(signal.reason);
-        signal?.addEventListener('abort', () => reject(signal.reason));
-      });
+      await untilAborted(options);
       return echoScript(prompt, call, options);
     });
     const deps = { ...turnDeps(redis, prefix, model), running };
