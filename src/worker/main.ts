@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
 import { type Config, ConfigError, requireModel } from '../shared/config.js';
+import { createSenders } from '../shared/delivery/senders.js';
+import { TypingIndicator } from '../shared/delivery/typing.js';
 import {
   type CompactionJob,
   createQueue,
@@ -172,6 +174,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const compactionDeps = compactionDepsFromConfig(config, store, logger);
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
+  // One sender registry for delivery (when it runs here) and the typing indicator.
+  const senders = createSenders(config, logger);
+  opened.add(() => senders.close());
   // A server that is down does not stop the worker: it runs without those tools and retries.
   const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;
   if (mcp) opened.add(() => mcp.close());
@@ -185,6 +190,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     },
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
     deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
+    typing: new TypingIndicator(store, senders, logger),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
   };
@@ -202,7 +208,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   // Delivery runs here unless the operator runs `chatlane delivery` processes instead.
   let delivery: DeliveryParts | undefined;
   if (config.DELIVERY_IN_WORKER) {
-    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection));
+    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, senders));
     opened.add(() => delivery!.close());
   }
   const sweeper = await opened.step(async () => {

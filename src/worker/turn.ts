@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } from 'ai';
+import type { TypingIndicator } from '../shared/delivery/typing.js';
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
@@ -70,6 +71,8 @@ export interface TurnDeps extends FailureDeps {
   mcp?: { tools(): ToolSet; toolTokens(): number };
   /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
   skillsTool?: Tool;
+  /** "Typing" on the chat's platform while the turn answers (chats with a route that can show it). */
+  typing?: Pick<TypingIndicator, 'start' | 'stop'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
   download?: Parameters<typeof runLoop>[0]['download'];
 }
@@ -156,6 +159,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     return outcome;
   } finally {
     untrack?.();
+    deps.typing?.stop(chatKey);
     const released = await lane.release().catch((err: unknown) => {
       logger.warn({ err }, 'lease release failed; it will expire');
       return { ok: false, pending: 0 };
@@ -178,6 +182,7 @@ async function turnBody(
 
   const loaded = await deps.provider.load(chatKey);
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
+  deps.typing?.start(chatKey);
   const pending = await reachEarlierSends(deps, lane, loaded.pending);
   batch.splice(0, batch.length, ...pending);
   const pendingMessages = pending.map((e) => e.message);

@@ -3,17 +3,21 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { classifySendError } from '../../src/shared/delivery/chat-sdk-sender.js';
 import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
-import type { DeliveryJob } from '../../src/shared/jobs.js';
+import { TypingIndicator } from '../../src/shared/delivery/typing.js';
+import { type DeliveryJob, enqueueDelivery } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { runTurn } from '../../src/worker/turn.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import { FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { scriptedModel } from '../helpers/scripted-model.js';
 import { telegramHeaders, telegramRuntime } from '../helpers/telegram.js';
+import { turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
@@ -125,6 +129,31 @@ describe('replies to Telegram chats', () => {
     // The blocked chat's later items go on (the user may unblock the bot).
     await reply(blocked, ['unblocked']);
     await waitFor(async () => fake.sentTo(60).length === 1, { what: 'the later item' });
+  });
+});
+
+describe('while a turn of a Telegram chat runs', () => {
+  it('the bot shows as typing (sendChatAction) until the turn ends', async () => {
+    const chatKey = await chatFromTelegram(-100700);
+    const typingBefore = fake.typing.length;
+    const deps = turnDeps(
+      redis,
+      prefix,
+      scriptedModel(async () => {
+        // The model answers only once Telegram shows the bot typing in this chat.
+        await waitFor(async () => fake.typing.some((t) => t.chatId === '-100700'), { what: 'typing' });
+        return { toolCalls: [{ name: 'chat_send', input: { text: 'done thinking' } }] };
+      }).model,
+    );
+    const typing = new TypingIndicator(store, senders, silentLogger(), 100);
+    const outcome = await runTurn({ ...deps, typing, deliver: (c) => enqueueDelivery(queue, c) }, chatKey);
+    expect(outcome.status).toBe('done');
+    expect(fake.typing.slice(typingBefore)[0]).toEqual({ chatId: '-100700', threadId: undefined });
+    await waitFor(async () => fake.sentTo(-100700).length === 1, { what: 'the reply' });
+    // Stopped with the turn: no typing after it.
+    const after = fake.typing.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(fake.typing.length).toBe(after);
   });
 });
 

@@ -28,6 +28,11 @@ export interface Sender {
   /** The `route.channel` this sender serves. */
   readonly channel: string;
   send(request: SendRequest): Promise<SendResult>;
+  /**
+   * Optional: show "typing" in the conversation `threadId` (a chat platform thread) for a few
+   * seconds; called every few seconds while a turn of the chat runs. Must not throw.
+   */
+  typing?(threadId: string): Promise<void>;
   /** Release connections (called once when the delivery worker closes). */
   close?(): Promise<void>;
 }
