@@ -194,6 +194,8 @@ export interface WorkerLoadResult {
   idleRssMb: number[];
   peakRssMb: number[];
   complete: boolean;
+  /** Most model calls of the batch the mock saw open at once (sampled every 200 ms). */
+  peakInFlight: number;
 }
 
 /**
@@ -250,10 +252,12 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
     progress(`${opts.label}: ${opts.chats} chats released to ${opts.workers} worker(s)`);
 
     let complete = true;
+    let peakInFlight = 0;
     const deadline = t0 + opts.timeoutMs;
     for (;;) {
       await sleep(200);
       const stats = await mockStats(opts.mock, `${chats.prefix}-c`);
+      peakInFlight = Math.max(peakInFlight, stats.inFlight);
       if (stats.requests - stats0.requests >= 2 * opts.chats && (await chats.pending(keys)) === 0) break;
       if (Date.now() > deadline) {
         complete = false;
@@ -285,6 +289,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
       idleRssMb: idle,
       peakRssMb: peaks,
       complete,
+      peakInFlight,
     };
   } finally {
     await Promise.allSettled(procs.map((p) => p.kill(opts.profileDir ? 'SIGTERM' : 'SIGKILL')));

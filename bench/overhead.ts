@@ -67,6 +67,12 @@ interface Side {
   cpuMsPerTurn: number;
   idleRssMb: number;
   peakRssMb: number;
+  /**
+   * Most model calls the mock saw open at once (sampled every 200 ms): the concurrency a
+   * side actually reached. On a loaded machine it falls short of the level, and unevenly
+   * between the sides, which moves the RSS ratio: read the two together.
+   */
+  peakInFlight: number;
 }
 
 async function measureBare(
@@ -75,7 +81,7 @@ async function measureBare(
   turns: number,
   warmup: number,
   timeoutMs: number,
-  statsOf: (prefix: string) => Promise<{ requests: number }>,
+  statsOf: (prefix: string) => Promise<{ requests: number; inFlight: number }>,
   profileDir?: string,
 ): Promise<Side> {
   const prefix = randomPrefix('bare');
@@ -116,10 +122,18 @@ async function measureBare(
     const stats0 = await statsOf(prefix);
     const cpu0 = processCpuSeconds(pid) ?? 0;
     const sampler = rssSampler([pid]);
+    let peakInFlight = 0;
+    const inFlight = setInterval(() => {
+      statsOf(prefix)
+        .then((s) => {
+          peakInFlight = Math.max(peakInFlight, s.inFlight);
+        })
+        .catch(() => undefined);
+    }, 200);
     const t0 = performance.now();
     const done = next('done');
     child.stdin!.write('go\n');
-    await done;
+    await done.finally(() => clearInterval(inFlight));
     const seconds = (performance.now() - t0) / 1000;
     const cpuS = (processCpuSeconds(pid) ?? 0) - cpu0;
     const [peak] = sampler.stop();
@@ -132,6 +146,7 @@ async function measureBare(
       cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
       idleRssMb: idle,
       peakRssMb: peak!,
+      peakInFlight,
     };
   } finally {
     if (profileDir && child.exitCode === null) {
@@ -192,6 +207,7 @@ export async function benchOverhead(opts: OverheadOptions) {
               cpuMsPerTurn: r.workerCpuMsPerTurn,
               idleRssMb: r.idleRssMb[0]!,
               peakRssMb: r.peakRssMb[0]!,
+              peakInFlight: r.peakInFlight,
             };
           }
         }
@@ -206,7 +222,8 @@ export async function benchOverhead(opts: OverheadOptions) {
         pushTo(byLevel, c, level);
         progress(
           `overhead ${c} run ${run + 1}: CPU/turn chatlane ${chatlane.cpuMsPerTurn} ms vs bare ${bare.cpuMsPerTurn} ms ` +
-            `(×${level.cpuRatio}), peak RSS ${chatlane.peakRssMb} vs ${bare.peakRssMb} MB (×${level.rssRatio})`,
+            `(×${level.cpuRatio}), peak RSS ${chatlane.peakRssMb} vs ${bare.peakRssMb} MB (×${level.rssRatio}), ` +
+            `peak in flight ${chatlane.peakInFlight} vs ${bare.peakInFlight}`,
         );
       }
     }
@@ -225,6 +242,10 @@ export async function benchOverhead(opts: OverheadOptions) {
         chatlaneIdleRssMb: median(runs.map((r) => r.chatlane.idleRssMb)),
         bareIdleRssMb: median(runs.map((r) => r.bare.idleRssMb)),
         rssRatio: median(runs.map((r) => r.rssRatio)),
+        peakInFlight: {
+          chatlane: median(runs.map((r) => r.chatlane.peakInFlight)),
+          bare: median(runs.map((r) => r.bare.peakInFlight)),
+        },
         modelCallsPerTurn: {
           chatlane: median(runs.map((r) => round(r.chatlane.modelCalls / r.chatlane.turns, 2))),
           bare: median(runs.map((r) => round(r.bare.modelCalls / r.bare.turns, 2))),
