@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitReady } from '../../src/shared/redis.js';
 import { readMemory } from '../../src/shared/store/memory.js';
@@ -76,5 +79,33 @@ describe('GET/PUT /v1/chats/:chatKey/memory', () => {
     const unauthorized = await put('c1', { content: 'ok' }, {});
     expect([unauthorized.statusCode, unauthorized.json().error.code]).toEqual([401, 'UNAUTHORIZED']);
     expect(await dump()).toEqual(before);
+  });
+});
+
+describe('README: the memory example', () => {
+  it('runs as documented against a real ingress', async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)]
+      .map((m) => m[1]!)
+      .filter((b) => b.includes('/memory'));
+    expect(blocks).toHaveLength(1);
+    const [command, documented] = blocks[0]!.split('\n# ');
+    const open = await testIngress(redis, prefix, { memoryMaxTokens: 1000 });
+    try {
+      await open.store.ingest('alice', userMessage('alice', 'a1', 'hi'), {
+        maxPending: 100,
+        dedupWindowMs: 60_000,
+      });
+      const base = await open.app.listen({ host: '127.0.0.1', port: 0 });
+      // Async: the ingress answers from this process, so a sync child would block it.
+      const script = command!.replaceAll('localhost:3000', base.replace('http://', ''));
+      const { stdout: out } = await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], {
+        timeout: 20_000,
+      });
+      expect(JSON.parse(out)).toEqual(JSON.parse(documented!.trim()));
+      expect(await readMemory(open.store, 'alice')).toBe('Prefers answers in German. Vegetarian.');
+    } finally {
+      await open.close();
+    }
   });
 });
