@@ -152,7 +152,9 @@ async function recentlyFailed(turns: Queue<TurnJob>, count: number): Promise<str
  * from a cursor persisted in Redis, so every indexed chat is checked within
  * ceil((indexed - batch/2) / (batch/2)) sweeps. Chats with a job that failed for good are
  * added on top. Ranks move as chats are touched; a chat can be checked twice in one walk,
- * but a chat that stays put is never skipped (nothing but the ingress writes the index).
+ * but a chat that stays put is never skipped by touches. Chat expiry (CHAT_TTL_DAYS) also
+ * removes idle chats from the index: that shifts older ranks up, so a chat can wait one more
+ * walk (expired chats have nothing pending, and every chat is reached in a later walk).
  */
 async function pickChats(deps: SweepDeps): Promise<{ chats: string[]; indexed: number; cursor: number }> {
   const { redis, prefix } = deps.store;
