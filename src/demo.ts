@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Cluster } from 'ioredis';
 import { demoLoadtest } from './demo-loadtest.js';
+import { demoTelegram, demoTelegramRoundTrip } from './demo-telegram.js';
 import { ensureRedis } from './dev-redis.js';
 import { startIngress } from './ingress/main.js';
 import { startMockLlm } from './mock-llm/server.js';
@@ -48,6 +49,7 @@ export async function runDemo(): Promise<number> {
     ? { started: false, stop: async () => undefined }
     : await ensureRedis(base.REDIS_URL);
   const mock = await startMockLlm({ port: 0, latencyMs: [200, 400] });
+  const telegram = await demoTelegram();
   const prefix = `chatlane-demo-${randomBytes(3).toString('hex')}`;
   const config = {
     ...base,
@@ -59,6 +61,7 @@ export async function runDemo(): Promise<number> {
     LLM_MODEL: 'mock',
     SKILLS_DIR: fileURLToPath(new URL('skills/', EXAMPLES)),
     PROFILE_DIR: fileURLToPath(new URL('profile/', EXAMPLES)),
+    PLATFORMS: telegram.platforms,
   };
   const logger = silentLogger();
   const worker = await startWorker(config, logger);
@@ -116,6 +119,7 @@ export async function runDemo(): Promise<number> {
     console.log(
       `\nmodel requests: ${mock.state.requests}, most in flight for one chat: ${mock.state.maxInFlightPerChat}`,
     );
+    await demoTelegramRoundTrip(ingress.url, telegram.fake);
     return await demoLoadtest(ingress.url, mock.url);
   } catch (err) {
     console.error(`demo failed: ${(err as Error).message}`);
@@ -124,6 +128,7 @@ export async function runDemo(): Promise<number> {
     await ingress.close();
     await worker.close();
     await mock.close();
+    await telegram.fake.close();
     // On a Cluster, KEYS answers for one node only: ask every master, delete key by key.
     for (const node of admin instanceof Cluster ? admin.nodes('master') : [admin]) {
       for (const key of await node.keys(`${prefix}:*`)) await node.del(key);

@@ -1,0 +1,237 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+
+/**
+ * A local fake of the Telegram Bot API (tests and `chatlane demo`; never used in production) (`POST /bot<token>/<method>`), reached by the real
+ * `@chat-adapter/telegram` through TELEGRAM_API_BASE_URL. It answers what chatlane's use of
+ * the adapter calls: getMe, sendMessage (recorded), sendChatAction (recorded), getUpdates
+ * (long polling over `pushUpdate`), deleteWebhook, setWebhook, getWebhookInfo. Like a Bot API
+ * server older than 10.1 it has no sendRichMessage (404), so the adapter falls back to
+ * sendMessage, the method every Telegram server has. Errors come in Telegram's own shape (`{ ok: false, error_code,
+ * description, parameters: { retry_after } }`), scripted per chat with `failNext`.
+ */
+export const BOT = { id: 7000001, username: 'chatlane_test_bot', token: '7000001:TEST-token_abc' };
+
+export interface SentMessage {
+  method: string;
+  chatId: string;
+  threadId: number | undefined;
+  text: string;
+  at: number;
+}
+
+export interface ScriptedError {
+  code: number;
+  description: string;
+  retryAfter?: number;
+}
+
+export class FakeTelegram {
+  readonly sent: SentMessage[] = [];
+  readonly typing: Array<{ chatId: string; threadId: number | undefined }> = [];
+  readonly refused: Array<SentMessage & { code: number }> = [];
+  /** getUpdates calls answered (by any process). */
+  getUpdatesCalls = 0;
+  /** getUpdates requests open at once, now and at most (one poller at a time keeps it at 1). */
+  inFlight = 0;
+  maxInFlight = 0;
+  /** How often each update_id was handed out by getUpdates. */
+  readonly served = new Map<number, number>();
+  private readonly failures = new Map<string, ScriptedError[]>();
+  private readonly updates: Array<{ update_id: number } & Record<string, unknown>> = [];
+  private waiting: Array<() => void> = [];
+  private server!: Server;
+  url = '';
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+    return this;
+  }
+
+  /** The next send to `chatId` (and `times - 1` after it) fails with `error`. */
+  failNext(chatId: string | number, error: ScriptedError, times = 1): void {
+    const list = this.failures.get(String(chatId)) ?? [];
+    for (let i = 0; i < times; i++) list.push(error);
+    this.failures.set(String(chatId), list);
+  }
+
+  /** Queues an update for getUpdates. */
+  pushUpdate(update: { update_id: number } & Record<string, unknown>): void {
+    this.updates.push(update);
+    for (const wake of this.waiting.splice(0)) wake();
+  }
+
+  sentTo(chatId: string | number): SentMessage[] {
+    return this.sent.filter((s) => s.chatId === String(chatId));
+  }
+
+  close(): Promise<void> {
+    for (const wake of this.waiting.splice(0)) wake();
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
+    const reply = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    };
+    if (!m || m[1] !== BOT.token) {
+      reply(401, { ok: false, error_code: 401, description: 'Unauthorized' });
+      return;
+    }
+    const params = (text ? JSON.parse(text) : {}) as Record<string, unknown>;
+    const ok = (result: unknown) => reply(200, { ok: true, result });
+    switch (m[2]) {
+      case 'getMe':
+        return ok({ id: BOT.id, is_bot: true, first_name: 'Test Bot', username: BOT.username });
+      case 'deleteWebhook':
+      case 'setWebhook':
+        return ok(true);
+      case 'getWebhookInfo':
+        return ok({ url: '', pending_update_count: 0 });
+      case 'sendChatAction':
+        this.typing.push({
+          chatId: String(params.chat_id),
+          threadId: params.message_thread_id as number | undefined,
+        });
+        return ok(true);
+      case 'sendMessage':
+        return this.send(m[2], params, reply);
+      case 'getUpdates': {
+        this.inFlight += 1;
+        this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+        let open = true;
+        const done = () => {
+          if (open) this.inFlight -= 1;
+          open = false;
+        };
+        res.once('close', done);
+        return this.getUpdates(params, ok, () => !open);
+      }
+      default:
+        return reply(404, { ok: false, error_code: 404, description: 'Not Found: method not found' });
+    }
+  }
+
+  private send(
+    method: string,
+    params: Record<string, unknown>,
+    reply: (status: number, body: unknown) => void,
+  ) {
+    const chatId = String(params.chat_id);
+    const threadId = params.message_thread_id as number | undefined;
+    const rich = params.rich_message as { markdown?: string } | undefined;
+    const message: SentMessage = {
+      method,
+      chatId,
+      threadId,
+      text: String(params.text ?? rich?.markdown ?? ''),
+      at: Date.now(),
+    };
+    const failure = this.failures.get(chatId)?.shift();
+    if (failure) {
+      this.refused.push({ ...message, code: failure.code });
+      reply(failure.code, {
+        ok: false,
+        error_code: failure.code,
+        description: failure.description,
+        ...(failure.retryAfter !== undefined && { parameters: { retry_after: failure.retryAfter } }),
+      });
+      return;
+    }
+    this.sent.push(message);
+    reply(200, {
+      ok: true,
+      result: {
+        message_id: 10_000 + this.sent.length,
+        date: Math.floor(Date.now() / 1000),
+        chat: { id: Number(chatId), type: chatId.startsWith('-') ? 'supergroup' : 'private' },
+        ...(threadId !== undefined && { message_thread_id: threadId, is_topic_message: true }),
+        from: { id: BOT.id, is_bot: true, first_name: 'Test Bot', username: BOT.username },
+        text: message.text,
+      },
+    });
+  }
+
+  private async getUpdates(
+    params: Record<string, unknown>,
+    ok: (result: unknown) => void,
+    gone: () => boolean,
+  ): Promise<void> {
+    this.getUpdatesCalls += 1;
+    const offset = typeof params.offset === 'number' ? params.offset : 0;
+    // Telegram forgets updates below the offset a client confirmed.
+    while (this.updates.length > 0 && this.updates[0]!.update_id < offset) this.updates.shift();
+    if (this.updates.length === 0) {
+      // Long poll, but short: tests push updates and want them soon.
+      const waitMs = Math.min(500, Number(params.timeout ?? 0) * 1000);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        this.waiting.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    // A poller that died while waiting gets nothing: nothing was handed out to it.
+    if (gone()) return;
+    const batch = this.updates.filter((u) => u.update_id >= offset).slice(0, Number(params.limit ?? 100));
+    for (const u of batch) this.served.set(u.update_id, (this.served.get(u.update_id) ?? 0) + 1);
+    ok(batch);
+  }
+}
+
+let nextUpdateId = 500_000;
+let nextMessageId = 1;
+
+export interface TelegramMessageInput {
+  chatId: number;
+  chatType?: 'private' | 'group' | 'supergroup';
+  text?: string;
+  caption?: string;
+  topicId?: number;
+  from?: { id: number; username?: string; first_name?: string };
+  photo?: boolean;
+  entities?: Array<{ type: string; offset: number; length: number }>;
+}
+
+/** A Telegram `Update` carrying a new message, as Telegram would send it. */
+export function messageUpdate(input: TelegramMessageInput): {
+  update_id: number;
+  message: Record<string, unknown>;
+} {
+  const from = input.from ?? { id: 42, username: 'alice', first_name: 'Alice' };
+  const chatType = input.chatType ?? (input.chatId < 0 ? 'supergroup' : 'private');
+  return {
+    update_id: nextUpdateId++,
+    message: {
+      message_id: nextMessageId++,
+      date: Math.floor(Date.now() / 1000),
+      chat:
+        chatType === 'private'
+          ? { id: input.chatId, type: 'private', first_name: from.first_name, username: from.username }
+          : {
+              id: input.chatId,
+              type: chatType,
+              title: 'Test group',
+              ...(input.topicId && { is_forum: true }),
+            },
+      from: { is_bot: false, ...from },
+      ...(input.topicId !== undefined && { message_thread_id: input.topicId, is_topic_message: true }),
+      ...(input.text !== undefined && { text: input.text }),
+      ...(input.caption !== undefined && { caption: input.caption }),
+      ...(input.entities && { entities: input.entities }),
+      ...(input.photo && {
+        photo: [
+          { file_id: 'AgACAgSMALL', file_unique_id: 'uniqSmall', width: 90, height: 90, file_size: 1200 },
+          { file_id: 'AgACAgBIG', file_unique_id: 'uniqBig', width: 1280, height: 960, file_size: 120_000 },
+        ],
+      }),
+    },
+  };
+}
