@@ -1,4 +1,4 @@
-import { parseLoadtestArgs } from '../src/loadtest/options.js';
+import { LIMITS, parseLoadtestArgs } from '../src/loadtest/options.js';
 import { runLoadtest } from '../src/loadtest/run.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
 import { startMock } from './fleet.js';
@@ -77,6 +77,11 @@ async function runOne(
     '120',
     '--seed',
     String(seed),
+    // Every chat's replies seen on its live stream (as they are pushed), none polled.
+    '--replies',
+    'stream',
+    '--max-streams',
+    String(Math.min(chats, LIMITS.maxStreams)),
     '--progress',
     'off',
   ]);
@@ -141,7 +146,7 @@ export async function benchOfferedLoad(opts: OfferedLoadOptions) {
       `${opts.durationS} s of messages) against one ingress and ${opts.workers} worker process(es) ` +
       `(WORKER_CONCURRENCY 32) with the mock model answering in ${opts.latencyMs} ms; answered/s = slope of ` +
       'the cumulative count of answered messages over the last three quarters of the sending phase (the ' +
-      'rate under load); reply latency = send → reply seen in the outbox (polled)',
+      "rate under load); reply latency = send → reply seen on the chat's live stream (SSE)",
     settings: opts,
     runs: byRate,
     points,

@@ -185,6 +185,21 @@ describe('replies to a generic webhook’s replyTo.url', () => {
     expect(new Set(receiver.arrivals.map((a) => a.webhookId)).size).toBe(2);
   });
 
+  it('a message another chat sent (chat_contact_send) arrives with from = that chat', async () => {
+    await chatFromWebhook('ticket-c');
+    // As contact-receive.lua writes it into the target chat's outbox.
+    const outbox = chatKeys(prefix, 'ticket-c').outbox;
+    const itemId = await redis.xadd(outbox, '*', 'runId', 'r9', 'text', 'from ops', 'ts', '1', 'from', 'ops');
+    await enqueueDelivery(queue, 'ticket-c');
+    await waitFor(async () => receiver.accepted().length === 1, { what: 'the contact send' });
+    expect(receiver.arrivals[0]!.body).toMatchObject({
+      chatKey: 'ticket-c',
+      itemId,
+      text: 'from ops',
+      from: 'ops',
+    });
+  });
+
   it('verify for a receiver that knows only the old secret while the rotation is under way', async () => {
     receiver.knows = 'old';
     await chatFromWebhook('ticket-1');

@@ -207,6 +207,7 @@ describe('GET /v1/chats/:chatKey/stream refuses before the stream opens', () => 
     expect(res.statusCode).toBe(400);
     expect(res.headers['content-type']).toMatch(/application\/json/);
     expect(res.json().error.code).toBe('INVALID_CHAT_KEY');
+    expect(ing.app.streams.size).toBe(0);
     expect(await chatKeysNow()).toEqual(before);
   });
 
@@ -222,9 +223,13 @@ describe('GET /v1/chats/:chatKey/stream refuses before the stream opens', () => 
     await ing.close();
     ing = await testIngress(redis, prefix, { apiToken: 'sekret' });
     base = await ing.app.listen({ host: '127.0.0.1', port: 0 });
+    const before = await chatKeysNow();
     const res = await get('/v1/chats/alice/stream');
     expect(res.statusCode).toBe(401);
+    expect(res.headers['content-type']).toMatch(/application\/json/);
     expect(res.json().error.code).toBe('UNAUTHORIZED');
+    expect(ing.app.streams.size).toBe(0);
+    expect(await chatKeysNow()).toEqual(before);
     const ok = listen('alice', { token: 'sekret' });
     await ok.ready;
   });
