@@ -43,6 +43,15 @@ async function storedIds(chatKey: string): Promise<string[]> {
   return (await store.readAllPending(chatKey)).map((m) => m.id);
 }
 
+describe('a half-configured platform', () => {
+  it('stops the ingress before it listens, naming the missing variable', async () => {
+    const env = telegramEnv(prefix, fake, { TELEGRAM_WEBHOOK_SECRET_TOKEN: '' });
+    await expect(startRole('ingress', env)).rejects.toThrow(
+      /exited with 2 before it was ready: [\s\S]*TELEGRAM_WEBHOOK_SECRET_TOKEN: missing/,
+    );
+  });
+});
+
 describe('Telegram long polling (TELEGRAM_MODE=polling) with two ingress processes', () => {
   it('has one poller at a time, ingests each update once, and a survivor takes over when the holder dies', async () => {
     const env = telegramEnv(prefix, fake, {
@@ -51,6 +60,10 @@ describe('Telegram long polling (TELEGRAM_MODE=polling) with two ingress process
       POLLER_LEASE_MS: '1000',
     });
     procs.push(...(await Promise.all([startRole('ingress', env), startRole('ingress', env)])));
+    // The start-up log names the enabled platforms.
+    expect(procs[0]!.logs.find((l) => l.msg === 'platforms enabled: telegram')).toMatchObject({
+      platforms: { telegram: { mode: 'polling', apiUrl: fake.url } },
+    });
     const chats = [101, 102, 103, 104, 105];
 
     const first = pushRound(chats, 'round one');
