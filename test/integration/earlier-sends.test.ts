@@ -256,4 +256,17 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     expect((await retry.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
     expect(sendsOf(await retry.store.readHistory('c1'))).toEqual(['echo: hi']);
   });
+
+  it('a closing remark in plain text after the earlier replies is not sent as a reply of its own', async () => {
+    const takeover = scriptedModel(() => ({ text: 'All answered above.' }));
+    const deps = turnDeps(redis, prefix, takeover.model);
+    const { store } = deps;
+    await ingest(store, 'c1', 'hi');
+    let second: TurnOutcome | undefined;
+    await stalledAfterSend('c1', async () => {
+      second = await runTurn(deps, 'c1');
+    });
+    expect(second).toMatchObject({ status: 'done', sent: 0 });
+    expect((await store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
+  });
 });
