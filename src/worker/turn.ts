@@ -20,7 +20,7 @@ import { Lane } from './lane.js';
 import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
-import { isNearlyFull } from './pipeline/sections.js';
+import { BUDGET_LINE_TOKENS, isNearlyFull } from './pipeline/sections.js';
 import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
 import type { RunningTurns } from './running-turns.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
@@ -197,7 +197,10 @@ async function turnBody(
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, and the operator's MCP tools.
   const fixedTokens =
-    deps.assembler.systemTokens(context) + settings.reserveTokens + (deps.mcp?.toolTokens() ?? 0);
+    deps.assembler.systemTokens(context) +
+    BUDGET_LINE_TOKENS +
+    settings.reserveTokens +
+    (deps.mcp?.toolTokens() ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
   const compressed = deps.compressor.compress([...loaded.history, ...turn.messages], budget);
   if (shouldReport(compressed.report)) {

@@ -91,7 +91,7 @@ export class DefaultAssembler implements Assembler {
   }
 
   /**
-   * Tokens of `systemPrompt(context)` (without the budget line, which the reserve covers);
+   * Tokens of `systemPrompt(context)` (without the budget line: see BUDGET_LINE_TOKENS);
    * only the short per-turn sections are counted per turn.
    */
   systemTokens(context: RuntimeContext): number {

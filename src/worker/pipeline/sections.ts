@@ -1,3 +1,5 @@
+import { countTextTokens } from '../../shared/tokens.js';
+
 /**
  * Optional sections of the system prompt, each a small function (the Assembler decides
  * where they go): the operator's profile, the skills index, the chat's memory, and the
@@ -37,3 +39,10 @@ export function isNearlyFull(inputTokens: number, maxInputTokens: number): boole
 
 export const BUDGET_LINE =
   'Note: the context is nearly full. If the topic has changed, prefer `chat_context_new`; otherwise keep this turn brief.';
+
+/**
+ * What the budget line adds to the system prompt (its text and the blank line before it).
+ * Budgeted on every turn: it is added exactly when the input is near the limit, so leaving
+ * it to the reserve pushed such turns past MAX_INPUT_TOKENS.
+ */
+export const BUDGET_LINE_TOKENS = countTextTokens(BUDGET_LINE) + 2;
