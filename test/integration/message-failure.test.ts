@@ -146,8 +146,15 @@ describe('a message that cannot be processed', () => {
       message: 'Invalid image data in message 1',
       code: 'invalid_request_error',
     });
-    await deps.store.ingest('c2', userMessage('c2', 'b1', 'BADIMAGE here'), limits);
+    // A chat with a reply route: the notice is delivered like any reply (its delivery is triggered).
+    const route = { channel: 'generic', source: 'crm', url: 'https://crm.example.com/hook' } as const;
+    await deps.store.ingest('c2', userMessage('c2', 'b1', 'BADIMAGE here'), limits, route);
+    const triggered: string[] = [];
+    deps.deliver = async (chatKey) => {
+      triggered.push(chatKey);
+    };
     const outcome = await runTurn(deps, 'c2');
+    expect(triggered).toEqual(['c2']);
     expect(outcome).toMatchObject({ status: 'failed', code: 'CONTENT_REJECTED', failed: 1, pending: 0 });
     expect(await outboxTexts('c2')).toEqual([NOTICE]);
     const types = (await deps.store.readEvents('c2', undefined, 100)).map((e) => e.type);
