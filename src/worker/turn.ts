@@ -6,10 +6,11 @@ import type { Logger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
-import { withTokens } from '../shared/tokens.js';
+import { viewTokens, withTokens } from '../shared/tokens.js';
 import { compareStreamIds, seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
+import { createMergeRoom } from './agent/merge-room.js';
 import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
 import { createContactSendTool } from './agent/tools/contact-send.js';
 import { createContextTools } from './agent/tools/context.js';
@@ -211,6 +212,12 @@ async function turnBody(
     messages: compressed.messages,
     nearlyFull: isNearlyFull(fixedTokens + compressed.report.keptTokens, settings.maxInputTokens),
   });
+  // Mid-turn arrivals ride on requests already carrying this input: they get what is left
+  // of MAX_INPUT_TOKENS, the rest wait for the next turn (never merged past the limit).
+  const mergeRoom = createMergeRoom(
+    Math.floor(settings.maxInputTokens * budgetScale),
+    fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
+  );
   let lastSeen = pending.at(-1)!.streamId;
   const chatSend = createChatSendTool({
     store,
@@ -276,15 +283,23 @@ async function turnBody(
     control,
     responseId: `${runId}-a`,
     logger,
-    nextArrivals: async (max) => {
+    nextArrivals: async (max, responses) => {
       const entries = await store.readInbox(chatKey, max, lastSeen);
-      if (entries.length > 0) lastSeen = entries.at(-1)!.streamId;
-      return Promise.all(
-        entries.map(async (e) => ({
-          streamId: e.streamId,
-          message: await withTokens(e.message, settings.maxCharsPerMessage),
-        })),
-      );
+      if (entries.length === 0) return [];
+      const room = mergeRoom.left(responses);
+      const fitting: InboxEntry[] = [];
+      let used = 0;
+      for (const e of entries) {
+        const message = await withTokens(e.message, settings.maxCharsPerMessage);
+        const tokens = viewTokens(message, settings.maxCharsPerMessage);
+        // Oldest first and no gaps: a message that does not fit waits, and so does every later one.
+        if (used + tokens > room) break;
+        fitting.push({ streamId: e.streamId, message });
+        used += tokens;
+      }
+      mergeRoom.take(used);
+      if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
+      return fitting;
     },
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),

@@ -21,8 +21,12 @@ export interface LoopInput<T> {
   abortSignal: AbortSignal;
   responseId: string;
   logger: Logger;
-  /** Messages that arrived since the turn began (at most `max`), oldest first. */
-  nextArrivals: (max: number) => Promise<T[]>;
+  /**
+   * Messages that arrived since the turn began (at most `max`), oldest first. `responses` are
+   * the turn's step responses so far (tool calls and results), which the next request carries
+   * on top of the assembled input: the callee merges only what still fits the token budget.
+   */
+  nextArrivals: (max: number, responses: readonly ModelMessage[]) => Promise<T[]>;
   /** How arrivals look to the model. */
   toModel: (items: T[]) => Promise<ModelMessage[]>;
   maxRetries?: number;
@@ -76,7 +80,7 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
     if (stepNumber > 0 && merged < input.maxMerges && !input.abortSignal.aborted) {
       try {
-        const items = await input.nextArrivals(input.maxMerges - merged);
+        const items = await input.nextArrivals(input.maxMerges - merged, messages.slice(initialLength));
         if (items.length > 0) {
           merges.push({ stepNumber, items, at: messages.length, modelMessages: await input.toModel(items) });
           merged += items.length;
