@@ -29,6 +29,11 @@ export class FakeTelegram {
   readonly sent: SentMessage[] = [];
   readonly typing: Array<{ chatId: string; threadId: number | undefined }> = [];
   readonly refused: Array<SentMessage & { code: number }> = [];
+  /**
+   * Runs on the next accepted send (already recorded in `sent`) instead of answering it, with
+   * the answer to send when it wants to: a test can freeze or kill the sender in that window.
+   */
+  onNextAccept: ((answer: () => Promise<void>, res: ServerResponse) => Promise<void>) | undefined;
   /** getUpdates calls answered (by any process). */
   getUpdatesCalls = 0;
   /** getUpdates requests open at once, now and at most (one poller at a time keeps it at 1). */
@@ -101,7 +106,7 @@ export class FakeTelegram {
         });
         return ok(true);
       case 'sendMessage':
-        return this.send(m[2], params, reply);
+        return this.send(m[2], params, reply, res);
       case 'getUpdates': {
         this.inFlight += 1;
         this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -118,11 +123,12 @@ export class FakeTelegram {
     }
   }
 
-  private send(
+  private async send(
     method: string,
     params: Record<string, unknown>,
     reply: (status: number, body: unknown) => void,
-  ) {
+    res: ServerResponse,
+  ): Promise<void> {
     const chatId = String(params.chat_id);
     const threadId = params.message_thread_id as number | undefined;
     const rich = params.rich_message as { markdown?: string } | undefined;
@@ -145,7 +151,7 @@ export class FakeTelegram {
       return;
     }
     this.sent.push(message);
-    reply(200, {
+    const body = JSON.stringify({
       ok: true,
       result: {
         message_id: 10_000 + this.sent.length,
@@ -156,6 +162,14 @@ export class FakeTelegram {
         text: message.text,
       },
     });
+    const act = this.onNextAccept;
+    this.onNextAccept = undefined;
+    const answer = () =>
+      new Promise<void>((r) =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body, () => r()),
+      );
+    if (act) await act(answer, res);
+    else await answer();
   }
 
   private async getUpdates(

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deliveryId } from '../../src/shared/delivery/delivery-id.js';
+import { expectAtMostTwiceInOrder, hasExited, killInsideAcceptWindow } from '../helpers/delivery-crash.js';
 import type { RoleProcess } from '../helpers/processes.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
@@ -58,22 +59,6 @@ class Receiver {
   }
 }
 
-/**
- * Each id appears at most twice, and arrivals never go back to an earlier item once a later
- * one arrived (stream ids of one chat compare by their ms-seq numbers).
- */
-function checkAtMostTwiceInOrder(arrivals: Arrival[]): void {
-  const count = new Map<string, number>();
-  for (const a of arrivals) count.set(a.webhookId, (count.get(a.webhookId) ?? 0) + 1);
-  for (const [id, n] of count) expect(n, `${id} arrived ${n} times`).toBeLessThanOrEqual(2);
-  const key = (id: string) => id.split('-').map(Number) as [number, number];
-  for (let i = 1; i < arrivals.length; i++) {
-    const [pm, ps] = key(arrivals[i - 1]!.itemId);
-    const [m, s] = key(arrivals[i]!.itemId);
-    expect(m > pm || (m === pm && s >= ps), `arrival ${i} went back to an earlier item`).toBe(true);
-  }
-}
-
 describe('a delivery process killed after the receiver accepted an item', () => {
   const receiver = new Receiver();
   const stack = useStack('e2e-dlv-crash', {
@@ -121,16 +106,14 @@ describe('a delivery process killed after the receiver accepted an item', () => 
     // The next reply: the receiver stores it, freezes the delivery process so it cannot
     // record the acceptance, answers (or not), and kills it.
     const doomed = delivery;
-    receiver.onNext = async (res) => {
-      process.kill(doomed.pid, 'SIGSTOP');
-      if (answer) await new Promise<void>((r) => res.writeHead(200).end('ok', () => r()));
-      await doomed.kill('SIGKILL');
-      res.destroy();
-    };
+    receiver.onNext = (res) =>
+      killInsideAcceptWindow(
+        doomed,
+        res,
+        answer ? () => new Promise<void>((r) => res.writeHead(200).end('ok', () => r())) : undefined,
+      );
     await say(chatKey, 'two');
-    await waitFor(async () => doomed.child.exitCode !== null || doomed.child.signalCode !== null, {
-      what: 'the delivery process killed',
-    });
+    await waitFor(hasExited(doomed), { what: 'the delivery process killed' });
     // A third reply is written while nobody delivers.
     await say(chatKey, 'three');
     await waitFor(async () => (await outboxIds(chatKey)).length === 3, {
@@ -148,7 +131,10 @@ describe('a delivery process killed after the receiver accepted an item', () => 
     expect(receiver.arrivals.map((a) => a.itemId)).toEqual([ids[0], ids[1], ids[1], ids[2]]);
     const hooks = ids.map((id) => deliveryId(chatKey, id));
     expect(receiver.arrivals.map((a) => a.webhookId)).toEqual([hooks[0], hooks[1], hooks[1], hooks[2]]);
-    checkAtMostTwiceInOrder(receiver.arrivals);
+    expectAtMostTwiceInOrder(
+      receiver.arrivals.map((a) => a.itemId),
+      ids,
+    );
     await delivery.kill('SIGTERM');
     receiver.arrivals.length = 0;
   }

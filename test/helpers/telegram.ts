@@ -1,8 +1,11 @@
+import { expect } from 'vitest';
 import { type Config, loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import type { RedisClient } from '../../src/shared/redis.js';
-import { BOT, type FakeTelegram } from './fake-telegram.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { BOT, FakeTelegram, messageUpdate } from './fake-telegram.js';
+import { type TestIngress, testIngress } from './ingress.js';
 import { REDIS_ENV } from './redis.js';
 
 export const TELEGRAM_SECRET = 'test-secret_123';
@@ -34,5 +37,46 @@ export function telegramHeaders(secret: string | null = TELEGRAM_SECRET): Record
   return {
     'content-type': 'application/json',
     ...(secret !== null && { 'x-telegram-bot-api-secret-token': secret }),
+  };
+}
+
+/** A chat that came in through `ing`'s Telegram webhook, so its replies have a telegram route. */
+export async function chatFromTelegram(ing: TestIngress, chatId: number, topicId?: number): Promise<string> {
+  const res = await ing.app.inject({
+    method: 'POST',
+    url: '/webhooks/telegram',
+    headers: telegramHeaders(),
+    payload: JSON.stringify(messageUpdate({ chatId, text: 'hi', ...(topicId !== undefined && { topicId }) })),
+  });
+  expect(res.statusCode).toBe(200);
+  return topicId === undefined ? `telegram-chat-${chatId}` : `telegram-chat-${chatId}-topic-${topicId}`;
+}
+
+export interface TelegramSide {
+  fake: FakeTelegram;
+  config: Config;
+  runtime: PlatformRuntime;
+  /** An in-process ingress whose Telegram webhook answers every group message. */
+  ing: TestIngress;
+  store: ChatStore;
+  close(): Promise<void>;
+}
+
+/** The fake Bot API and an ingress taking its webhooks, under `prefix`. */
+export async function startTelegramSide(redis: RedisClient, prefix: string): Promise<TelegramSide> {
+  const fake = await new FakeTelegram().start();
+  const { config, runtime } = await telegramRuntime(redis, prefix, fake);
+  const ing = await testIngress(redis, prefix, { platforms: { runtime, groupMode: 'all' } });
+  return {
+    fake,
+    config,
+    runtime,
+    ing,
+    store: new ChatStore(redis, { prefix, maxEvents: 100 }),
+    async close() {
+      await ing.close();
+      await runtime.close();
+      await fake.close();
+    },
   };
 }

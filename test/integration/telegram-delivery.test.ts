@@ -7,22 +7,21 @@ import { TypingIndicator } from '../../src/shared/delivery/typing.js';
 import { type DeliveryJob, enqueueDelivery } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
-import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import { waitReady } from '../../src/shared/redis.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
-import { FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
-import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import type { FakeTelegram } from '../helpers/fake-telegram.js';
+import type { TestIngress } from '../helpers/ingress.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';
-import { telegramHeaders, telegramRuntime } from '../helpers/telegram.js';
+import { chatFromTelegram, startTelegramSide, type TelegramSide } from '../helpers/telegram.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
+let tg: TelegramSide;
 let fake: FakeTelegram;
-let runtime: PlatformRuntime;
 let ing: TestIngress;
 let store: ChatStore;
 let queue: Queue<DeliveryJob>;
@@ -33,12 +32,9 @@ let metrics: Metrics;
 beforeAll(() => waitReady(redis));
 beforeEach(async () => {
   prefix = randomPrefix('tgd');
-  fake = await new FakeTelegram().start();
-  const started = await telegramRuntime(redis, prefix, fake);
-  const config = started.config;
-  runtime = started.runtime;
-  ing = await testIngress(redis, prefix, { platforms: { runtime, groupMode: 'all' } });
-  store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  tg = await startTelegramSide(redis, prefix);
+  ({ fake, ing, store } = tg);
+  const config = tg.config;
   // The senders a delivery process builds from the same configuration (its own runtime).
   senders = createSenders(config, silentLogger());
   metrics = createMetrics({ defaultMetrics: false });
@@ -48,30 +44,16 @@ beforeEach(async () => {
 afterEach(async () => {
   await delivery.close();
   await senders.close();
-  await ing.close();
-  await runtime.close();
-  await fake.close();
+  await tg.close();
   await deletePrefix(redis, prefix);
 });
 afterAll(() => redis.disconnect());
-
-/** A chat that came in through the Telegram webhook (so it has a telegram route). */
-async function chatFromTelegram(chatId: number, topicId?: number): Promise<string> {
-  const res = await ing.app.inject({
-    method: 'POST',
-    url: '/webhooks/telegram',
-    headers: telegramHeaders(),
-    payload: JSON.stringify(messageUpdate({ chatId, text: 'hi', ...(topicId !== undefined && { topicId }) })),
-  });
-  expect(res.statusCode).toBe(200);
-  return topicId === undefined ? `telegram-chat-${chatId}` : `telegram-chat-${chatId}-topic-${topicId}`;
-}
 
 const reply = (chatKey: string, texts: string[]) => replyAsTurn(store, queue, chatKey, texts);
 
 describe('replies to Telegram chats', () => {
   it('arrive at sendMessage with the chat_id, in order', async () => {
-    const chatKey = await chatFromTelegram(42);
+    const chatKey = await chatFromTelegram(ing, 42);
     await reply(chatKey, ['first', 'second', 'third']);
     await waitFor(async () => fake.sentTo(42).length === 3, { what: 'three replies' });
     expect(fake.sentTo(42).map((s) => [s.method, s.text, s.threadId])).toEqual([
@@ -82,14 +64,14 @@ describe('replies to Telegram chats', () => {
   });
 
   it('to a forum topic carry its message_thread_id', async () => {
-    const chatKey = await chatFromTelegram(-100300, 7);
+    const chatKey = await chatFromTelegram(ing, -100300, 7);
     await reply(chatKey, ['in the topic']);
     await waitFor(async () => fake.sentTo(-100300).length === 1, { what: 'the reply' });
     expect(fake.sentTo(-100300)[0]).toMatchObject({ text: 'in the topic', threadId: 7 });
   });
 
   it("wait Telegram's retry_after after a 429, then deliver", async () => {
-    const chatKey = await chatFromTelegram(50);
+    const chatKey = await chatFromTelegram(ing, 50);
     fake.failNext(50, { code: 429, description: 'Too Many Requests: retry after 1', retryAfter: 1 });
     await reply(chatKey, ['after the flood wait']);
     await waitFor(async () => fake.sentTo(50).length === 1, { what: 'the delivered reply' });
@@ -99,8 +81,8 @@ describe('replies to Telegram chats', () => {
   });
 
   it('record a 403 (bot blocked) as delivery.failed, skip the item, and keep other chats receiving', async () => {
-    const blocked = await chatFromTelegram(60);
-    const other = await chatFromTelegram(61);
+    const blocked = await chatFromTelegram(ing, 60);
+    const other = await chatFromTelegram(ing, 61);
     fake.failNext(60, { code: 403, description: 'Forbidden: bot was blocked by the user' });
     const [lost] = await reply(blocked, ['you blocked me']);
     await reply(other, ['still here']);
@@ -134,7 +116,7 @@ describe('replies to Telegram chats', () => {
 
 describe('while a turn of a Telegram chat runs', () => {
   it('the bot shows as typing (sendChatAction) until the turn ends', async () => {
-    const chatKey = await chatFromTelegram(-100700);
+    const chatKey = await chatFromTelegram(ing, -100700);
     const typingBefore = fake.typing.length;
     const deps = turnDeps(
       redis,
