@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -208,6 +208,7 @@ export function writeCharts(
   const note =
     `${label}${report.date ? ` ${report.date.slice(0, 16).replace('T', ' ')} UTC` : ''}${report.commit ? `, commit ${report.commit}` : ''}`.trim();
   const written: string[] = [];
+  mkdirSync(dir, { recursive: true });
   const offered = report.benchmarks['offered-load'] as OfferedPoints | undefined;
   if (offered?.points?.length) {
     const file = join(dir, 'offered-load.svg');

@@ -188,8 +188,13 @@ report.smoke = smoke;
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
 if (values.charts) {
   const label = values['chart-label'] || (smoke ? 'SMOKE RUN (small sizes, not a recorded figure)' : '');
-  const files = writeCharts(report as { benchmarks: Record<string, unknown> }, values.charts, label);
-  progress(files.length > 0 ? `charts: ${files.join(', ')}` : 'charts: no offered-load or scaling results');
+  // A chart that cannot be written must not cost the measurements: the report still prints.
+  try {
+    const files = writeCharts(report as { benchmarks: Record<string, unknown> }, values.charts, label);
+    progress(files.length > 0 ? `charts: ${files.join(', ')}` : 'charts: no offered-load or scaling results');
+  } catch (err) {
+    progress(`charts: not written (${err instanceof Error ? err.message : String(err)})`);
+  }
 }
 // BullMQ and ioredis may leave timers behind after close, so exit explicitly — but only once
 // stdout has drained: into a pipe the write is asynchronous, and exiting at once cut the
