@@ -80,6 +80,11 @@ describe('Telegram long polling (TELEGRAM_MODE=polling) with two ingress process
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('PLATFORM_NOT_ENABLED');
 
     await holder.kill('SIGKILL');
+    // The process has exited, but the fake may not have seen its long-poll socket close yet:
+    // round two pushed before that would be "served" to the dead connection (as Telegram would
+    // hand it out, unconfirmed) and read again by the survivor. Round two is meant to arrive
+    // after the holder is gone, so wait until the fake knows it is.
+    await waitFor(async () => fake.inFlight === 0, { what: "the dead poller's getUpdates closed" });
     const secondUpdates: number[] = [];
     const second = pushRound(chats, 'round two', secondUpdates);
     for (const [chatKey, id] of second) {
