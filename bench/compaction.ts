@@ -41,6 +41,7 @@ import {
   round,
   sleep,
   type Target,
+  userMessage,
 } from './util.js';
 
 /**
@@ -201,15 +202,6 @@ function summariserModel(text: string, latencyMs: number) {
     },
   });
   return { model, calls: () => calls };
-}
-
-function userMessage(chatKey: string, id: string, text: string): ChatMessage {
-  return {
-    id,
-    role: 'user',
-    parts: [{ type: 'text', text }],
-    metadata: { ts: Date.now(), chatKey, kind: 'normal', channel: 'api', messageId: id, userId: 'u1' },
-  };
 }
 
 /** An assistant message shaped like the worker commits it (one `chat_send` call). */

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Queue } from 'bullmq';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
-import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
@@ -15,6 +14,7 @@ import {
   redisCpuSeconds,
   round,
   sleep,
+  userMessage,
 } from './util.js';
 
 /**
@@ -81,15 +81,6 @@ export function rssSampler(pids: number[], everyMs = 100): { stop(): number[] } 
       sample();
       return peaks;
     },
-  };
-}
-
-export function userMessage(chatKey: string, id: string, text: string): ChatMessage {
-  return {
-    id,
-    role: 'user',
-    parts: [{ type: 'text', text }],
-    metadata: { ts: Date.now(), chatKey, kind: 'normal', channel: 'api', messageId: id, userId: 'u1' },
   };
 }
 

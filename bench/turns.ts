@@ -4,7 +4,6 @@ import { loadConfig } from '../src/shared/config.js';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { queuePrefix } from '../src/shared/keys.js';
 import { silentLogger } from '../src/shared/logger.js';
-import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { bullmqLockRenewTime } from '../src/worker/liveness.js';
@@ -24,6 +23,7 @@ import {
   randomPrefix,
   round,
   type Target,
+  userMessage,
 } from './util.js';
 
 /**
@@ -100,15 +100,6 @@ const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
 /** Runs `fn` over `items` with at most `width` in flight: seeding is not measured, only bounded. */
 async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
-}
-
-function userMessage(chatKey: string, id: string, text: string): ChatMessage {
-  return {
-    id,
-    role: 'user',
-    parts: [{ type: 'text', text }],
-    metadata: { ts: Date.now(), chatKey, kind: 'normal', channel: 'api', messageId: id, userId: 'u1' },
-  };
 }
 
 /** A stopwatch end: `finish()` records the time, `done` rejects if it never comes. */

@@ -245,6 +245,16 @@ export function counted(message: ChatMessage): ChatMessage {
   return { ...message, metadata: { ...message.metadata, tokens: messageTokens(message) } };
 }
 
+/** A user message as the ingress writes it from the API (one text part). */
+export function userMessage(chatKey: string, id: string, text: string): ChatMessage {
+  return {
+    id,
+    role: 'user',
+    parts: [{ type: 'text', text }],
+    metadata: { ts: Date.now(), chatKey, kind: 'normal', channel: 'api', messageId: id, userId: 'u1' },
+  };
+}
+
 /** Appends `value` to `record[key]`, creating the list on first use. */
 export function pushTo<T>(record: Record<string, T[]>, key: string | number, value: T): void {
   const list = record[key];
