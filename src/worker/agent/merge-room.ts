@@ -16,8 +16,19 @@ export interface MergeRoom {
 
 export function createMergeRoom(maxInputTokens: number, assembledTokens: number): MergeRoom {
   let merged = 0;
+  // Step responses only grow (each step appends its own): count each one once, not per merge.
+  let counted = 0;
+  let countedTokens = 0;
   return {
-    left: (responses) => maxInputTokens - assembledTokens - merged - responseTokens(responses),
+    left: (responses) => {
+      if (responses.length < counted) {
+        counted = 0;
+        countedTokens = 0;
+      }
+      countedTokens += responseTokens(responses.slice(counted));
+      counted = responses.length;
+      return maxInputTokens - assembledTokens - merged - countedTokens;
+    },
     take: (tokens) => {
       merged += tokens;
     },
