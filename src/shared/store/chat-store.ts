@@ -101,7 +101,18 @@ export interface HistoryWindow {
 
 export type StreamEntry = [id: string, fields: string[]];
 
-const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+/** The reply of most store scripts: a status string, then strings and numbers. */
+export const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+
+/** Sum of `metadata.tokens`: what a fenced append adds to the chat's token count. */
+export function tokensOf(messages: ChatMessage[]): number {
+  return messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
+}
+
+/** The refusal of a fenced append script (commit.lua, fail.lua): `missing` or `fenced-out`. */
+export function fencedRefusal(raw: z.infer<typeof tuple>): FencedResult<never> {
+  return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+}
 
 export function fieldsOf(fields: string[]): Map<string, string> {
   const map = new Map<string, string>();
@@ -241,7 +252,6 @@ export class ChatStore {
     turn: { runId: string; consumed: string[]; messages: ChatMessage[]; event?: Record<string, unknown> },
   ): Promise<FencedResult<{ histLen: number; tokens: number }>> {
     const k = this.keys(chatKey);
-    const tokens = turn.messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
     const raw = tuple.parse(
       await scripts.commit.run(
         this.redis,
@@ -250,7 +260,7 @@ export class ChatStore {
           fence,
           this.maxEvents,
           turn.runId,
-          tokens,
+          tokensOf(turn.messages),
           storedJson(turn.event ?? {}, { tooDeep: 'clip' }),
           turn.consumed.length,
           ...turn.consumed,
@@ -260,7 +270,7 @@ export class ChatStore {
       ),
     );
     if (raw[0] === 'ok') return { ok: true, histLen: Number(raw[1]), tokens: Number(raw[2]) };
-    return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+    return fencedRefusal(raw);
   }
 
   /**

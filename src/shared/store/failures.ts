@@ -1,11 +1,8 @@
-import { z } from 'zod';
 import type { MessageFailureCode } from '../errors.js';
 import type { ChatMessage } from '../messages.js';
 import { storedJson } from '../storable.js';
-import type { ChatStore, FencedResult } from './chat-store.js';
+import { type ChatStore, type FencedResult, fencedRefusal, tokensOf, tuple } from './chat-store.js';
 import { scripts } from './scripts.js';
-
-const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
 
 export interface FailedBatch {
   runId: string;
@@ -42,7 +39,6 @@ export async function failBatch(
   batch: FailedBatch,
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const k = store.keys(chatKey);
-  const tokens = batch.messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
   const raw = tuple.parse(
     await scripts.fail.run(
       store.redis,
@@ -54,7 +50,7 @@ export async function failBatch(
         batch.runId,
         batch.notice,
         batch.ts,
-        tokens,
+        tokensOf(batch.messages),
         storedJson({ ...batch.event, reason: batch.code }, { tooDeep: 'clip' }),
         batch.consumed.length,
         ...batch.consumed,
@@ -63,5 +59,5 @@ export async function failBatch(
     ),
   );
   if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };
-  return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+  return fencedRefusal(raw);
 }
