@@ -368,7 +368,7 @@ export class ChatStore {
 
   /**
    * What a turn starts from, in one round trip: the history window (plus the summary at the
-   * head) and the oldest `maxPending` inbox entries.
+   * head), the oldest `maxPending` inbox entries and the chat's memory document (memory.ts).
    */
   async readTurnInput(
     chatKey: string,
