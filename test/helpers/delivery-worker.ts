@@ -63,6 +63,28 @@ export function testDeliveryWorker(
   };
 }
 
+/** Fenced outbox writes under `fence`, each followed by the delivery trigger, as a turn's `chat_send` does; the ids in order. */
+export async function writeReplies(
+  store: ChatStore,
+  queue: Queue<DeliveryJob>,
+  chatKey: string,
+  fence: string,
+  texts: string[],
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const text of texts) {
+    const res = await writeOutbox(
+      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
+      chatKey,
+      fence,
+      { runId: 'r1', text, ts: Date.now() },
+    );
+    if (!res.ok) throw new Error('fenced out');
+    ids.push(res.id);
+  }
+  return ids;
+}
+
 /** Replies as a turn writes them: under the chat's lease, fenced outbox writes, then the delivery trigger; the lease is released after. */
 export async function replyAsTurn(
   store: ChatStore,
@@ -72,17 +94,7 @@ export async function replyAsTurn(
 ): Promise<string[]> {
   const lease = await store.acquire(chatKey, `turn-${chatKey}`, 60_000);
   if (!lease.ok) throw new Error('busy');
-  const ids: string[] = [];
-  for (const text of texts) {
-    const res = await writeOutbox(
-      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
-      chatKey,
-      lease.fence,
-      { runId: 'r1', text, ts: Date.now() },
-    );
-    if (!res.ok) throw new Error('fenced out');
-    ids.push(res.id);
-  }
+  const ids = await writeReplies(store, queue, chatKey, lease.fence, texts);
   await store.finish(chatKey, lease.fence, `turn-${chatKey}`, 'r1');
   return ids;
 }

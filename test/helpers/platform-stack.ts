@@ -2,7 +2,7 @@ import type { Worker } from 'bullmq';
 import type { IngressApp } from '../../src/ingress/app.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
-import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { createQueue, type DeliveryJob, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { GroupMode } from '../../src/shared/platforms/platform.js';
@@ -11,7 +11,7 @@ import type { RedisClient } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
-import { writeOutbox } from '../../src/worker/outbox.js';
+import { writeReplies } from './delivery-worker.js';
 import { testIngress } from './ingress.js';
 import { REDIS_ENV, waitFor } from './redis.js';
 
@@ -111,18 +111,7 @@ export async function platformStack(
         fence = lease.fence;
         fences.set(chatKey, fence);
       }
-      const ids: string[] = [];
-      for (const text of texts) {
-        const res = await writeOutbox(
-          { store, deliver: (c) => enqueueDelivery(deliveries, c), logger },
-          chatKey,
-          fence,
-          { runId: 'r1', text, ts: Date.now() },
-        );
-        if (!res.ok) throw new Error('fenced out');
-        ids.push(res.id);
-      }
-      return ids;
+      return writeReplies(store, deliveries, chatKey, fence, texts);
     },
     async failedDeliveries(chatKey) {
       const failed = async () => {

@@ -7,7 +7,7 @@ import {
   type SendRequest,
   type SendResult,
 } from '../../src/shared/delivery/sender.js';
-import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
+import { createQueue, type DeliveryJob, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import { waitReady } from '../../src/shared/redis.js';
@@ -15,7 +15,7 @@ import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { type DeliveryDeps, type DeliverySettings, deliverChat } from '../../src/worker/delivery/deliver.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
-import { writeOutbox } from '../../src/worker/outbox.js';
+import { writeReplies } from '../helpers/delivery-worker.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
@@ -92,19 +92,7 @@ async function fenceOf(chatKey: string): Promise<string> {
 }
 
 async function writeItems(chatKey: string, texts: string[]): Promise<string[]> {
-  const fence = await fenceOf(chatKey);
-  const ids: string[] = [];
-  for (const text of texts) {
-    const res = await writeOutbox(
-      { store, deliver: (c) => enqueueDelivery(queue, c), logger: silentLogger() },
-      chatKey,
-      fence,
-      { runId: 'r1', text, ts: Date.now() },
-    );
-    if (!res.ok) throw new Error('fenced out');
-    ids.push(res.id);
-  }
-  return ids;
+  return writeReplies(store, queue, chatKey, await fenceOf(chatKey), texts);
 }
 
 function deps(senders: SenderRegistry, settings: Partial<DeliverySettings> = {}): DeliveryDeps {
