@@ -7,6 +7,7 @@ import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
 import { RedisProvider } from '../../src/worker/pipeline/provider.js';
 import type { TurnDeps, TurnSettings } from '../../src/worker/turn.js';
+import { userMessage } from './messages.js';
 
 export function turnDeps(
   redis: RedisClient,
@@ -58,4 +59,14 @@ export function withOverflowCompaction(deps: TurnDeps, model: LanguageModel): Tu
   };
   deps.compactNow = (chatKey) => compactChat(compaction, chatKey);
   return deps;
+}
+
+/** Ingests one user message per text (id `id-<text>`), as the ingress would, in order. */
+export async function ingestTexts(store: ChatStore, chatKey: string, ...texts: string[]): Promise<void> {
+  for (const t of texts) {
+    await store.ingest(chatKey, userMessage(chatKey, `id-${t}`, t), {
+      maxPending: 1000,
+      dedupWindowMs: 60_000,
+    });
+  }
 }

@@ -2,10 +2,9 @@ import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn, type TurnOutcome } from '../../src/worker/turn.js';
-import { textOf, userMessage } from '../helpers/messages.js';
+import { textOf } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import {
   echoScript,
@@ -14,7 +13,7 @@ import {
   scriptedModel,
   untilAborted,
 } from '../helpers/scripted-model.js';
-import { turnDeps } from '../helpers/turn-deps.js';
+import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 /**
  * A turn whose `chat_send` reached the outbox but whose commit never happened (its worker
@@ -24,7 +23,6 @@ import { turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
-const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
 
 beforeEach(() => {
   prefix = randomPrefix('earlier');
@@ -33,10 +31,6 @@ afterAll(async () => {
   await deletePrefix(redis, 'cltest-earlier-*');
   redis.disconnect();
 });
-
-async function ingest(store: ChatStore, chatKey: string, ...texts: string[]) {
-  for (const t of texts) await store.ingest(chatKey, userMessage(chatKey, `id-${t}`, t), limits);
-}
 
 /** A model that ignores what it already said and answers every user text again (a restart). */
 const repeatEverything: Script = (prompt, call) => {
@@ -89,7 +83,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     const takeover = scriptedModel(echoScript);
     const deps = turnDeps(redis, prefix, takeover.model);
     const { store } = deps;
-    await ingest(store, 'c1', 'hi', 'how are you');
+    await ingestTexts(store, 'c1', 'hi', 'how are you');
 
     let second: TurnOutcome | undefined;
     const first = await stalledAfterSend('c1', async () => {
@@ -131,7 +125,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     const takeover = scriptedModel(repeatEverything);
     const deps = turnDeps(redis, prefix, takeover.model);
     const { store } = deps;
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
 
     let second: TurnOutcome | undefined;
     await stalledAfterSend('c1', async () => {
@@ -152,13 +146,13 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     const takeover = scriptedModel(echoScript);
     const deps = turnDeps(redis, prefix, takeover.model);
     const { store } = deps;
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
 
     // "later" arrives after the stalled turn sent its reply and before the takeover.
     await stalledAfterSend(
       'c1',
       () => runTurn(deps, 'c1'),
-      () => ingest(store, 'c1', 'later'),
+      () => ingestTexts(store, 'c1', 'later'),
     );
     expect(promptTranscript(takeover.prompts[0]!).slice(1)).toEqual([
       'user: hi',
@@ -183,7 +177,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     // The takeover reads one pending message at first; the crashed turn had seen two.
     const deps = turnDeps(redis, prefix, takeover.model, { maxPendingPerTurn: 1 });
     const { store } = deps;
-    await ingest(store, 'c1', 'a', 'b');
+    await ingestTexts(store, 'c1', 'a', 'b');
     const [, b] = await store.readInbox('c1', 2);
     const lease = await store.acquire('c1', 'dead-worker', 50);
     if (!lease.ok) throw new Error('lease');
@@ -208,9 +202,9 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
   it('a turn that commits leaves nothing for the next one: its own replies are not shown as earlier sends', async () => {
     const { model, prompts } = scriptedModel(echoScript);
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'one');
+    await ingestTexts(deps.store, 'c1', 'one');
     await runTurn(deps, 'c1');
-    await ingest(deps.store, 'c1', 'two');
+    await ingestTexts(deps.store, 'c1', 'two');
     await runTurn(deps, 'c1');
     // Turn 2 saw turn 1 as committed history (one assistant message), nothing added.
     expect(promptTranscript(prompts[2]!).slice(1)).toEqual([
@@ -225,7 +219,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
 
   it('the same chat_send run twice (a client resending it after a Redis restart) writes one outbox item', async () => {
     const { store } = turnDeps(redis, prefix, scriptedModel().model);
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
     const lease = await store.acquire('c1', 'w', 5000);
     if (!lease.ok) throw new Error('lease');
     const item = { runId: 'r1', text: 'echo: hi', ts: Date.now(), seen: '0-1' };
@@ -248,7 +242,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
       return echoScript(prompt, call, options);
     });
     const deps = { ...turnDeps(redis, prefix, stopped.model), running };
-    await ingest(deps.store, 'c1', 'hi');
+    await ingestTexts(deps.store, 'c1', 'hi');
     await expect(runTurn(deps, 'c1')).rejects.toBeInstanceOf(TurnAbortedError);
 
     const retry = turnDeps(redis, prefix, scriptedModel(repeatEverything).model);
@@ -261,7 +255,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     const takeover = scriptedModel(() => ({ text: 'All answered above.' }));
     const deps = turnDeps(redis, prefix, takeover.model);
     const { store } = deps;
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
     let second: TurnOutcome | undefined;
     await stalledAfterSend('c1', async () => {
       second = await runTurn(deps, 'c1');

@@ -3,7 +3,7 @@ import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn } from '../../src/worker/turn.js';
-import { textOf, userMessage } from '../helpers/messages.js';
+import { textOf } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import {
   echoScript,
@@ -12,11 +12,10 @@ import {
   scriptedModel,
   untilAborted,
 } from '../helpers/scripted-model.js';
-import { turnDeps } from '../helpers/turn-deps.js';
+import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
-const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
 
 beforeEach(() => {
   prefix = randomPrefix('turn');
@@ -26,15 +25,11 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-async function ingest(store: ChatStore, chatKey: string, ...texts: string[]) {
-  for (const t of texts) await store.ingest(chatKey, userMessage(chatKey, `id-${t}`, t), limits);
-}
-
 describe('a turn', () => {
   it('answers pending messages through chat_send and commits user + assistant messages with token counts', async () => {
     const { model, prompts } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'hello', 'how are you');
+    await ingestTexts(deps.store, 'c1', 'hello', 'how are you');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', consumed: 2, sent: 1, pending: 0 });
 
@@ -59,7 +54,7 @@ describe('a turn', () => {
   it('sends the final text when the model never calls chat_send', async () => {
     const { model } = scriptedModel(() => ({ text: 'plain answer' }));
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'hi');
+    await ingestTexts(deps.store, 'c1', 'hi');
     await runTurn(deps, 'c1');
     expect((await deps.store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['plain answer']);
   });
@@ -75,7 +70,7 @@ describe('a turn', () => {
       };
     });
     const deps = turnDeps(redis, prefix, model, { maxSendsPerTurn: 3 });
-    await ingest(deps.store, 'c1', 'go');
+    await ingestTexts(deps.store, 'c1', 'go');
     await runTurn(deps, 'c1');
     expect((await deps.store.readOutbox('c1', undefined, 20)).map((o) => o.text)).toEqual([
       'same',
@@ -87,9 +82,9 @@ describe('a turn', () => {
   it('includes the previous history on the next turn, in order', async () => {
     const { model, prompts } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'first');
+    await ingestTexts(deps.store, 'c1', 'first');
     await runTurn(deps, 'c1');
-    await ingest(deps.store, 'c1', 'second');
+    await ingestTexts(deps.store, 'c1', 'second');
     await runTurn(deps, 'c1');
     const seen = promptTranscript(prompts[2]!);
     expect(seen[0]).toBe('system');
@@ -112,7 +107,7 @@ describe('a turn', () => {
   it('answers busy while another live owner holds the chat, without calling the model', async () => {
     const { model, calls } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'hi');
+    await ingestTexts(deps.store, 'c1', 'hi');
     await deps.store.acquire('c1', 'someone-else', 5000);
     const outcome = await runTurn(deps, 'c1');
     expect(outcome.status).toBe('busy');
@@ -125,7 +120,7 @@ describe('a turn', () => {
     // No merges: between steps a turn takes the oldest pending messages (order demands it),
     // so the batch cap alone is visible only without them.
     const deps = turnDeps(redis, prefix, model, { maxPendingPerTurn: 2, maxMerges: 0 });
-    await ingest(deps.store, 'c1', 'a', 'b', 'c', 'd', 'e');
+    await ingestTexts(deps.store, 'c1', 'a', 'b', 'c', 'd', 'e');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', consumed: 2, pending: 3 });
     expect((await deps.store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf)).toEqual([
@@ -139,7 +134,7 @@ describe('a turn', () => {
       throw new Error('model exploded');
     });
     const deps = turnDeps(redis, prefix, model);
-    await ingest(deps.store, 'c1', 'hi');
+    await ingestTexts(deps.store, 'c1', 'hi');
     await expect(runTurn(deps, 'c1')).rejects.toThrow('model exploded');
     expect(await deps.store.pendingCount('c1')).toBe(1);
     expect(await deps.store.readHistory('c1')).toEqual([]);
@@ -154,12 +149,12 @@ describe('lane merge', () => {
     let store!: ChatStore;
     const { model, prompts } = scriptedModel(async (prompt, call) => {
       // While the model works on the first message, the user sends another.
-      if (call === 0) await ingest(store, 'c1', 'also this');
+      if (call === 0) await ingestTexts(store, 'c1', 'also this');
       return echoScript(prompt, call, {} as never);
     });
     const deps = turnDeps(redis, prefix, model);
     store = deps.store;
-    await ingest(store, 'c1', 'first');
+    await ingestTexts(store, 'c1', 'first');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', merged: 1, consumed: 2, pending: 0 });
 
@@ -186,12 +181,12 @@ describe('lane merge', () => {
   it('merges a backlog oldest first, so a later arrival never overtakes an earlier one', async () => {
     let store!: ChatStore;
     const { model } = scriptedModel(async (prompt, call) => {
-      if (call === 0) await ingest(store, 'c1', 'late');
+      if (call === 0) await ingestTexts(store, 'c1', 'late');
       return echoScript(prompt, call, {} as never);
     });
     const deps = turnDeps(redis, prefix, model, { maxPendingPerTurn: 1, maxMerges: 2 });
     store = deps.store;
-    await ingest(store, 'c1', 'b1', 'b2', 'b3');
+    await ingestTexts(store, 'c1', 'b1', 'b2', 'b3');
     await runTurn(deps, 'c1');
     const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
     expect(users).toEqual(['b1', 'b2', 'b3']);
@@ -201,13 +196,13 @@ describe('lane merge', () => {
   it('merges only what fits MAX_INPUT_TOKENS: a message too big for the running turn, and every later one, wait for the next turn', async () => {
     let store!: ChatStore;
     const { model, prompts } = scriptedModel(async (prompt, call) => {
-      if (call === 0) await ingest(store, 'c1', 'short', 'word '.repeat(600), 'after');
+      if (call === 0) await ingestTexts(store, 'c1', 'short', 'word '.repeat(600), 'after');
       return echoScript(prompt, call, {} as never);
     });
     // Room for the first request and a short merge, not for a 600-token one.
     const deps = turnDeps(redis, prefix, model, { maxInputTokens: 1_000, reserveTokens: 300 });
     store = deps.store;
-    await ingest(store, 'c1', 'first');
+    await ingestTexts(store, 'c1', 'first');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', merged: 1, pending: 2 });
     expect(newUserTexts(prompts[1]!)).toEqual(['short']);
@@ -224,12 +219,12 @@ describe('lane merge', () => {
   it('merges at most MAX_MERGES_PER_TURN messages; the rest wait for the next turn', async () => {
     let store!: ChatStore;
     const { model } = scriptedModel(async (prompt, call) => {
-      if (call === 0) await ingest(store, 'c1', 'm1', 'm2', 'm3');
+      if (call === 0) await ingestTexts(store, 'c1', 'm1', 'm2', 'm3');
       return echoScript(prompt, call, {} as never);
     });
     const deps = turnDeps(redis, prefix, model, { maxMerges: 2 });
     store = deps.store;
-    await ingest(store, 'c1', 'first');
+    await ingestTexts(store, 'c1', 'first');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', merged: 2, pending: 1 });
     expect((await store.readAllPending('c1')).map(textOf)).toEqual(['m3']);
@@ -247,7 +242,7 @@ describe('shutdown', () => {
       return echoScript(prompt, call, options);
     });
     const deps = { ...turnDeps(redis, prefix, model), running };
-    await ingest(deps.store, 'c1', 'hi');
+    await ingestTexts(deps.store, 'c1', 'hi');
     await expect(runTurn(deps, 'c1')).rejects.toBeInstanceOf(TurnAbortedError);
     expect(await deps.store.readHistory('c1')).toEqual([]);
     expect(await deps.store.readOutbox('c1', undefined, 10)).toEqual([]);
@@ -265,7 +260,7 @@ describe('fencing', () => {
       return echoScript(prompt, call, {} as never);
     });
     const deps = turnDeps(redis, prefix, model, { leaseMs: 200 });
-    await ingest(deps.store, 'c1', 'slow one');
+    await ingestTexts(deps.store, 'c1', 'slow one');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', sent: 1 });
     const types = (await deps.store.readEvents('c1', undefined, 50)).map((e) => e.type);
@@ -290,7 +285,7 @@ describe('fencing', () => {
     const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running };
     store = deps.store;
     const chats = ['c1', 'c2', 'c3'];
-    for (const chat of chats) await ingest(deps.store, chat, `slow one in ${chat}`);
+    for (const chat of chats) await ingestTexts(deps.store, chat, `slow one in ${chat}`);
     const outcomes = await Promise.all(chats.map((chat) => runTurn(deps, chat)));
     expect(outcomes.map((o) => o.status)).toEqual(['done', 'done', 'done']);
     expect(busy).toEqual([true, true, true]);
@@ -331,7 +326,7 @@ describe('fencing', () => {
     });
     const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running };
     store = deps.store;
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome.status).toBe('lost');
     expect(aborted).toBe(true);
@@ -358,7 +353,7 @@ describe('fencing', () => {
     });
     const deps = turnDeps(redis, prefix, model, { leaseMs: 200 });
     store = deps.store;
-    await ingest(store, 'c1', 'hi');
+    await ingestTexts(store, 'c1', 'hi');
     const outcome = await runTurn(deps, 'c1');
     expect(outcome.status).toBe('lost');
 
