@@ -8,9 +8,10 @@ import type { ChatStore, FencedResult } from '../shared/store/chat-store.js';
 export type DeliveryTrigger = (chatKey: string) => Promise<void>;
 
 /**
- * Every worker-side outbox write goes through here (chat_send, failure notices, contact
- * sends): the fenced write, then — when the chat has a reply route — its delivery job.
- * Chats without a route (HTTP API only) cost no job: their outbox is read over the API.
+ * Every worker-side outbox write goes through here (chat_send; failure notices and contact
+ * sends write in their own fenced scripts, then call `triggerDelivery`): the fenced write,
+ * then — when the chat has a reply route — its delivery job. Chats without a route (HTTP
+ * API only) cost no job: their outbox is read over the API.
  */
 export async function writeOutbox(
   deps: { store: ChatStore; deliver?: DeliveryTrigger | undefined; logger: Logger },
@@ -19,13 +20,17 @@ export async function writeOutbox(
   item: { runId: string; text: string; ts: number; seen?: string | undefined },
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const res = await deps.store.sendOutbox(chatKey, fence, item);
-  if (res.ok && res.routed && deps.deliver) {
-    await deps.deliver(chatKey).catch((err: unknown) => {
-      deps.logger.warn(
-        { err, chatKey, itemId: res.id },
-        'delivery trigger failed; the sweeper will re-add it',
-      );
-    });
-  }
+  if (res.ok && res.routed) await triggerDelivery(deps, chatKey, { itemId: res.id });
   return res;
+}
+
+/** The chat's delivery job after a routed outbox write; a failed trigger is logged, never thrown. */
+export async function triggerDelivery(
+  deps: { deliver?: DeliveryTrigger | undefined; logger: Logger },
+  chatKey: string,
+  log: Record<string, unknown> = {},
+): Promise<void> {
+  await deps.deliver?.(chatKey).catch((err: unknown) => {
+    deps.logger.warn({ err, chatKey, ...log }, 'delivery trigger failed; the sweeper will re-add it');
+  });
 }

@@ -7,7 +7,7 @@ import { withTokens } from '../shared/tokens.js';
 import { classifyTurnError, errorDetail } from './failure.js';
 import type { Lane } from './lane.js';
 import type { ModelHealth } from './model-health.js';
-import type { DeliveryTrigger } from './outbox.js';
+import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 
 /** README "When a message fails": FAILURE_NOTICE's default. */
 export const DEFAULT_FAILURE_NOTICE = "Sorry — I couldn't process your last message. Please send it again.";
@@ -105,8 +105,6 @@ async function failTurn(
   }
   logger.warn({ code, error, messages: batch.length }, 'messages could not be processed; the chat was told');
   deps.metrics?.failedMessages.inc({ code }, batch.length);
-  if (result.routed) {
-    await deps.deliver?.(chatKey).catch((e: unknown) => logger.warn({ err: e }, 'delivery trigger failed'));
-  }
+  if (result.routed) await triggerDelivery({ deliver: deps.deliver, logger }, chatKey);
   return { status: 'failed', runId, code, failed: batch.length, pending: 0 };
 }

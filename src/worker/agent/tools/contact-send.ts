@@ -2,7 +2,7 @@ import { tool, zodSchema } from 'ai';
 import { z } from 'zod';
 import type { Logger } from '../../../shared/logger.js';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
-import type { DeliveryTrigger } from '../../outbox.js';
+import { type DeliveryTrigger, triggerDelivery } from '../../outbox.js';
 
 export interface ContactSendContext {
   contacts: ContactBook;
@@ -84,11 +84,7 @@ export function createContactSendTool(ctx: ContactSendContext) {
         ctx.onFencedOut();
         return { status: 'fenced-out' as const };
       }
-      if (res.routed && ctx.deliver) {
-        await ctx.deliver(to.chatKey).catch((err: unknown) => {
-          ctx.logger.warn({ err, to: to.chatKey }, 'delivery trigger failed; the sweeper will re-add it');
-        });
-      }
+      if (res.routed) await triggerDelivery(ctx, to.chatKey);
       return {
         status: 'sent' as const,
         to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },
