@@ -1,3 +1,4 @@
+import { untilAborted } from '../abort.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
@@ -59,7 +60,11 @@ export class ChatSdkSender implements Sender {
     }
     try {
       // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
-      await abortable(runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text }), signal);
+      await untilAborted(
+        runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text }),
+        signal,
+        () => new Error('send aborted (DELIVERY_TIMEOUT_MS)'),
+      );
       return { status: 'ok' };
     } catch (err) {
       return classifySendError(err);
@@ -78,24 +83,6 @@ export class ChatSdkSender implements Sender {
       // Cosmetic: a failed typing indicator changes nothing about the reply.
     }
   }
-}
-
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new Error('send aborted (DELIVERY_TIMEOUT_MS)'));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new Error('send aborted (DELIVERY_TIMEOUT_MS)'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 /**

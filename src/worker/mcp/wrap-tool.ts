@@ -1,4 +1,5 @@
 import type { Tool } from 'ai';
+import { untilAborted } from '../../shared/abort.js';
 
 export interface WrapOptions {
   /** The name the model sees (`<server>__<tool>`), for error texts. */
@@ -37,25 +38,6 @@ export function capResult(result: unknown, maxChars: number): unknown {
   return {
     content: [{ type: 'text', text: `${text.slice(0, Math.max(0, maxChars - note.length))}${note}` }],
   };
-}
-
-/** Rejects when the signal fires, even if the wrapped call ignores it. */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 /**
