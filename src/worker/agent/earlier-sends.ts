@@ -1,6 +1,7 @@
 import type { UIMessage } from 'ai';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { InboxEntry, UncommittedSend } from '../../shared/store/chat-store.js';
+import { compareStreamIds } from '../../shared/stream-id.js';
 import { withTokens } from '../../shared/tokens.js';
 
 type Part = UIMessage['parts'][number];
@@ -8,13 +9,6 @@ type Part = UIMessage['parts'][number];
 /** What the model reads in the output of a reply an earlier, crashed run already sent. */
 export const ALREADY_SENT_NOTE =
   'Sent before a restart interrupted this turn; the person has seen it. Do not send it again.';
-
-/** Stream ids `ms-seq`, compared as numbers (string order breaks at 10 ms digits). */
-export function compareStreamIds(a: string, b: string): number {
-  const [am = 0, as = 0] = a.split('-').map(Number);
-  const [bm = 0, bs = 0] = b.split('-').map(Number);
-  return am - bm || as - bs;
-}
 
 /**
  * The newest inbox entry any earlier send had been answering, when it lies beyond `after`:
