@@ -30,11 +30,7 @@ local missing = firstMissing(KEYS[3], 7, n)
 if missing then
   return { 'missing', missing }
 end
-local histLen = consumeIntoHistory(KEYS[3], KEYS[2], 7, n)
-
-redis.call('DEL', KEYS[5])
-
-local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[4]))
+local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 7, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
 local data = cjson.decode(ARGV[5])
 data.runId = ARGV[3]

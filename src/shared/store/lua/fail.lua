@@ -40,10 +40,7 @@ local missing = firstMissing(KEYS[3], 10, n)
 if missing then
   return { 'missing', missing }
 end
-consumeIntoHistory(KEYS[3], KEYS[2], 10, n)
-redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[7]))
-
-redis.call('DEL', KEYS[6])
+consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[6], 10, n, ARGV[7])
 
 local id = redis.call('XADD', KEYS[5], '*',
   'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6], 'notice', 'failure')

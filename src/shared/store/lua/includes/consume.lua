@@ -8,8 +8,10 @@ local function firstMissing(inboxKey, from, n)
   return nil
 end
 
--- Delete those entries and append ARGV[from+n .. #ARGV] to history; returns its length.
-local function consumeIntoHistory(inboxKey, histKey, from, n)
+-- Settle the batch: delete those entries, append ARGV[from+n .. #ARGV] to history, drop the
+-- chat's uncommitted sends (the settled batch covers them) and add `tokens` to the chat's count.
+-- Returns the history length and the token total.
+local function consumeIntoHistory(metaKey, inboxKey, histKey, uncommittedKey, from, n, tokens)
   if n > 0 then
     redis.call('XDEL', inboxKey, unpack(ARGV, from, from + n - 1))
   end
@@ -17,5 +19,6 @@ local function consumeIntoHistory(inboxKey, histKey, from, n)
   for i = from + n, #ARGV do
     histLen = redis.call('RPUSH', histKey, ARGV[i])
   end
-  return histLen
+  redis.call('DEL', uncommittedKey)
+  return histLen, redis.call('HINCRBY', metaKey, 'tokens', tonumber(tokens))
 end
