@@ -63,6 +63,29 @@ export async function keysUnder(redis: RedisClient, prefix: string): Promise<str
   return out.sort();
 }
 
+/**
+ * Each chat key's type and element count (string length for a string), to prove a request added
+ * nothing to a chat's keys that already existed. Queue keys are left out: BullMQ's own event
+ * stream records even a deduplicated job.
+ */
+export async function keySizes(redis: RedisClient, keys: string[]): Promise<Array<[string, string, number]>> {
+  const sizeOf: Record<string, (k: string) => Promise<number>> = {
+    list: (k) => redis.llen(k),
+    hash: (k) => redis.hlen(k),
+    stream: (k) => redis.xlen(k),
+    zset: (k) => redis.zcard(k),
+    set: (k) => redis.scard(k),
+    string: (k) => redis.strlen(k),
+  };
+  const chatKeys = keys.filter((k) => k.includes(':{c:'));
+  return Promise.all(
+    chatKeys.map(async (k): Promise<[string, string, number]> => {
+      const type = await redis.type(k);
+      return [k, type, (await sizeOf[type]?.(k)) ?? -1];
+    }),
+  );
+}
+
 export async function waitFor<T>(
   fn: () => Promise<T | undefined | false>,
   { timeoutMs = 20_000, intervalMs = 50, what = 'condition' } = {},

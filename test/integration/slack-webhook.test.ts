@@ -11,7 +11,7 @@ import {
   startFakeSlack,
 } from '../helpers/fake-slack.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
-import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deletePrefix, keySizes, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
 /**
  * Slack end to end through `@chat-adapter/slack`: Events API requests signed with the v0
@@ -198,8 +198,8 @@ describe('Slack messages into chats', () => {
     const body = JSON.stringify(slackEventEnvelope({ channel: 'D0DM', channelType: 'im', text: 'once' }));
     expect((await post(body)).statusCode).toBe(200);
     const before = await keysUnder(redis, prefix);
-    const sizes = async () => Promise.all(before.map(async (k) => [k, await redis.type(k)]));
-    const types = await sizes();
+    const sizes = () => keySizes(redis, before);
+    const counts = await sizes();
     for (const retryNum of [1, 2]) {
       const res = await post(body, slackSignedHeaders(SECRET, body, { retryNum }));
       expect(res.statusCode).toBe(200);
@@ -208,7 +208,7 @@ describe('Slack messages into chats', () => {
     // own ingest still recognises the message id.
     expect((await post(body)).statusCode).toBe(200);
     expect(await keysUnder(redis, prefix)).toEqual(before);
-    expect(await sizes()).toEqual(types);
+    expect(await sizes()).toEqual(counts);
     expect(await pending('slack-D0DM:')).toHaveLength(1);
   });
 

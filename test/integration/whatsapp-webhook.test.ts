@@ -10,7 +10,7 @@ import {
   whatsappWebhook,
 } from '../helpers/fake-whatsapp.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
-import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deletePrefix, keySizes, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
 /**
  * WhatsApp Cloud API end to end through `@chat-adapter/whatsapp`: Meta's verify-token GET
@@ -128,8 +128,10 @@ describe('WhatsApp messages into chats', () => {
     const body = whatsappTextWebhook({ from: USER, text: 'once', id: 'wamid.same' });
     expect((await post(body)).statusCode).toBe(200);
     const before = await keysUnder(redis, prefix);
+    const counts = await keySizes(redis, before);
     expect((await post(body)).statusCode).toBe(200);
     expect(await keysUnder(redis, prefix)).toEqual(before);
+    expect(await keySizes(redis, before)).toEqual(counts);
     expect(await stack.store.readAllPending(CHAT)).toHaveLength(1);
   });
 
