@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseJsonAs } from '../parse-json.js';
 
 /**
  * Where a chat's replies go: kept in the chat's meta hash (`route` field) and written by the
@@ -39,11 +40,5 @@ export function encodeRoute(route: ReplyRoute): string {
 
 /** The stored route, or undefined when absent or unreadable (then nothing is delivered). */
 export function decodeRoute(raw: string | null | undefined): ReplyRoute | undefined {
-  if (!raw) return undefined;
-  try {
-    const parsed = replyRouteSchema.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return parseJsonAs(replyRouteSchema, raw);
 }

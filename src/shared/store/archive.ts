@@ -6,6 +6,7 @@ import {
   type SourceRange,
   sourceRangeSchema,
 } from '../messages.js';
+import { parseJsonAs } from '../parse-json.js';
 import { STORED_MAX_DEPTH, storedJson } from '../storable.js';
 import type { ChatStore } from './chat-store.js';
 import { scripts } from './scripts.js';
@@ -89,12 +90,7 @@ export async function applyCompaction(
 }
 
 function parseEntry(json: string): ArchiveEntry | undefined {
-  try {
-    const parsed = archiveEntrySchema.safeParse(JSON.parse(json));
-    return parsed.success ? (parsed.data as ArchiveEntry) : undefined;
-  } catch {
-    return undefined;
-  }
+  return parseJsonAs(archiveEntrySchema, json) as ArchiveEntry | undefined;
 }
 
 /**

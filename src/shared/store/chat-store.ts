@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { chatKeys, chatsIndexKey } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import { parseJsonAs } from '../parse-json.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
 import { type RedisClient, scripts } from './scripts.js';
@@ -151,12 +152,8 @@ export function chatEventOf([id, fields]: StreamEntry): ChatEvent {
 
 /** An unreadable record is skipped: it only costs a possible repeat, never the turn. */
 function parseUncommitted(raw: string | number): UncommittedSend[] {
-  try {
-    const parsed = uncommittedSendSchema.safeParse(JSON.parse(String(raw)));
-    return parsed.success ? [parsed.data] : [];
-  } catch {
-    return [];
-  }
+  const send = parseJsonAs(uncommittedSendSchema, String(raw));
+  return send ? [send] : [];
 }
 
 /** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { contextMessagesKey } from '../keys.js';
 import { type ChatMessage, messageText, parseStoredMessage } from '../messages.js';
+import { parseJsonAs } from '../parse-json.js';
 import { storedJson } from '../storable.js';
 import { countTextTokens } from '../tokens.js';
 import type { ChatStore } from './chat-store.js';
@@ -168,13 +169,7 @@ async function oldestBeyondCap(store: ChatStore, chatKey: string, loading?: stri
 }
 
 function parseMeta(json: string | null | undefined): ContextMeta | undefined {
-  if (!json) return undefined;
-  try {
-    const parsed = contextMetaSchema.safeParse(JSON.parse(json));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return parseJsonAs(contextMetaSchema, json);
 }
 
 export async function getContext(
