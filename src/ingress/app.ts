@@ -8,7 +8,7 @@ import { type Metrics, processMetrics } from '../shared/metrics.js';
 import type { GroupMode } from '../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../shared/platforms/runtime.js';
 import type { RedisClient } from '../shared/redis.js';
-import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storable.js';
+import { UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { ContactBook } from '../shared/store/contacts.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
@@ -29,6 +29,7 @@ import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 import { streamRoutes } from './routes/stream.js';
 import { STREAM_DEFAULTS, StreamClients, type StreamSettings } from './stream/clients.js';
+import { bodyTooDeep } from './validation.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
 /** How long a slow client may take (see HTTP_*_TIMEOUT_MS in config). */
@@ -178,11 +179,9 @@ export async function buildIngress(deps: IngressDeps) {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (jsonTextDepth(body as string, BODY_MAX_DEPTH) > BODY_MAX_DEPTH) {
-      done(
-        new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`),
-        undefined,
-      );
+    const tooDeep = bodyTooDeep(body as string);
+    if (tooDeep) {
+      done(tooDeep, undefined);
       return;
     }
     parseJson(request, body as string, done);

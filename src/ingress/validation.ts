@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { CHAT_KEY_RULE, isValidChatKey } from '../shared/chat-key.js';
 import { isRedisUnavailable } from '../shared/redis-errors.js';
-import { UnstorableError } from '../shared/storable.js';
+import { BODY_MAX_DEPTH, jsonTextDepth, UnstorableError } from '../shared/storable.js';
 import { HttpError } from './errors.js';
 
 export function parseChatKey(value: unknown): string {
@@ -9,6 +9,16 @@ export function parseChatKey(value: unknown): string {
     throw new HttpError('INVALID_CHAT_KEY', CHAT_KEY_RULE);
   }
   return value;
+}
+
+/**
+ * The 400 for a JSON body nested deeper than BODY_MAX_DEPTH, checked on the raw text before
+ * anything recursive (parser, schema, stringify) sees it; undefined when it is within bounds.
+ */
+export function bodyTooDeep(text: string): HttpError | undefined {
+  return jsonTextDepth(text, BODY_MAX_DEPTH) > BODY_MAX_DEPTH
+    ? new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`)
+    : undefined;
 }
 
 /** Parse with zod; the message names the first offending field. */

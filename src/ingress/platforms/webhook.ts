@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Metrics } from '../../shared/metrics.js';
 import type { PlatformRuntime } from '../../shared/platforms/runtime.js';
 import { newRequestScope, releaseClaims, requestScope, settleScope } from '../../shared/platforms/scope.js';
-import { BODY_MAX_DEPTH, jsonTextDepth } from '../../shared/storable.js';
 import { HttpError } from '../errors.js';
+import { bodyTooDeep } from '../validation.js';
 import { platformVerifyRoute } from './verify-get.js';
 
 export const PLATFORM_WEBHOOK_ROUTE = '/webhooks/:platform';
@@ -65,9 +65,8 @@ export async function platformWebhookRoutes(
       const name = enabled(request);
       const runtime = opts.runtime as PlatformRuntime;
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      if (jsonTextDepth(raw.toString('utf8'), BODY_MAX_DEPTH) > BODY_MAX_DEPTH) {
-        throw new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`);
-      }
+      const tooDeep = bodyTooDeep(raw.toString('utf8'));
+      if (tooDeep) throw tooDeep;
       const scope = newRequestScope();
       let response: Response;
       try {

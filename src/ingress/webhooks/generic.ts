@@ -3,12 +3,11 @@ import { z } from 'zod';
 import { chatKeySchema } from '../../shared/chat-key.js';
 import { GENERIC_CHANNEL } from '../../shared/delivery/generic-sender.js';
 import type { ReplyRoute } from '../../shared/delivery/route.js';
-import { BODY_MAX_DEPTH, jsonTextDepth } from '../../shared/storable.js';
 import { type ReplyUrlPolicy, replyUrlProblem } from '../../shared/webhooks/reply-url.js';
 import { type StandardWebhookSource, TOLERANCE_SECONDS } from '../../shared/webhooks/standard.js';
 import { HttpError } from '../errors.js';
 import { MAX_TEXT, partSchema, toUserMessage } from '../routes/messages.js';
-import { parseOrThrow } from '../validation.js';
+import { bodyTooDeep, parseOrThrow } from '../validation.js';
 
 export interface GenericWebhookOptions {
   sources: ReadonlyMap<string, StandardWebhookSource>;
@@ -97,9 +96,8 @@ export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWe
         throw new HttpError('VALIDATION_FAILED', 'webhook-id must be 1-128 characters of [A-Za-z0-9._:@-]');
       }
       const text = raw.toString('utf8');
-      if (jsonTextDepth(text, BODY_MAX_DEPTH) > BODY_MAX_DEPTH) {
-        throw new HttpError('VALIDATION_FAILED', `body: JSON nested deeper than ${BODY_MAX_DEPTH} levels`);
-      }
+      const tooDeep = bodyTooDeep(text);
+      if (tooDeep) throw tooDeep;
       let json: unknown;
       try {
         json = JSON.parse(text);
