@@ -53,13 +53,9 @@ export async function platformWebhookRoutes(
   platformVerifyRoute(app, opts.runtime, adapterRefusal);
 
   app.post(PLATFORM_WEBHOOK_ROUTE, {
-    onRequest: (request, _reply, done) => {
-      try {
-        enabled(request);
-        done();
-      } catch (err) {
-        done(err as Error);
-      }
+    // Refused before the body is read: an unknown platform's payload is never buffered.
+    onRequest: async (request) => {
+      enabled(request);
     },
     handler: async (request, reply) => {
       const name = enabled(request);

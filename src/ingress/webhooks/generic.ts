@@ -64,13 +64,9 @@ export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWe
   };
 
   app.post(GENERIC_WEBHOOK_ROUTE, {
-    onRequest: (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-      try {
-        sourceOf(request);
-        done();
-      } catch (err) {
-        done(err as Error);
-      }
+    // Refused before the body is read: an unknown source's payload is never buffered.
+    onRequest: async (request: FastifyRequest) => {
+      sourceOf(request);
     },
     handler: async (request, reply) => {
       const source = sourceOf(request);
