@@ -15,7 +15,6 @@ import {
 } from '../shared/redis.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
-import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { standardSources } from '../shared/webhooks/standard.js';
 import { buildIngress, type IngressApp } from './app.js';
 import { startPollers } from './platforms/poller.js';

@@ -58,7 +58,7 @@ class PlatformPoller {
   private closed = false;
 
   constructor(
-    private readonly name: string,
+    name: string,
     private readonly adapter: PollingAdapter,
     private readonly opts: PollersOptions,
   ) {

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { chatKeySchema } from '../../shared/chat-key.js';
 import { GENERIC_CHANNEL } from '../../shared/delivery/generic-sender.js';
