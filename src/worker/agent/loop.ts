@@ -117,6 +117,9 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       prepareStep,
       abortSignal: input.abortSignal,
       maxRetries: input.maxRetries ?? 2,
+      // Step results would otherwise keep every request and response body until the turn
+      // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
+      experimental_include: { requestBody: false, responseBody: false },
       ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
       ...(input.download && { experimental_download: input.download }),
     });
