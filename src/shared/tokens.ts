@@ -1,12 +1,13 @@
-import { countTokens, setMergeCacheSize } from 'gpt-tokenizer';
+import { countTokens } from './bpe-count.js';
 import { type ChatMessage, messageTokenText } from './messages.js';
 import { modelView, textChars } from './model-view.js';
 
 /**
  * Token counting that no input can make slow.
  *
- * gpt-tokenizer's byte-pair merge is quadratic in the length of one pre-token, and a run
- * without spaces is one pre-token: 100 KB of `a` took 7 s and froze the worker. So text is
+ * The counts are gpt-tokenizer's (o200k_base, special-token text such as `<|endoftext|>` as
+ * plain text), computed by bpe-count.ts with a fraction of its memory. Byte-pair merge is
+ * quadratic in the length of one pre-token, and a run without spaces is one pre-token: 100 KB of `a` took 7 s and froze the worker. So text is
  * handed to the tokenizer in slices of at most TOKENIZER_SLICE_CHARS, which makes a count
  * O(length × slice) — linear. A slice ends just before a space that follows a non-space
  * character wherever the second half of its window has one: the tokenizer's pre-tokenizer
@@ -42,15 +43,6 @@ export const HARD_CUT_MARGIN = 2;
 /** Fixed per-message overhead (role, separators) as OpenAI-style chat formats count it. */
 const MESSAGE_OVERHEAD = 4;
 
-// gpt-tokenizer caches the merges of up to 100,000 pieces; slices of hostile text are all
-// distinct pieces of up to a slice each (~1 KB of cache apiece). 10,000 bounds that near
-// 10 MB, still far more than the distinct multi-token words of real conversations.
-setMergeCacheSize(10_000);
-
-// Special-token text such as `<|endoftext|>` is ordinary user text to us: counted, never a
-// reason to throw (gpt-tokenizer throws on it by default).
-const PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
-
 const isSpace = (code: number) => code === 0x20 || (code >= 0x09 && code <= 0x0d);
 
 /** End of the slice that starts at `start`: see the module comment for where it cuts. */
@@ -75,11 +67,11 @@ function isHardCut(text: string, end: number): boolean {
 
 /** Tokens of `text`, counted slice by slice (linear in its length). */
 export function countTextTokens(text: string): number {
-  if (text.length <= TOKENIZER_SLICE_CHARS) return countTokens(text, PLAIN_TEXT);
+  if (text.length <= TOKENIZER_SLICE_CHARS) return countTokens(text);
   let total = 0;
   for (let start = 0; start < text.length; ) {
     const end = sliceEnd(text, start);
-    total += countTokens(text.slice(start, end), PLAIN_TEXT) + (isHardCut(text, end) ? HARD_CUT_MARGIN : 0);
+    total += countTokens(text.slice(start, end)) + (isHardCut(text, end) ? HARD_CUT_MARGIN : 0);
     start = end;
   }
   return total;
@@ -89,7 +81,7 @@ const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The same count as `countTextTokens`, returning to the event loop between stretches of work (see above). */
 export async function countTextTokensAsync(text: string): Promise<number> {
-  if (text.length <= TOKENIZER_SLICE_CHARS) return countTokens(text, PLAIN_TEXT);
+  if (text.length <= TOKENIZER_SLICE_CHARS) return countTokens(text);
   let total = 0;
   let sinceYield = 0;
   let since = performance.now();
@@ -101,7 +93,7 @@ export async function countTextTokensAsync(text: string): Promise<number> {
     }
     const end = sliceEnd(text, start);
     const slice = text.slice(start, end);
-    total += countTokens(slice, PLAIN_TEXT) + (isHardCut(text, end) ? HARD_CUT_MARGIN : 0);
+    total += countTokens(slice) + (isHardCut(text, end) ? HARD_CUT_MARGIN : 0);
     sinceYield += Buffer.byteLength(slice, 'utf8');
     start = end;
   }
