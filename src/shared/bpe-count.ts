@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
+import { pieceEnd } from './pretokenize.js';
 
 /**
  * o200k_base token counts, exactly as gpt-tokenizer 3.4's `countTokens(text, { disallowedSpecial:
@@ -13,8 +13,9 @@ import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants'
  * read once from the same package's `data/o200k_base.tiktoken` (the file its JS module is
  * generated from; test/unit/bpe-count.test.ts checks every rank against that module) into three
  * typed arrays off the JS heap: the token bytes end to end, where each token starts, and an
- * open-addressing hash of byte strings to ranks (~4 MB in all). The pre-tokenizer regex is
- * gpt-tokenizer's own, and the merge is its `bytePairMerge`, step for step.
+ * open-addressing hash of byte strings to ranks (~4 MB in all). The pieces are those of
+ * gpt-tokenizer's pre-tokenizer regex (pretokenize.ts), and the merge is its `bytePairMerge`,
+ * step for step.
  *
  * Its quirks are kept on purpose, because the counts must not move:
  * - A byte string is looked up by decoding it, and the decoder drops a leading byte-order mark
@@ -192,13 +193,13 @@ let buf = new Uint8Array(512);
 let partStarts = new Int32Array(513);
 let partRanks = new Int32Array(513);
 
-/** UTF-8 of `piece` into buf, a lone surrogate as U+FFFD (as TextEncoder); negative length if there was one. */
-function encode(piece: string): number {
-  if (buf.length < piece.length * 3) buf = new Uint8Array(piece.length * 3);
+/** UTF-8 of text[start, end) into buf, a lone surrogate as U+FFFD (as TextEncoder); negative length if there was one. */
+function encode(text: string, start: number, end: number): number {
+  if (buf.length < (end - start) * 3) buf = new Uint8Array((end - start) * 3);
   let n = 0;
   let lossy = false;
-  for (let i = 0; i < piece.length; i++) {
-    let c = piece.charCodeAt(i);
+  for (let i = start; i < end; i++) {
+    let c = text.charCodeAt(i);
     if (c < 0x80) {
       buf[n++] = c;
       continue;
@@ -209,7 +210,7 @@ function encode(piece: string): number {
       continue;
     }
     if (c >= 0xd800 && c <= 0xdfff) {
-      const d = piece.charCodeAt(i + 1);
+      const d = i + 1 < end ? text.charCodeAt(i + 1) : 0;
       if (c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff) {
         const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
         buf[n++] = 0xf0 | (cp >> 18);
@@ -285,19 +286,17 @@ function cachedMergeCount(t: RankTable, n: number): number {
   return count;
 }
 
-// A private copy: exec moves its lastIndex. (matchAll would clone the regex on every call.)
-const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
-
 /** Tokens of `text` in o200k_base, special-token text counted as plain text. */
 export function countTokens(text: string): number {
   const t = ranks();
   let count = 0;
-  SPLIT.lastIndex = 0;
-  for (let match = SPLIT.exec(text); match !== null; match = SPLIT.exec(text)) {
-    const n = encode(match[0]);
+  for (let start = 0; start < text.length; ) {
+    const end = pieceEnd(text, start);
+    const n = encode(text, start, end);
     // A piece that is a whole token (looked up as the string it is) counts one.
     if (n > 0 && find(t, buf, 0, n) !== NONE) count++;
     else count += cachedMergeCount(t, Math.abs(n));
+    start = end;
   }
   return count;
 }
