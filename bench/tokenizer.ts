@@ -1,4 +1,5 @@
 import { clearMergeCache, countTokens } from 'gpt-tokenizer';
+import { clearMergeCache as clearCountCache } from '../src/shared/bpe-count.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import {
   countTextTokens,
@@ -38,11 +39,17 @@ const kb = (text: string) => Buffer.byteLength(text, 'utf8') / 1024;
 
 /**
  * CPU µs of `fn` (user + system of this process): on a shared box a neighbour can take the
- * core mid-measurement, which wall time counts and CPU time does not. The tokenizer's merge
- * cache is emptied first, so nothing measured is a cache hit from an earlier call.
+ * core mid-measurement, which wall time counts and CPU time does not. The merge caches
+ * (gpt-tokenizer's for `before`, chatlane's own for the rest) are emptied first, so nothing
+ * measured is a cache hit from an earlier call.
  */
-function cpuUs(fn: () => unknown): number {
+function clearCaches(): void {
   clearMergeCache();
+  clearCountCache();
+}
+
+function cpuUs(fn: () => unknown): number {
+  clearCaches();
   const t0 = process.cpuUsage();
   fn();
   const d = process.cpuUsage(t0);
@@ -111,14 +118,14 @@ export async function benchTokenizer(opts: TokenizerOptions) {
       const usPerKB = cpuUs(() => countTextTokens(text)) / kb(text);
       const perMessage: number[] = [];
       for (let rep = 0; rep < 5; rep++) {
-        clearMergeCache();
+        clearCaches();
         const t0 = process.cpuUsage();
         await withTokens(message(text), opts.maxCharsPerMessage);
         const d = process.cpuUsage(t0);
         perMessage.push(d.user + d.system);
       }
       const perMessageUs = median(perMessage);
-      clearMergeCache();
+      clearCaches();
       const block = await longestBlock(() => countTextTokensAsync(text));
       perShape[name] = [
         ...(perShape[name] ?? []),
