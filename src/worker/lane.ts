@@ -1,7 +1,7 @@
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore, UncommittedSend } from '../shared/store/chat-store.js';
-import { renewalInterval } from './liveness.js';
+import { renewAfter, renewalInterval } from './liveness.js';
 
 /**
  * A held turn lease on one chat. The lease only keeps other workers politely away; what
@@ -13,6 +13,12 @@ export class Lane {
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
   private released = false;
+  /**
+   * When the lease was last set, by this process's clock: the moment the acquire or the last
+   * successful renewal was *sent* (Redis set leaseUntil = its now + leaseMs a little later),
+   * so the lease runs at least leaseMs from here.
+   */
+  private leaseSetAt: number;
   /** Stopped by our own shutdown rather than by another turn taking the chat. */
   private stoppedHere = false;
 
@@ -26,7 +32,10 @@ export class Lane {
     private readonly logger: Logger,
     /** What earlier runs of this chat sent and never committed (read by the acquire script). */
     readonly uncommitted: UncommittedSend[] = [],
-  ) {}
+    leaseSetAt = Date.now(),
+  ) {
+    this.leaseSetAt = leaseSetAt;
+  }
 
   /**
    * Returns the lane, or the ms until the current holder's lease runs out. The lane renews
@@ -44,6 +53,7 @@ export class Lane {
       renewedElsewhere?: boolean;
     },
   ): Promise<Lane | { busyMs: number }> {
+    const sentAt = Date.now();
     const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs);
     if (!res.ok) return { busyMs: res.ttlMs };
     const lane = new Lane(
@@ -55,6 +65,7 @@ export class Lane {
       opts.leaseMs,
       opts.logger,
       res.uncommitted,
+      sentAt,
     );
     if (!opts.renewedElsewhere) lane.startRenewing();
     return lane;
@@ -92,19 +103,23 @@ export class Lane {
   }
 
   /**
-   * Renew the lease once, unless a renewal is still in flight (against a Redis that hangs,
-   * ticks must not pile up calls) or the lane is done. Must not throw.
+   * Renew the lease if it is due (set at least `renewAfter(leaseMs)` ago), unless a renewal
+   * is still in flight (against a Redis that hangs, checks must not pile up calls) or the
+   * lane is done. A turn shorter than renewAfter never renews: its acquire set a lease that
+   * outlasts it. Never rejects; resolves once a renewal it sent has settled.
    */
-  renewOnce(): void {
-    if (this.renewing || this.released || this.lost) return;
+  renewIfDue(now = Date.now()): Promise<void> {
+    if (this.renewing || this.released || this.lost) return Promise.resolve();
+    if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return Promise.resolve();
     this.renewing = true;
-    this.store
+    // A failed renewal is retried at the next check; if the lease runs out meanwhile the
+    // next renewal is rejected by the fence and the turn aborts.
+    return this.store
       .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
       .then((ok) => {
-        if (!ok) this.markLost('renew rejected');
+        if (ok) this.leaseSetAt = now;
+        else this.markLost('renew rejected');
       })
-      // A failed renewal is retried on the next tick; if the lease runs out meanwhile the
-      // next renewal is rejected by the fence and the turn aborts.
       .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'))
       .finally(() => {
         this.renewing = false;
@@ -112,7 +127,7 @@ export class Lane {
   }
 
   private startRenewing(): void {
-    this.timer = setInterval(() => this.renewOnce(), renewalInterval(this.leaseMs));
+    this.timer = setInterval(() => void this.renewIfDue(), renewalInterval(this.leaseMs));
     this.timer.unref();
   }
 

@@ -11,12 +11,11 @@ export class RunningTurns {
   private readonly lanes = new Set<Lane>();
   private stopReason: string | undefined;
   /**
-   * Renews the lease of every tracked lane, all on one timer: a timer per turn at 2,000 turns
-   * in flight was 2,000 wake-ups and as many separate writes to Redis per interval; here one
-   * tick issues every renewal at once and ioredis's auto-pipelining sends them together
-   * (each still its own fenced renew.lua call on its chat's keys, so Redis Cluster works).
-   * A lane acquired between ticks is first renewed at the next one: sooner than its own
-   * timer would, so the DESIGN "Recovery" margins still hold.
+   * Checks the lease of every tracked lane on one timer: a timer per turn at 2,000 turns in
+   * flight was 2,000 wake-ups per interval. Each check renews only the leases that are due
+   * (set renewAfter ago, see liveness.ts): a turn that ends sooner sends no renewal at all.
+   * The renewals one check issues go out together through ioredis's auto-pipelining (each
+   * still its own fenced renew.lua call on its chat's keys, so Redis Cluster works).
    */
   private renewTimer: NodeJS.Timeout | undefined;
   private renewEveryMs = Number.POSITIVE_INFINITY;
@@ -41,7 +40,8 @@ export class RunningTurns {
     this.stopRenewals();
     this.renewEveryMs = everyMs;
     this.renewTimer = setInterval(() => {
-      for (const lane of this.lanes) lane.renewOnce();
+      const now = Date.now();
+      for (const lane of this.lanes) void lane.renewIfDue(now);
     }, everyMs);
     this.renewTimer.unref();
   }

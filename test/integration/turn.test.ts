@@ -1,10 +1,10 @@
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import {
   echoScript,
   newUserTexts,
@@ -264,6 +264,49 @@ describe('fencing', () => {
     const outcome = await runTurn(deps, 'c1');
     expect(outcome).toMatchObject({ status: 'done', sent: 1 });
     const types = (await deps.store.readEvents('c1', undefined, 50)).map((e) => e.type);
+    expect(types).not.toContain('fence.rejected');
+  });
+
+  it('a turn that ends within a quarter of its lease sends no renewal', async () => {
+    // The model takes past a tenth of the 10 s lease (when every lease used to be renewed),
+    // well short of a quarter.
+    const { model } = scriptedModel(async (prompt, call, options) => {
+      if (call === 0) await new Promise((r) => setTimeout(r, 1100));
+      return echoScript(prompt, call, options);
+    });
+    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 10_000 }), running: new RunningTurns() };
+    const renew = vi.spyOn(deps.store, 'renew');
+    await ingestTexts(deps.store, 'c1', 'quick one');
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', sent: 1 });
+    expect(renew).not.toHaveBeenCalled();
+  });
+
+  it("a turn that outlasts its lease renews it while the model works: leaseUntil moves on, the chat stays the turn's", async () => {
+    let store!: ChatStore;
+    const leaseUntils: number[] = [];
+    const { model } = scriptedModel(async (prompt, call) => {
+      if (call === 0) {
+        leaseUntils.push(Number((await store.readMeta('c1')).leaseUntil));
+        // The model answers only after three renewals, however long they take to come.
+        await waitFor(async () => renewals.mock.calls.length >= 3, {
+          intervalMs: 10,
+          what: 'three renewals',
+        });
+        leaseUntils.push(Number((await store.readMeta('c1')).leaseUntil));
+        expect((await store.acquire('c1', 'other-worker', 1000)).ok).toBe(false);
+      }
+      return echoScript(prompt, call, {} as never);
+    });
+    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running: new RunningTurns() };
+    store = deps.store;
+    const renewals = vi.spyOn(store, 'renew');
+    await ingestTexts(store, 'c1', 'slow one');
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', sent: 1 });
+    const renewed = await Promise.all(renewals.mock.results.map((r) => r.value));
+    expect(renewed.length).toBeGreaterThanOrEqual(3);
+    expect(renewed.every((ok) => ok === true)).toBe(true);
+    expect(leaseUntils[1]).toBeGreaterThan(leaseUntils[0]!);
+    const types = (await store.readEvents('c1', undefined, 50)).map((e) => e.type);
     expect(types).not.toContain('fence.rejected');
   });
 

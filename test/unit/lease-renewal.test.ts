@@ -1,0 +1,129 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { silentLogger } from '../../src/shared/logger.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { Lane } from '../../src/worker/lane.js';
+import { maxRenewalGap, renewalInterval } from '../../src/worker/liveness.js';
+import { RunningTurns } from '../../src/worker/running-turns.js';
+
+const LEASE_MS = 10_000;
+
+/**
+ * The lease as Redis keeps it, on the (fake) clock: acquire and renew set leaseUntil =
+ * now + lease; a renewal that finds the lease expired is refused, as renew.lua refuses one
+ * after another worker took the expired lease over.
+ */
+function leaseStore() {
+  const lease = { until: 0, renewals: 0, refused: 0 };
+  const store = {
+    acquire: async (_chatKey: string, _owner: string, leaseMs: number) => {
+      lease.until = Date.now() + leaseMs;
+      return { ok: true as const, fence: '1', uncommitted: [] };
+    },
+    renew: async (_c: string, _o: string, _f: string, leaseMs: number) => {
+      if (Date.now() >= lease.until) {
+        lease.refused++;
+        return false;
+      }
+      lease.renewals++;
+      lease.until = Date.now() + leaseMs;
+      return true;
+    },
+    finish: async () => ({ ok: true, pending: 0 }),
+  };
+  return { lease, store: store as unknown as ChatStore };
+}
+
+/** A lane whose renewals are driven from outside (RunningTurns, or the test by hand). */
+async function acquireLane(store: ChatStore): Promise<Lane> {
+  const lane = await Lane.acquire(store, {
+    chatKey: 'c1',
+    owner: 'w:run',
+    runId: 'run',
+    leaseMs: LEASE_MS,
+    logger: silentLogger(),
+    renewedElsewhere: true,
+  });
+  if (!(lane instanceof Lane)) throw new Error('not acquired');
+  return lane;
+}
+
+async function trackedLane(store: ChatStore, running: RunningTurns) {
+  const lane = await acquireLane(store);
+  return { lane, untrack: running.track(lane) };
+}
+
+describe('turn lease renewal', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'setTimeout', 'clearTimeout', 'Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('a turn that ends within a quarter of its lease sends no renewal', async () => {
+    const { lease, store } = leaseStore();
+    const running = new RunningTurns();
+    const { lane, untrack } = await trackedLane(store, running);
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 4 - 1);
+    untrack();
+    await lane.release();
+    await vi.advanceTimersByTimeAsync(LEASE_MS);
+    expect(lease.renewals).toBe(0);
+    expect(lane.lost).toBe(false);
+  });
+
+  it('a turn running for six leases keeps its lease, renewed about every quarter lease, never lapsing', async () => {
+    const { lease, store } = leaseStore();
+    const running = new RunningTurns();
+    const { lane, untrack } = await trackedLane(store, running);
+    let lastRenewals = 0;
+    let lastRenewedAt = Date.now();
+    for (let t = 0; t < 6 * LEASE_MS; t += renewalInterval(LEASE_MS)) {
+      await vi.advanceTimersByTimeAsync(renewalInterval(LEASE_MS));
+      expect(Date.now()).toBeLessThan(lease.until);
+      if (lease.renewals > lastRenewals) {
+        expect(Date.now() - lastRenewedAt).toBeLessThanOrEqual(maxRenewalGap(LEASE_MS));
+        lastRenewals = lease.renewals;
+        lastRenewedAt = Date.now();
+      }
+    }
+    // A quarter lease plus up to one check between renewals: 20 to 24 in six leases.
+    expect(lease.renewals).toBeGreaterThanOrEqual(20);
+    expect(lease.renewals).toBeLessThanOrEqual(24);
+    expect(lease.refused).toBe(0);
+    expect(lane.lost).toBe(false);
+    untrack();
+  });
+
+  it('an event loop blocked for 5 s at the worst moment still renews before the lease runs out, with 2 s to spare', async () => {
+    // Checks run every `every` ms from a phase of the process's timer, except while the loop
+    // is blocked [stallAt, stallAt + 5 s); the overdue check runs as soon as it unblocks.
+    const every = renewalInterval(LEASE_MS);
+    const step = every / 5;
+    let minSpare = Number.POSITIVE_INFINITY;
+    for (let phase = 0; phase < every; phase += step) {
+      for (let stallAt = step; stallAt < 2 * maxRenewalGap(LEASE_MS); stallAt += step) {
+        vi.setSystemTime(0);
+        const { lease, store } = leaseStore();
+        const lane = await acquireLane(store);
+        const resumeAt = stallAt + 5000;
+        let check = phase;
+        let resumed = false;
+        while (check < resumeAt + LEASE_MS) {
+          const at = check >= stallAt && !resumed ? resumeAt : check;
+          if (at === resumeAt) resumed = true;
+          vi.setSystemTime(at);
+          const untilBefore = lease.until;
+          const renewalsBefore = lease.renewals;
+          await lane.renewIfDue(at);
+          if (lease.renewals > renewalsBefore) minSpare = Math.min(minSpare, untilBefore - at);
+          check = at === resumeAt ? resumeAt + every : check + every;
+        }
+        expect(lease.refused).toBe(0);
+        expect(lane.lost).toBe(false);
+      }
+    }
+    expect(minSpare).toBeGreaterThanOrEqual(2000);
+    expect(minSpare).toBeLessThan(2000 + 2 * step);
+  });
+});
