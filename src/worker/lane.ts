@@ -1,6 +1,6 @@
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { ChatStore, UncommittedSend } from '../shared/store/chat-store.js';
+import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../shared/store/chat-store.js';
 import { renewAfter, renewalInterval } from './liveness.js';
 
 /**
@@ -19,6 +19,8 @@ export class Lane {
    * so the lease runs at least leaseMs from here.
    */
   private leaseSetAt: number;
+  /** What acquire read for the turn, until the turn takes it (`takeInput`). */
+  private input: TurnInput | undefined;
   /** Stopped by our own shutdown rather than by another turn taking the chat. */
   private stoppedHere = false;
 
@@ -31,16 +33,21 @@ export class Lane {
     readonly leaseMs: number,
     private readonly logger: Logger,
     /** What earlier runs of this chat sent and never committed (read by the acquire script). */
-    readonly uncommitted: UncommittedSend[] = [],
-    leaseSetAt = Date.now(),
+    readonly uncommitted: UncommittedSend[],
+    /** The chat's reply route as stored when the lease was taken (meta.route), if any. */
+    readonly route: string | undefined,
+    input: TurnInput,
+    leaseSetAt: number,
   ) {
+    this.input = input;
     this.leaseSetAt = leaseSetAt;
   }
 
   /**
    * Returns the lane, or the ms until the current holder's lease runs out. The lane renews
    * its lease on its own timer unless `renewedElsewhere` (RunningTurns renews all of a
-   * process's lanes on one timer, see there).
+   * process's lanes on one timer, see there). `reads`: what the acquire reads for the turn
+   * in the same round trip (`takeInput`).
    */
   static async acquire(
     store: ChatStore,
@@ -51,10 +58,11 @@ export class Lane {
       leaseMs: number;
       logger: Logger;
       renewedElsewhere?: boolean;
+      reads?: TurnReads;
     },
   ): Promise<Lane | { busyMs: number }> {
     const sentAt = Date.now();
-    const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs);
+    const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs, opts.reads);
     if (!res.ok) return { busyMs: res.ttlMs };
     const lane = new Lane(
       store,
@@ -65,10 +73,19 @@ export class Lane {
       opts.leaseMs,
       opts.logger,
       res.uncommitted,
+      res.route,
+      res.input,
       sentAt,
     );
     if (!opts.renewedElsewhere) lane.startRenewing();
     return lane;
+  }
+
+  /** The turn's input read with the lease; once (the lane does not keep it for the whole turn). */
+  takeInput(): TurnInput | undefined {
+    const input = this.input;
+    this.input = undefined;
+    return input;
   }
 
   get signal(): AbortSignal {

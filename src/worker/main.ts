@@ -190,7 +190,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     },
     compactNow: (chatKey) => compactChat(compactionDeps, chatKey),
     deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
-    typing: new TypingIndicator(store, senders, logger),
+    typing: new TypingIndicator(senders, logger),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
   };

@@ -123,6 +123,8 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     logger,
     // RunningTurns renews every tracked lane's lease on one timer per process.
     renewedElsewhere: deps.running !== undefined,
+    // The turn's first read comes back with the lease: one round trip for both.
+    reads: deps.provider.reads,
   });
   if (!(acquired instanceof Lane)) return { status: 'busy', retryInMs: acquired.busyMs };
   const lane = acquired;
@@ -182,9 +184,10 @@ async function turnBody(
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
 
-  const loaded = await deps.provider.load(chatKey);
+  // The read taken with the lease on the first pass; a retry after a compaction reads anew.
+  const loaded = await deps.provider.load(chatKey, lane.takeInput());
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
-  deps.typing?.start(chatKey);
+  deps.typing?.start(chatKey, lane.route);
   const pending = await reachEarlierSends(deps, lane, loaded.pending);
   batch.splice(0, batch.length, ...pending);
   const pendingMessages = pending.map((e) => e.message);

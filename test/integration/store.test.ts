@@ -126,15 +126,70 @@ describe('lease and fence', () => {
   });
 });
 
+/** A compacted history: the summary `s`, then `count` user messages u0, u1, ... */
+async function writeSummarizedHistory(chatKey: string, count: number): Promise<void> {
+  const summary = assistantMessage(chatKey, 's', 'summary', { kind: 'summary' });
+  await redis.rpush(
+    store.keys(chatKey).hist,
+    JSON.stringify(summary),
+    ...Array.from({ length: count }, (_, i) => JSON.stringify(userMessage(chatKey, `u${i}`, `m${i}`))),
+  );
+}
+
+describe('acquire reads the turn input with the lease', () => {
+  const reads = { windowMessages: 3, maxPending: 2 };
+
+  it('returns the history window (summary at the head), the oldest pending, memory and route with the fence', async () => {
+    await writeSummarizedHistory('c1', 5);
+    for (const id of ['p1', 'p2', 'p3']) {
+      await store.ingest(
+        'c1',
+        userMessage('c1', id, id),
+        { ...limits, maxPending: 10 },
+        {
+          channel: 'telegram',
+          threadId: '42',
+        },
+      );
+    }
+    await redis.set(store.keys('c1').memory, 'likes tea');
+    const lease = await store.acquire('c1', 'w1', 5000, reads);
+    if (!lease.ok) throw new Error('acquire failed');
+    expect(lease.fence).toBe('1');
+    expect(JSON.parse(lease.route ?? '')).toMatchObject({ channel: 'telegram', threadId: '42' });
+    expect(lease.input.window.total).toBe(6);
+    expect(lease.input.window.summary?.id).toBe('s');
+    expect(lease.input.window.messages.map((m) => m.id)).toEqual(['u2', 'u3', 'u4']);
+    expect(lease.input.pending.map((e) => textOf(e.message))).toEqual(['p1', 'p2']);
+    expect(lease.input.memory).toBe('likes tea');
+    // The same as a separate read of the same sizes.
+    expect(lease.input).toEqual(await store.readTurnInput('c1', reads.windowMessages, reads.maxPending));
+  });
+
+  it('a new chat: no route, empty history and memory; busy reads nothing', async () => {
+    await store.ingest('c1', userMessage('c1', 'p1', 'first'), limits);
+    const lease = await store.acquire('c1', 'w1', 5000, reads);
+    if (!lease.ok) throw new Error('acquire failed');
+    expect(lease.route).toBeUndefined();
+    expect(lease.input).toMatchObject({ window: { total: 0, messages: [] }, memory: undefined });
+    expect(lease.input.window.summary).toBeUndefined();
+    expect(lease.input.pending.map((e) => e.message.id)).toEqual(['p1']);
+    expect(await store.acquire('c1', 'w2', 5000, reads)).toMatchObject({ ok: false });
+  });
+
+  it('without reads, takes only the lease', async () => {
+    await redis.rpush(store.keys('c1').hist, JSON.stringify(userMessage('c1', 'u0', 'm0')));
+    await store.ingest('c1', userMessage('c1', 'p1', 'first'), limits);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('acquire failed');
+    expect(lease.input.window.messages).toEqual([]);
+    expect(lease.input.pending).toEqual([]);
+  });
+});
+
 describe('history window', () => {
   it('returns the newest messages plus a summary at the head when the window does not reach it', async () => {
-    const k = store.keys('c1');
-    const summary = assistantMessage('c1', 's', 'summary', { kind: 'summary' });
-    await redis.rpush(
-      k.hist,
-      JSON.stringify(summary),
-      ...Array.from({ length: 10 }, (_, i) => JSON.stringify(userMessage('c1', `u${i}`, `m${i}`))),
-    );
+    await writeSummarizedHistory('c1', 10);
     const win = await store.readHistoryWindow('c1', 3);
     expect(win.total).toBe(11);
     expect(win.summary?.id).toBe('s');

@@ -127,7 +127,7 @@ describe('while a turn of a Telegram chat runs', () => {
         return { toolCalls: [{ name: 'chat_send', input: { text: 'done thinking' } }] };
       }).model,
     );
-    const typing = new TypingIndicator(store, senders, silentLogger(), 100);
+    const typing = new TypingIndicator(senders, silentLogger(), 100);
     const outcome = await runTurn({ ...deps, typing, deliver: (c) => enqueueDelivery(queue, c) }, chatKey);
     expect(outcome.status).toBe('done');
     expect(fake.typing.slice(typingBefore)[0]).toEqual({ chatId: '-100700', threadId: undefined });

@@ -96,6 +96,20 @@ describe('a turn', () => {
     ]);
   });
 
+  it('reads its input with its lease: no separate read of history, inbox, memory or meta', async () => {
+    const { model, prompts } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await deps.store.redis.set(deps.store.keys('c1').memory, 'prefers short answers');
+    await ingestTexts(deps.store, 'c1', 'hello');
+    const separateReads = vi.spyOn(deps.store, 'readTurnInput');
+    const metaReads = vi.spyOn(deps.store, 'readMeta');
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', consumed: 1 });
+    expect(separateReads).not.toHaveBeenCalled();
+    expect(metaReads).not.toHaveBeenCalled();
+    expect(JSON.stringify(prompts[0])).toContain('prefers short answers');
+    expect(newUserTexts(prompts[0]!)).toEqual(['hello']);
+  });
+
   it('does nothing and calls no model when the inbox is empty', async () => {
     const { model, calls } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);

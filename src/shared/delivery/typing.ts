@@ -1,5 +1,4 @@
 import type { Logger } from '../logger.js';
-import type { ChatStore } from '../store/chat-store.js';
 import { decodeRoute } from './route.js';
 import type { SenderRegistry } from './sender.js';
 
@@ -8,9 +7,9 @@ const RENEW_MS = 4000;
 
 /**
  * "The bot is typing" while a turn runs, for chats whose platform can show it. The worker
- * calls `start` once the turn has messages to answer and `stop` when the turn ends; the
- * indicator reads the chat's reply route (one HGET) and asks the channel's sender to show
- * typing now and every 4 s until stopped. Best effort: it never throws and never delays the
+ * calls `start` once the turn has messages to answer, with the chat's reply route as its
+ * lease read it (no extra read), and `stop` when the turn ends; the indicator asks the
+ * channel's sender to show typing now and every 4 s until stopped. Best effort: it never throws and never delays the
  * turn (a failed typing call changes nothing about the reply).
  *
  * Keyed by chatKey: a process runs at most one turn of a chat at a time (the chat's lease).
@@ -19,18 +18,20 @@ export class TypingIndicator {
   private readonly active = new Map<string, NodeJS.Timeout | undefined>();
 
   constructor(
-    private readonly store: Pick<ChatStore, 'readMeta'>,
     private readonly senders: SenderRegistry,
     private readonly logger: Logger,
     private readonly renewMs = RENEW_MS,
   ) {}
 
-  start(chatKey: string): void {
-    if (this.active.has(chatKey)) return;
+  /** `route`: the chat's stored reply route (meta.route); a chat without one shows nothing. */
+  start(chatKey: string, route: string | undefined): void {
+    if (route === undefined || this.active.has(chatKey)) return;
     this.active.set(chatKey, undefined);
-    void this.begin(chatKey).catch((err: unknown) =>
-      this.logger.debug({ err, chatKey }, 'typing indicator failed'),
-    );
+    try {
+      this.begin(chatKey, route);
+    } catch (err) {
+      this.logger.debug({ err, chatKey }, 'typing indicator failed');
+    }
   }
 
   stop(chatKey: string): void {
@@ -38,8 +39,8 @@ export class TypingIndicator {
     this.active.delete(chatKey);
   }
 
-  private async begin(chatKey: string): Promise<void> {
-    const route = decodeRoute((await this.store.readMeta(chatKey)).route);
+  private begin(chatKey: string, stored: string): void {
+    const route = decodeRoute(stored);
     const sender = route ? this.senders.get(route.channel) : undefined;
     const threadId = route?.threadId;
     if (!sender?.typing || !threadId) return;

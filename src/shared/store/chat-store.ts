@@ -50,9 +50,50 @@ const uncommittedSendSchema = z.object({
 /** How many uncommitted sends a chat keeps (a long chain of crashed turns keeps the newest). */
 export const MAX_UNCOMMITTED_SENDS = 100;
 
+/** How much of the chat a turn reads with its lease: the newest history, the oldest pending. */
+export interface TurnReads {
+  windowMessages: number;
+  maxPending: number;
+}
+
+const NO_READS: TurnReads = { windowMessages: 0, maxPending: 0 };
+
+/** What a turn starts from: the history window (plus the summary at the head), pending messages, memory. */
+export interface TurnInput {
+  window: HistoryWindow;
+  pending: InboxEntry[];
+  memory: string | undefined;
+}
+
 export type AcquireResult =
-  | { ok: true; fence: string; uncommitted: UncommittedSend[] }
+  | {
+      ok: true;
+      fence: string;
+      uncommitted: UncommittedSend[];
+      /** The chat's reply route as stored (meta.route), if it has one. */
+      route: string | undefined;
+      /** Read under the new lease, in the same round trip (empty for `NO_READS`). */
+      input: TurnInput;
+    }
   | { ok: false; ttlMs: number };
+
+const streamEntries = z.array(z.tuple([z.string(), z.array(z.string())]));
+
+/** acquire.lua's reply (Lua false arrives as null). */
+const acquireReply = z.union([
+  z.tuple([z.literal('busy'), z.number()]),
+  z.tuple([
+    z.literal('ok'),
+    z.number(),
+    z.array(z.string()),
+    z.string().nullable(),
+    z.string().nullable(),
+    z.array(z.string()),
+    z.number(),
+    streamEntries,
+    z.string().nullable(),
+  ]),
+]);
 
 /** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
 export interface SweepState {
@@ -156,6 +197,30 @@ function parseUncommitted(raw: string | number): UncommittedSend[] {
   return send ? [send] : [];
 }
 
+/** A turn's input from the raw reads of its history head and window, inbox and memory. */
+function turnInputOf(
+  head: string | null,
+  window: string[],
+  total: number,
+  entries: StreamEntry[],
+  memory: string | null,
+): TurnInput {
+  const messages = window.map(parseStoredMessage);
+  let summary: ChatMessage | undefined;
+  if (head && total > messages.length) {
+    const first = parseStoredMessage(head);
+    if (first.metadata.kind === 'summary') summary = first;
+  }
+  return {
+    memory: memory ?? undefined,
+    window: { summary, messages, total },
+    pending: entries.map(([streamId, fields]) => ({
+      streamId,
+      message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
+    })),
+  };
+}
+
 /** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
 export function streamIdTime(id: string): number {
   return Number(id.split('-')[0]);
@@ -214,17 +279,28 @@ export class ChatStore {
     await this.redis.zadd(chatsIndexKey(this.prefix), at, chatKey);
   }
 
-  async acquire(chatKey: string, owner: string, leaseMs: number): Promise<AcquireResult> {
+  /**
+   * Take the chat's lease and, in the same script, read `reads` of it for the turn (nothing
+   * by default: an operator or a test that only wants the lease).
+   */
+  async acquire(chatKey: string, owner: string, leaseMs: number, reads = NO_READS): Promise<AcquireResult> {
     const k = this.keys(chatKey);
-    const raw = tuple.parse(
+    const raw = acquireReply.parse(
       await scripts.acquire.run(
         this.redis,
-        [k.meta, k.events, k.uncommitted],
-        [owner, leaseMs, this.maxEvents],
+        [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory],
+        [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
       ),
     );
-    if (raw[0] !== 'ok') return { ok: false, ttlMs: Number(raw[1]) };
-    return { ok: true, fence: String(raw[1]), uncommitted: raw.slice(2).flatMap(parseUncommitted) };
+    if (raw[0] === 'busy') return { ok: false, ttlMs: raw[1] };
+    const [, fence, sends, route, head, window, histLen, pending, memory] = raw;
+    return {
+      ok: true,
+      fence: String(fence),
+      uncommitted: sends.flatMap(parseUncommitted),
+      route: route ?? undefined,
+      input: turnInputOf(head, window, histLen, pending, memory),
+    };
   }
 
   async renew(
@@ -366,35 +442,22 @@ export class ChatStore {
   /**
    * What a turn starts from, in one round trip: the history window (plus the summary at the
    * head), the oldest `maxPending` inbox entries and the chat's memory document (memory.ts).
+   * A turn's first read comes with its lease (`acquire`); this one reads again (after a
+   * compaction mid-turn).
    */
-  async readTurnInput(
-    chatKey: string,
-    size: number,
-    maxPending: number,
-  ): Promise<{ window: HistoryWindow; pending: InboxEntry[]; memory: string | undefined }> {
+  async readTurnInput(chatKey: string, size: number, maxPending: number): Promise<TurnInput> {
     const k = this.keys(chatKey);
     const tx = this.redis.multi().lindex(k.hist, 0).lrange(k.hist, -size, -1).llen(k.hist);
     if (maxPending > 0) tx.xrange(k.inbox, '-', '+', 'COUNT', maxPending);
     tx.get(k.memory);
     const res = (await tx.exec()) as Array<[unknown, unknown]>;
-    const memory = (res.at(-1)![1] as string | null) ?? undefined;
-    const head = res[0]![1] as string | null;
-    const messages = (res[1]![1] as string[]).map(parseStoredMessage);
-    const total = Number(res[2]![1]);
-    let summary: ChatMessage | undefined;
-    if (head && total > messages.length) {
-      const first = parseStoredMessage(head);
-      if (first.metadata.kind === 'summary') summary = first;
-    }
-    const entries = maxPending > 0 ? (res[3]![1] as StreamEntry[]) : [];
-    return {
-      memory,
-      window: { summary, messages, total },
-      pending: entries.map(([streamId, fields]) => ({
-        streamId,
-        message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
-      })),
-    };
+    return turnInputOf(
+      res[0]![1] as string | null,
+      res[1]![1] as string[],
+      Number(res[2]![1]),
+      maxPending > 0 ? (res[3]![1] as StreamEntry[]) : [],
+      res.at(-1)![1] as string | null,
+    );
   }
 
   /** Stream entries strictly after the cursor (a stream id), oldest first. */

@@ -1,23 +1,24 @@
-import type { ChatStore } from '../../shared/store/chat-store.js';
+import type { ChatStore, TurnInput, TurnReads } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
 import type { Provider, ProviderResult } from './types.js';
 
 /**
  * Loads what a turn needs and no more: the newest history window (plus the summary at the
- * head) and the oldest pending messages, in one round trip.
+ * head) and the oldest pending messages, read with the lease or else in one round trip.
  */
 export class RedisProvider implements Provider {
+  readonly reads: TurnReads;
+
   constructor(
     private readonly store: ChatStore,
     private readonly opts: { windowMessages: number; maxPendingPerTurn: number; maxCharsPerMessage: number },
-  ) {}
+  ) {
+    this.reads = { windowMessages: opts.windowMessages, maxPending: opts.maxPendingPerTurn };
+  }
 
-  async load(chatKey: string): Promise<ProviderResult> {
-    const { window, pending, memory } = await this.store.readTurnInput(
-      chatKey,
-      this.opts.windowMessages,
-      this.opts.maxPendingPerTurn,
-    );
+  async load(chatKey: string, read?: TurnInput): Promise<ProviderResult> {
+    const { window, pending, memory } =
+      read ?? (await this.store.readTurnInput(chatKey, this.reads.windowMessages, this.reads.maxPending));
     const history = window.summary ? [window.summary, ...window.messages] : window.messages;
     const clip = this.opts.maxCharsPerMessage;
     return {

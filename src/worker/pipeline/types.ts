@@ -1,6 +1,6 @@
 import type { ModelMessage } from 'ai';
 import type { ChatMessage } from '../../shared/messages.js';
-import type { InboxEntry } from '../../shared/store/chat-store.js';
+import type { InboxEntry, TurnInput, TurnReads } from '../../shared/store/chat-store.js';
 
 /**
  * The context pipeline of one turn (DESIGN §6): Provider → Compressor → Assembler.
@@ -19,8 +19,14 @@ export interface ProviderResult {
   memory?: string | undefined;
 }
 
+/**
+ * Decides what a turn reads and makes the turn's input of it. The read itself comes with the
+ * turn's lease (acquire.lua reads `reads` in the same round trip and hands it to `load`);
+ * `load` without one reads anew (a turn retried after a compaction).
+ */
 export interface Provider {
-  load(chatKey: string): Promise<ProviderResult>;
+  readonly reads: TurnReads;
+  load(chatKey: string, read?: TurnInput): Promise<ProviderResult>;
 }
 
 export interface CompressionReport {

@@ -1,17 +1,27 @@
 --[[
-  Take the chat's turn lease and a new fence.
+  Take the chat's turn lease and a new fence, and read what the turn starts from.
 
-  KEYS[1] meta    hash: fence, owner, leaseUntil, ...
+  KEYS[1] meta    hash: fence, owner, leaseUntil, route, ...
   KEYS[2] events
   KEYS[3] uncommitted  list: sends of turns that never committed (written by outbox.lua)
+  KEYS[4] hist
+  KEYS[5] inbox
+  KEYS[6] memory
 
   ARGV[1] owner token (unique per attempt)
   ARGV[2] lease in ms
   ARGV[3] max events
+  ARGV[4] history window: the newest n history messages (0: none)
+  ARGV[5] max pending: the oldest n inbox entries (0: none)
 
-  Returns { 'ok', fence, send JSON ... } | { 'busy', ttlMs }
-    the sends are what earlier runs of this chat said without committing: the new turn must
-    know them (they reached the person) so it continues instead of answering again
+  Returns { 'ok', fence, { send JSON ... }, route, head, { window JSON ... }, histLen,
+            { inbox entry ... }, memory } | { 'busy', ttlMs }
+    sends: what earlier runs of this chat said without committing: the new turn must know
+      them (they reached the person) so it continues instead of answering again
+    route: meta.route (nil without one); head: the first history message (nil when empty),
+      the summary when compacted; memory: the memory document (nil without one)
+    The reads are taken under the new lease, in the same round trip: nothing but the fence
+    holder writes hist between them and the turn's commit.
 ]]
 -- @include "now"
 -- @include "events"
@@ -31,7 +41,21 @@ if owner and owner ~= ARGV[1] then
   addEvent(KEYS[2], ARGV[3], 'lease.takeover',
     { previousOwner = owner, owner = ARGV[1], fence = fence, expiredMs = now - leaseUntil })
 end
-local result = redis.call('LRANGE', KEYS[3], 0, -1)
-table.insert(result, 1, fence)
-table.insert(result, 1, 'ok')
-return result
+
+local window = tonumber(ARGV[4])
+local maxPending = tonumber(ARGV[5])
+local histLen = redis.call('LLEN', KEYS[4])
+local head = false
+local messages = {}
+if window > 0 and histLen > 0 then
+  head = redis.call('LINDEX', KEYS[4], 0)
+  messages = redis.call('LRANGE', KEYS[4], -window, -1)
+end
+local pending = {}
+if maxPending > 0 then
+  pending = redis.call('XRANGE', KEYS[5], '-', '+', 'COUNT', maxPending)
+end
+return {
+  'ok', fence, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('HGET', KEYS[1], 'route'),
+  head, messages, histLen, pending, redis.call('GET', KEYS[6]),
+}
