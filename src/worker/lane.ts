@@ -13,6 +13,10 @@ export class Lane {
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
   private released = false;
+  /** The turn is committing: no renewal may follow its commit, which may release the lease. */
+  private ending = false;
+  /** Set when the commit released the lease too: what release() answers without a call. */
+  private releasedByCommit: { ok: true; pending: number } | undefined;
   /**
    * When the lease was last set, by this process's clock: the moment the acquire or the last
    * successful renewal was *sent* (Redis set leaseUntil = its now + leaseMs a little later),
@@ -126,7 +130,7 @@ export class Lane {
    * outlasts it. Never rejects; resolves once a renewal it sent has settled.
    */
   renewIfDue(now = Date.now()): Promise<void> {
-    if (this.renewing || this.released || this.lost) return Promise.resolve();
+    if (this.renewing || this.released || this.ending || this.lost) return Promise.resolve();
     if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return Promise.resolve();
     this.renewing = true;
     // A failed renewal is retried at the next check; if the lease runs out meanwhile the
@@ -153,9 +157,32 @@ export class Lane {
     this.timer = undefined;
   }
 
+  /**
+   * The turn sends its commit now: renew no more. A renewal sent after a commit that released
+   * the lease would find no owner and be refused (a false fence.rejected); one already in
+   * flight reaches Redis before the commit (one connection, in order). The turn ends after
+   * its commit either way, well within the lease its last renewal set.
+   */
+  endRenewals(): void {
+    this.ending = true;
+    this.stopRenewing();
+  }
+
+  /** The turn's commit released the lease too (commit.lua with the owner): no finish to send. */
+  committedAndReleased(pending: number): void {
+    this.stopRenewing();
+    this.released = true;
+    this.releasedByCommit = { ok: true, pending };
+  }
+
   /** Release the lease (fenced). Idempotent. Returns the number of pending messages. */
   async release(): Promise<{ ok: boolean; pending: number }> {
     this.stopRenewing();
+    if (this.releasedByCommit) {
+      const done = this.releasedByCommit;
+      this.releasedByCommit = undefined;
+      return done;
+    }
     if (this.released) return { ok: false, pending: 0 };
     this.released = true;
     return this.store.finish(this.chatKey, this.fence, this.owner, this.runId);

@@ -341,11 +341,14 @@ async function turnBody(
   }
 
   const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
-  // One event per turn, written atomically with the commit: no extra round trips.
+  // One event per turn, written atomically with the commit, and the lease released by the
+  // same script: one round trip for all three.
+  lane.endRenewals();
   const committed = await store.commit(chatKey, fence, {
     runId,
     consumed,
     messages: toCommit,
+    releaseAs: lane.owner,
     event: {
       worker: deps.workerId,
       steps: loop.steps,
@@ -365,6 +368,7 @@ async function turnBody(
     }
     return { status: 'lost', runId };
   }
+  if (committed.released) lane.committedAndReleased(committed.pending);
   await deps
     .afterCommit?.(chatKey, committed.tokens, budget)
     .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));

@@ -108,10 +108,47 @@ describe('lease and fence', () => {
       consumed: entries.map((e) => e.streamId),
       messages: msgs,
     });
-    expect(res).toEqual({ ok: true, histLen: 3, tokens: 18 });
+    expect(res).toEqual({ ok: true, histLen: 3, tokens: 18, released: false, pending: 0 });
     expect((await store.readHistory('c1')).map(textOf)).toEqual(['one', 'two', 'answer']);
     expect(await store.pendingCount('c1')).toBe(0);
+    // Without the owner the commit keeps the lease: another worker finds the chat busy.
+    expect((await store.acquire('c1', 'w2', 5000)).ok).toBe(false);
     expect(await store.finish('c1', lease.fence, 'w1', 'r1')).toEqual({ ok: true, pending: 0 });
+  });
+
+  it('commit with the owner releases the lease in the same script and counts what is still pending', async () => {
+    for (const id of ['m1', 'm2', 'm3']) await store.ingest('c1', userMessage('c1', id, id), limits);
+    const [first] = await store.readInbox('c1', 1);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('busy');
+    const res = await store.commit('c1', lease.fence, {
+      runId: 'r1',
+      consumed: [first!.streamId],
+      messages: [first!.message],
+      releaseAs: 'w1',
+    });
+    expect(res).toMatchObject({ ok: true, histLen: 1, released: true, pending: 2 });
+    // Released: the next turn takes the chat at once.
+    const next = await store.acquire('c1', 'w2', 5000);
+    expect(next.ok).toBe(true);
+    const types = (await store.readEvents('c1', undefined, 50)).map((e) => e.type);
+    expect(types).not.toContain('fence.rejected');
+    expect(types).not.toContain('lease.takeover');
+  });
+
+  it("a finish after the commit released the lease is a no-op, not a rejection; a later turn's lease is left alone", async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'one'), limits);
+    const [entry] = await store.readInbox('c1', 1);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('busy');
+    const turn = { runId: 'r1', consumed: [entry!.streamId], messages: [entry!.message], releaseAs: 'w1' };
+    expect(await store.commit('c1', lease.fence, turn)).toMatchObject({ ok: true, released: true });
+    expect(await store.finish('c1', lease.fence, 'w1', 'r1')).toEqual({ ok: true, pending: 0 });
+    expect((await store.readEvents('c1', undefined, 50)).map((e) => e.type)).not.toContain('fence.rejected');
+    // Once another turn holds the chat, the old fence's finish is refused and releases nothing.
+    expect((await store.acquire('c1', 'w2', 5000)).ok).toBe(true);
+    expect(await store.finish('c1', lease.fence, 'w1', 'r1')).toEqual({ ok: false, pending: 0 });
+    expect((await store.acquire('c1', 'w3', 5000)).ok).toBe(false);
   });
 
   it('refuses to commit an inbox entry that was already consumed, writing nothing', async () => {

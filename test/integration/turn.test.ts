@@ -110,6 +110,16 @@ describe('a turn', () => {
     expect(newUserTexts(prompts[0]!)).toEqual(['hello']);
   });
 
+  it('commits and releases its lease in one script: no separate finish, and the chat is free at once', async () => {
+    const { model } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingestTexts(deps.store, 'c1', 'hello');
+    const finishes = vi.spyOn(deps.store, 'finish');
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', pending: 0 });
+    expect(finishes).not.toHaveBeenCalled();
+    expect((await deps.store.acquire('c1', 'next', 1000)).ok).toBe(true);
+  });
+
   it('does nothing and calls no model when the inbox is empty', async () => {
     const { model, calls } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);
@@ -301,23 +311,23 @@ describe('fencing', () => {
     const { model } = scriptedModel(async (prompt, call) => {
       if (call === 0) {
         leaseUntils.push(Number((await store.readMeta('c1')).leaseUntil));
-        // The model answers only after three renewals, however long they take to come.
-        await waitFor(async () => renewals.mock.calls.length >= 3, {
+        // The model answers only after five renewals (past the lease), however long they take.
+        await waitFor(async () => renewals.mock.calls.length >= 5, {
           intervalMs: 10,
-          what: 'three renewals',
+          what: 'five renewals',
         });
         leaseUntils.push(Number((await store.readMeta('c1')).leaseUntil));
         expect((await store.acquire('c1', 'other-worker', 1000)).ok).toBe(false);
       }
       return echoScript(prompt, call, {} as never);
     });
-    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 200 }), running: new RunningTurns() };
+    const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 1000 }), running: new RunningTurns() };
     store = deps.store;
     const renewals = vi.spyOn(store, 'renew');
     await ingestTexts(store, 'c1', 'slow one');
     expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', sent: 1 });
     const renewed = await Promise.all(renewals.mock.results.map((r) => r.value));
-    expect(renewed.length).toBeGreaterThanOrEqual(3);
+    expect(renewed.length).toBeGreaterThanOrEqual(5);
     expect(renewed.every((ok) => ok === true)).toBe(true);
     expect(leaseUntils[1]).toBeGreaterThan(leaseUntils[0]!);
     const types = (await store.readEvents('c1', undefined, 50)).map((e) => e.type);

@@ -319,11 +319,21 @@ export class ChatStore {
     return Number(res) === 1;
   }
 
+  /**
+   * The fenced commit of a turn. With `releaseAs` (the lease's owner token) the same script
+   * releases the lease (as `finish` does) and says how many messages are still pending.
+   */
   async commit(
     chatKey: string,
     fence: string,
-    turn: { runId: string; consumed: string[]; messages: ChatMessage[]; event?: Record<string, unknown> },
-  ): Promise<FencedResult<{ histLen: number; tokens: number }>> {
+    turn: {
+      runId: string;
+      consumed: string[];
+      messages: ChatMessage[];
+      event?: Record<string, unknown>;
+      releaseAs?: string;
+    },
+  ): Promise<FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.commit.run(
@@ -335,6 +345,7 @@ export class ChatStore {
           turn.runId,
           tokensOf(turn.messages),
           storedJson(turn.event ?? {}, { tooDeep: 'clip' }),
+          turn.releaseAs ?? '',
           turn.consumed.length,
           ...turn.consumed,
           // The model's own output (tool inputs) is clipped, never a reason to fail the turn.
@@ -342,7 +353,15 @@ export class ChatStore {
         ],
       ),
     );
-    if (raw[0] === 'ok') return { ok: true, histLen: Number(raw[1]), tokens: Number(raw[2]) };
+    if (raw[0] === 'ok') {
+      return {
+        ok: true,
+        histLen: Number(raw[1]),
+        tokens: Number(raw[2]),
+        released: Number(raw[3]) === 1,
+        pending: Number(raw[4]),
+      };
+    }
     return fencedRefusal(raw);
   }
 

@@ -1,5 +1,6 @@
 --[[
-  Append a turn's messages to history and consume its inbox entries, iff fenced.
+  Append a turn's messages to history and consume its inbox entries, iff fenced; with an
+  owner token, also release the turn lease (iff that owner holds it), as finish.lua does.
 
   KEYS[1] meta
   KEYS[2] hist
@@ -12,12 +13,14 @@
   ARGV[3] runId
   ARGV[4] tokens added (sum of metadata.tokens of the messages)
   ARGV[5] event data JSON, merged into the turn.committed event
-  ARGV[6] n = number of consumed inbox stream ids
-  ARGV[7 .. 6+n]   consumed inbox stream ids
-  ARGV[7+n .. #ARGV] message JSONs, in history order
+  ARGV[6] owner token: release the lease after the commit ('' = keep it)
+  ARGV[7] n = number of consumed inbox stream ids
+  ARGV[8 .. 7+n]   consumed inbox stream ids
+  ARGV[8+n .. #ARGV] message JSONs, in history order
 
-  Returns { 'ok', histLen, tokensTotal } | { 'fenced-out', currentFence }
+  Returns { 'ok', histLen, tokensTotal, released (1|0), pending } | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
+    pending: the inbox length after the commit (what finish.lua would return)
 ]]
 -- @include "fence"
 -- @include "consume"
@@ -25,18 +28,23 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
-local n = tonumber(ARGV[6])
-local missing = firstMissing(KEYS[3], 7, n)
+local n = tonumber(ARGV[7])
+local missing = firstMissing(KEYS[3], 8, n)
 if missing then
   return { 'missing', missing }
 end
-local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 7, n, ARGV[4])
+local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 8, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
 local data = cjson.decode(ARGV[5])
 data.runId = ARGV[3]
 data.fence = ARGV[1]
 data.consumed = n
-data.appended = #ARGV - 6 - n
+data.appended = #ARGV - 7 - n
 data.tokens = tokens
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
-return { 'ok', histLen, tokens }
+local released = 0
+if ARGV[6] ~= '' and redis.call('HGET', KEYS[1], 'owner') == ARGV[6] then
+  redis.call('HDEL', KEYS[1], 'owner', 'leaseUntil')
+  released = 1
+end
+return { 'ok', histLen, tokens, released, redis.call('XLEN', KEYS[3]) }

@@ -11,9 +11,14 @@
   ARGV[4] runId
 
   Returns { 'ok', pending } | { 'fenced-out', pending }
+    ok also when this fence's lease is already released (by commit.lua, or a finish resent
+    after a reconnect): no owner and the fence unchanged means no turn took the chat since.
 ]]
 -- @include "fence"
 local pending = redis.call('XLEN', KEYS[2])
+if currentFence(KEYS[1]) == ARGV[1] and not redis.call('HGET', KEYS[1], 'owner') then
+  return { 'ok', pending }
+end
 if currentFence(KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then
   rejectFence(KEYS[1], KEYS[3], ARGV[3], 'finish', ARGV[1], ARGV[4])
   return { 'fenced-out', pending }
