@@ -79,20 +79,18 @@ export type AcquireResult =
 
 const streamEntries = z.array(z.tuple([z.string(), z.array(z.string())]));
 
-/** acquire.lua's reply (Lua false arrives as null). */
-const acquireReply = z.union([
-  z.tuple([z.literal('busy'), z.number()]),
-  z.tuple([
-    z.literal('ok'),
-    z.number(),
-    z.array(z.string()),
-    z.string().nullable(),
-    z.string().nullable(),
-    z.array(z.string()),
-    z.number(),
-    streamEntries,
-    z.string().nullable(),
-  ]),
+/** acquire.lua's replies (Lua false arrives as null), told apart by their first element. */
+const acquireBusy = z.tuple([z.literal('busy'), z.number()]);
+const acquireOk = z.tuple([
+  z.literal('ok'),
+  z.number(),
+  z.array(z.string()),
+  z.string().nullable(),
+  z.string().nullable(),
+  z.array(z.string()),
+  z.number(),
+  streamEntries,
+  z.string().nullable(),
 ]);
 
 /** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
@@ -285,15 +283,14 @@ export class ChatStore {
    */
   async acquire(chatKey: string, owner: string, leaseMs: number, reads = NO_READS): Promise<AcquireResult> {
     const k = this.keys(chatKey);
-    const raw = acquireReply.parse(
-      await scripts.acquire.run(
-        this.redis,
-        [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory],
-        [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
-      ),
+    const reply = await scripts.acquire.run(
+      this.redis,
+      [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory],
+      [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
     );
-    if (raw[0] === 'busy') return { ok: false, ttlMs: raw[1] };
-    const [, fence, sends, route, head, window, histLen, pending, memory] = raw;
+    // Not a z.union: trying 'busy' first would build a failed parse on every acquire.
+    if (Array.isArray(reply) && reply[0] === 'busy') return { ok: false, ttlMs: acquireBusy.parse(reply)[1] };
+    const [, fence, sends, route, head, window, histLen, pending, memory] = acquireOk.parse(reply);
     return {
       ok: true,
       fence: String(fence),
