@@ -75,10 +75,12 @@ export function jsonTextDepth(text: string, limit = Number.POSITIVE_INFINITY): n
 const wellFormed = (s: string) => (s.isWellFormed() ? s : s.toWellFormed());
 
 /**
- * A copy of `value` that cjson can decode: well-formed strings, at most `maxDepth` levels.
- * Deeper subtrees throw UnstorableError (`tooDeep: 'throw'`) or become TOO_DEEP_MARKER.
- * Values that JSON drops or turns into null (undefined, functions, NaN) are left for
- * JSON.stringify to treat as it always does.
+ * `value` as cjson can decode it: well-formed strings, at most `maxDepth` levels. Deeper
+ * subtrees throw UnstorableError (`tooDeep: 'throw'`) or become TOO_DEEP_MARKER. Values that
+ * JSON drops or turns into null (undefined, functions, NaN) are left for JSON.stringify to
+ * treat as it always does. Only what had to change is copied: nearly every value is already
+ * storable and comes back as the same object, which spares a deep copy of every message a
+ * turn commits (garbage the worker's GC paid for at thousands of turns in flight).
  */
 export function storable(
   value: unknown,
@@ -95,10 +97,34 @@ export function storable(
     // toJSON first (Date and friends), as JSON.stringify would.
     const json = (v as { toJSON?: () => unknown }).toJSON;
     if (typeof json === 'function') return walk(json.call(v), depth);
-    if (Array.isArray(v)) return v.map((item) => walk(item, depth + 1));
-    const out: Record<string, unknown> = {};
-    for (const [k, item] of Object.entries(v)) out[wellFormed(k)] = walk(item, depth + 1);
-    return out;
+    if (Array.isArray(v)) {
+      let out: unknown[] | undefined;
+      for (let i = 0; i < v.length; i++) {
+        const item: unknown = v[i];
+        const fixed = walk(item, depth + 1);
+        if (out) out.push(fixed);
+        else if (!Object.is(fixed, item)) {
+          out = v.slice(0, i);
+          out.push(fixed);
+        }
+      }
+      return out ?? v;
+    }
+    const record = v as Record<string, unknown>;
+    const keys = Object.keys(record);
+    let out: Record<string, unknown> | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const item = record[key];
+      const fixed = walk(item, depth + 1);
+      const fixedKey = wellFormed(key);
+      if (!out && (fixedKey !== key || !Object.is(fixed, item))) {
+        out = {};
+        for (let j = 0; j < i; j++) out[keys[j]!] = record[keys[j]!];
+      }
+      if (out) out[fixedKey] = fixed;
+    }
+    return out ?? v;
   };
   return walk(value, 0);
 }
