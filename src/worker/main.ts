@@ -160,7 +160,13 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:worker');
   opened.add(() => closeRedis(connection));
-  const store = new ChatStore(connection, {
+  // The store gets a connection of its own. BullMQ defines its ~60 Lua commands on the
+  // connection it is given, and ioredis copies every defined command into each pipeline it
+  // builds (with auto-pipelining: once per batch): ~25 KB of garbage per store call on the
+  // shared connection, the largest allocation of a turn at 2,000 turns in flight.
+  const storeConnection = createRedisClient(config, 'worker', 'chatlane:worker-store');
+  opened.add(() => closeRedis(storeConnection));
+  const store = new ChatStore(storeConnection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
