@@ -45,20 +45,22 @@ export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worke
     if (!parsed.success)
       throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
     const { chatKey } = parsed.data;
-    const logger = deps.logger.child({ jobId: job.id, chatKey });
     // The last attempt fails the batch rather than throw, so a message that keeps failing
     // the turn cannot block its chat: attempts count only failures that were not the model's.
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? DEFAULT_ATTEMPTS);
     let outcome: TurnOutcome;
     try {
-      outcome = await runTurn({ ...deps, logger }, chatKey, { finalAttempt });
+      outcome = await runTurn(deps, chatKey, { finalAttempt, jobId: job.id });
     } catch (err) {
       if (!(err instanceof ModelUnavailableError)) throw err;
       // Back off per start of this job (exponential, capped), without spending an attempt:
       // however long the model is down, its messages are neither dropped nor failed.
       const { baseMs, maxMs } = opts.modelBackoff ?? { baseMs: 2000, maxMs: 60_000 };
       const delay = modelRetryDelay(job.attemptsStarted, baseMs, maxMs);
-      logger.warn({ kind: err.kind, retryInMs: delay, err: err.cause }, 'model unavailable; turn delayed');
+      deps.logger.warn(
+        { jobId: job.id, chatKey, kind: err.kind, retryInMs: delay, err: err.cause },
+        'model unavailable; turn delayed',
+      );
       await job.moveToDelayed(Date.now() + delay, token);
       throw new ModelWaitError();
     }

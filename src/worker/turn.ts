@@ -85,6 +85,8 @@ export interface TurnOptions {
    * the batch (TURN_FAILED) instead of being thrown, so the chat moves on.
    */
   finalAttempt?: boolean;
+  /** The queue job running this turn, named in the turn's log lines. */
+  jobId?: string | undefined;
 }
 
 const DEFAULT_MEMORY_MAX_TOKENS = 1000;
@@ -113,7 +115,10 @@ export type TurnOutcome =
  */
 export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions = {}): Promise<TurnOutcome> {
   const runId = randomUUID();
-  const logger = deps.logger.child({ chatKey, runId });
+  // One child logger per turn (at thousands of turns in flight each one is kept until the end).
+  const logger = deps.logger.child(
+    opts.jobId === undefined ? { chatKey, runId } : { jobId: opts.jobId, chatKey, runId },
+  );
   const { store, settings } = deps;
   const acquired = await Lane.acquire(store, {
     chatKey,
