@@ -1,9 +1,10 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import { ConfigError } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
+import { toolInput } from './tools/input.js';
 
 /** One skill of SKILLS_DIR (the Agent Skills layout: `<folder>/SKILL.md` with front matter). */
 export interface Skill {
@@ -69,7 +70,7 @@ export function loadSkills(dir: string | undefined, logger: Logger): Skill[] {
   return [...skills.values()];
 }
 
-const INPUT = zodSchema(z.object({ name: z.string().max(200) }));
+const INPUT = toolInput(z.object({ name: z.string().max(200) }));
 
 /** `skills_load`: built once at start; the body comes back as the tool result the model reads next. */
 export function createSkillsTool(skills: Skill[]) {

@@ -1,8 +1,9 @@
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import type { Logger } from '../../../shared/logger.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import { type DeliveryTrigger, writeOutbox } from '../../outbox.js';
+import { toolInput } from './input.js';
 
 export interface ChatSendContext {
   store: ChatStore;
@@ -35,8 +36,8 @@ export const CHAT_SEND_MAX_CHARS = 8000;
 const REFUSED_AS_SENT =
   'Not sent: the person already received this exact text before a restart. Continue from there.';
 
-// Built once: the SDK converts a bare zod schema to JSON Schema again on every step.
-const INPUT = zodSchema(z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }));
+// Built once (toolInput): the SDK converts a bare zod schema to JSON Schema again on every step.
+const INPUT = toolInput(z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHARS) }));
 
 /**
  * `chat_send`: the model's only way to reach the user. Each write is fenced, so a turn that

@@ -1,8 +1,9 @@
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import type { Logger } from '../../../shared/logger.js';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
 import { type DeliveryTrigger, triggerDelivery } from '../../outbox.js';
+import { toolInput } from './input.js';
 
 export interface ContactSendContext {
   contacts: ContactBook;
@@ -15,7 +16,7 @@ export interface ContactSendContext {
   logger: Logger;
 }
 
-const INPUT = zodSchema(
+const INPUT = toolInput(
   z.object({
     username: z.string().min(1).max(200),
     text: z.string().min(1).max(8000),

@@ -1,4 +1,4 @@
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
@@ -10,6 +10,7 @@ import {
   listContexts,
   switchContext,
 } from '../../../shared/store/contexts.js';
+import { toolInput } from './input.js';
 
 export interface ContextToolDeps {
   store: ChatStore;
@@ -21,17 +22,17 @@ export interface ContextToolDeps {
   rebase: (context: ChatMessage[]) => Promise<void>;
 }
 
-// Built once: the SDK converts a bare zod schema to JSON Schema again on every step.
-const NEW_INPUT = zodSchema(
+// Built once (toolInput): the SDK converts a bare zod schema to JSON Schema again on every step.
+const NEW_INPUT = toolInput(
   z.object({ title: z.string().max(120).optional(), reason: z.string().max(500).optional() }),
 );
-const LIST_INPUT = zodSchema(z.object({ limit: z.number().int().min(1).max(50).optional() }));
-const LOAD_INPUT = zodSchema(
+const LIST_INPUT = toolInput(z.object({ limit: z.number().int().min(1).max(50).optional() }));
+const LOAD_INPUT = toolInput(
   z
     .object({ contextId: z.string().max(40).optional(), query: z.string().max(500).optional() })
     .refine((v) => v.contextId || v.query, 'give contextId or query'),
 );
-const CLEAR_INPUT = zodSchema(z.object({}));
+const CLEAR_INPUT = toolInput(z.object({}));
 
 /**
  * Tool-driven context switching (seed 003): no automatic judge; the model decides when the

@@ -1,8 +1,9 @@
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import { messageText } from '../../../shared/messages.js';
 import { readRecentArchive } from '../../../shared/store/archive.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
+import { toolInput } from './input.js';
 
 /** How many archive entries a search reads (newest first): bounds its cost. */
 export const SEARCH_ARCHIVE_ENTRIES = 500;
@@ -68,7 +69,7 @@ export async function searchHistory(
   return hits.slice(0, limit);
 }
 
-const INPUT = zodSchema(
+const INPUT = toolInput(
   z.object({
     query: z.string().min(1).max(500),
     limit: z.number().int().min(1).max(20).optional(),

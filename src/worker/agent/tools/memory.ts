@@ -1,7 +1,8 @@
-import { tool, zodSchema } from 'ai';
+import { tool } from 'ai';
 import { z } from 'zod';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import { writeMemory } from '../../../shared/store/memory.js';
+import { toolInput } from './input.js';
 
 export interface MemoryToolDeps {
   store: ChatStore;
@@ -14,7 +15,7 @@ export interface MemoryToolDeps {
 }
 
 // Built once; the token cap is checked by writeMemory, this only bounds the tokenizer's work.
-const INPUT = zodSchema(z.object({ content: z.string().max(200_000) }));
+const INPUT = toolInput(z.object({ content: z.string().max(200_000) }));
 
 /**
  * `chat_memory_update`: the model replaces this chat's memory document. A fenced write like
