@@ -27,18 +27,24 @@ export type ConnectionRole = 'worker' | 'ingress';
 export interface ConnectionTuning {
   /** Ingress only: ms after which a command is given up (0 = never). */
   commandTimeoutMs?: number | undefined;
+  /**
+   * Off for a connection BullMQ defines its Lua commands on: ioredis copies every defined
+   * command into each auto-pipeline batch it builds (~25 KB of garbage per batch with
+   * BullMQ's ~60), which costs more than the syscalls batching saves.
+   */
+  autoPipelining?: boolean | undefined;
 }
 
 export function redisOptions(role: ConnectionRole, tuning: ConnectionTuning = {}): RedisOptions {
   // Auto-pipelining batches the commands of concurrent turns issued in one tick into one
   // socket write: fewer syscalls per turn, same ordering per connection.
-  if (role === 'worker')
-    return { maxRetriesPerRequest: null, enableReadyCheck: true, enableAutoPipelining: true };
+  const enableAutoPipelining = tuning.autoPipelining ?? true;
+  if (role === 'worker') return { maxRetriesPerRequest: null, enableReadyCheck: true, enableAutoPipelining };
   return {
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
     connectTimeout: 2000,
-    enableAutoPipelining: true,
+    enableAutoPipelining,
     ...(tuning.commandTimeoutMs ? { commandTimeout: tuning.commandTimeoutMs } : {}),
   };
 }
@@ -72,16 +78,17 @@ export function clusterOptions(
     if (u.password) node.password = decodeURIComponent(u.password);
     if (u.protocol === 'rediss:') node.tls = {};
   }
+  const enableAutoPipelining = tuning.autoPipelining ?? true;
   if (role === 'worker') {
     return {
       enableReadyCheck: true,
-      enableAutoPipelining: true,
+      enableAutoPipelining,
       redisOptions: { ...node, maxRetriesPerRequest: null },
     };
   }
   return {
     enableOfflineQueue: false,
-    enableAutoPipelining: true,
+    enableAutoPipelining,
     redisOptions: {
       ...node,
       maxRetriesPerRequest: 1,
@@ -97,8 +104,9 @@ export function createRedisClient(
     Partial<Pick<Config, 'REDIS_COMMAND_TIMEOUT_MS'>>,
   role: ConnectionRole,
   connectionName?: string,
+  opts: Pick<ConnectionTuning, 'autoPipelining'> = {},
 ): RedisClient {
-  const tuning = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS };
+  const tuning = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, ...opts };
   if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName, tuning);
   const options = clusterOptions(role, config.REDIS_URL, tuning);
   if (connectionName) options.redisOptions = { ...options.redisOptions, connectionName };

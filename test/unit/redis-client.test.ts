@@ -50,6 +50,15 @@ describe('createRedisClient', () => {
     expect(cluster).toBeInstanceOf(Cluster);
   });
 
+  it('auto-pipelines by default and not on a connection opened without it (BullMQ\'s), single or Cluster', () => {
+    const nodes = loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:1' });
+    for (const config of [loadConfig({}), nodes]) {
+      expect(lazy(createRedisClient(config, 'worker')).options.enableAutoPipelining).toBe(true);
+      const off = lazy(createRedisClient(config, 'worker', 'bullmq', { autoPipelining: false }));
+      expect(off.options.enableAutoPipelining).toBe(false);
+    }
+  });
+
   it('keeps the role semantics on a Cluster: workers wait, the ingress fails fast', () => {
     const worker = clusterOptions('worker');
     expect(worker.redisOptions?.maxRetriesPerRequest).toBeNull();
