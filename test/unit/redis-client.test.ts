@@ -50,7 +50,7 @@ describe('createRedisClient', () => {
     expect(cluster).toBeInstanceOf(Cluster);
   });
 
-  it('auto-pipelines by default and not on a connection opened without it (BullMQ\'s), single or Cluster', () => {
+  it("auto-pipelines by default and not on a connection opened without it (BullMQ's), single or Cluster", () => {
     const nodes = loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:1' });
     for (const config of [loadConfig({}), nodes]) {
       expect(lazy(createRedisClient(config, 'worker')).options.enableAutoPipelining).toBe(true);
