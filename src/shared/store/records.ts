@@ -1,0 +1,221 @@
+import { z } from 'zod';
+import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import { parseJsonAs } from '../parse-json.js';
+import type { StoreRetention } from '../retention.js';
+
+/**
+ * What the chat store reads and returns: the records of a chat's streams and the replies of
+ * its scripts, with the zod schemas and parsers that turn raw Redis replies into them.
+ */
+
+export interface StoreOptions {
+  prefix: string;
+  maxEvents: number;
+  /** Caps the scripts enforce (config: storeRetentionOf); defaults for the rest. */
+  retention?: Partial<StoreRetention>;
+}
+
+export type IngestResult =
+  | { status: 'accepted'; streamId: string }
+  | { status: 'duplicate' }
+  | { status: 'full'; pending: number };
+
+/**
+ * A chat_send of a turn that has not committed (yet): the person may have seen it, history
+ * does not hold it. `seen` is the last inbox stream id that turn had given its model when it
+ * sent, so a takeover can place the reply after the messages it answered.
+ */
+export interface UncommittedSend {
+  id: string;
+  runId: string;
+  fence: string;
+  text: string;
+  ts: number;
+  seen: string;
+}
+
+const uncommittedSendSchema = z.object({
+  id: z.string(),
+  runId: z.string(),
+  fence: z.string(),
+  text: z.string(),
+  ts: z.coerce.number(),
+  seen: z.string(),
+});
+
+/** How many uncommitted sends a chat keeps (a long chain of crashed turns keeps the newest). */
+export const MAX_UNCOMMITTED_SENDS = 100;
+
+/** How much of the chat a turn reads with its lease: the newest history, the oldest pending. */
+export interface TurnReads {
+  windowMessages: number;
+  maxPending: number;
+}
+
+export const NO_READS: TurnReads = { windowMessages: 0, maxPending: 0 };
+
+/** What a turn starts from: the history window (plus the summary at the head), pending messages, memory. */
+export interface TurnInput {
+  window: HistoryWindow;
+  pending: InboxEntry[];
+  memory: string | undefined;
+}
+
+export type AcquireResult =
+  | {
+      ok: true;
+      fence: string;
+      uncommitted: UncommittedSend[];
+      /** The chat's reply route as stored (meta.route), if it has one. */
+      route: string | undefined;
+      /** Read under the new lease, in the same round trip (empty for `NO_READS`). */
+      input: TurnInput;
+    }
+  | { ok: false; ttlMs: number };
+
+const streamEntries = z.array(z.tuple([z.string(), z.array(z.string())]));
+
+/** acquire.lua's replies (Lua false arrives as null), told apart by their first element. */
+export const acquireBusy = z.tuple([z.literal('busy'), z.number()]);
+export const acquireOk = z.tuple([
+  z.literal('ok'),
+  z.number(),
+  z.array(z.string()),
+  z.string().nullable(),
+  z.string().nullable(),
+  z.array(z.string()),
+  z.number(),
+  streamEntries,
+  z.string().nullable(),
+]);
+
+/** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
+export interface SweepState {
+  pending: number;
+  /** `free`: no owner; `live`: held, `leaseMs` left; `expired`: ran out `leaseMs` ago, never released. */
+  lease: 'free' | 'live' | 'expired';
+  leaseMs: number;
+  /** The chat has a reply route and outbox items its delivery has not reached. */
+  undelivered: boolean;
+  /** Contact sends of this chat not yet written to their target (a crash in between). */
+  relays: number;
+}
+
+export type FencedResult<T> =
+  | ({ ok: true } & T)
+  | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
+
+export interface InboxEntry {
+  streamId: string;
+  message: ChatMessage;
+}
+
+export interface OutboxItem {
+  id: string;
+  text: string;
+  ts: number;
+  runId: string;
+  /** Set when another chat's turn sent this (chat_contact_send): that chat's key. */
+  from?: string;
+  /** `failure`: chatlane's notice that a message could not be processed, not the model's words. */
+  notice?: 'failure';
+}
+
+export interface ChatEvent {
+  id: string;
+  type: string;
+  ts: number;
+  data: Record<string, unknown>;
+}
+
+export interface HistoryWindow {
+  /** The first history message when it is a summary and lies outside the window. */
+  summary: ChatMessage | undefined;
+  messages: ChatMessage[];
+  total: number;
+}
+
+export type StreamEntry = [id: string, fields: string[]];
+
+/** The reply of most store scripts: a status string, then strings and numbers. */
+export const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+
+/** Sum of `metadata.tokens`: what a fenced append adds to the chat's token count. */
+export function tokensOf(messages: ChatMessage[]): number {
+  return messages.reduce((sum, m) => sum + (m.metadata?.tokens ?? 0), 0);
+}
+
+/** The refusal of a fenced append script (commit.lua, fail.lua): `missing` or `fenced-out`. */
+export function fencedRefusal(raw: z.infer<typeof tuple>): FencedResult<never> {
+  return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+}
+
+export function fieldsOf(fields: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
+  return map;
+}
+
+/** One outbox stream entry as the API and the senders see it. */
+export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
+  const f = fieldsOf(fields);
+  const from = f.get('from');
+  const notice = f.get('notice');
+  return {
+    id,
+    text: f.get('text') ?? '',
+    ts: Number(f.get('ts') ?? streamIdTime(id)),
+    runId: f.get('runId') ?? '',
+    ...(from !== undefined && { from }),
+    ...(notice === 'failure' && { notice }),
+  };
+}
+
+/** One events stream entry as the API and the live stream show it. */
+export function chatEventOf([id, fields]: StreamEntry): ChatEvent {
+  const f = fieldsOf(fields);
+  let data: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(f.get('data') ?? '{}');
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      data = parsed as Record<string, unknown>;
+  } catch {
+    // An unreadable event payload is shown empty rather than failing the listing.
+  }
+  return { id, type: f.get('type') ?? 'unknown', ts: streamIdTime(id), data };
+}
+
+/** An unreadable record is skipped: it only costs a possible repeat, never the turn. */
+export function parseUncommitted(raw: string | number): UncommittedSend[] {
+  const send = parseJsonAs(uncommittedSendSchema, String(raw));
+  return send ? [send] : [];
+}
+
+/** A turn's input from the raw reads of its history head and window, inbox and memory. */
+export function turnInputOf(
+  head: string | null,
+  window: string[],
+  total: number,
+  entries: StreamEntry[],
+  memory: string | null,
+): TurnInput {
+  const messages = window.map(parseStoredMessage);
+  let summary: ChatMessage | undefined;
+  if (head && total > messages.length) {
+    const first = parseStoredMessage(head);
+    if (first.metadata.kind === 'summary') summary = first;
+  }
+  return {
+    memory: memory ?? undefined,
+    window: { summary, messages, total },
+    pending: entries.map(([streamId, fields]) => ({
+      streamId,
+      message: parseStoredMessage(fieldsOf(fields).get('m') ?? ''),
+    })),
+  };
+}
+
+/** Stream ids are `ms-seq`; the millisecond part is the time Redis accepted the entry. */
+export function streamIdTime(id: string): number {
+  return Number(id.split('-')[0]);
+}
