@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FakeTelegram, messageUpdate } from '../../src/fake-telegram/server.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
 import { type RoleProcess, startRole } from '../helpers/processes.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { telegramEnv } from '../helpers/telegram.js';

@@ -1,10 +1,10 @@
 import { expect } from 'vitest';
+import { BOT, FakeTelegram, messageUpdate } from '../../src/fake-telegram/server.js';
 import { type Config, loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { BOT, FakeTelegram, messageUpdate } from './fake-telegram.js';
 import { type TestIngress, testIngress } from './ingress.js';
 import { REDIS_ENV } from './redis.js';
 

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { FakeTelegram } from '../../src/fake-telegram/server.js';
 import { classifySendError } from '../../src/shared/delivery/chat-sdk-sender.js';
 import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
@@ -11,7 +12,6 @@ import { waitReady } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
-import type { FakeTelegram } from '../helpers/fake-telegram.js';
 import type { TestIngress } from '../helpers/ingress.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';

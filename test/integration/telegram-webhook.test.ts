@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BOT, FakeTelegram, messageUpdate } from '../../src/fake-telegram/server.js';
 import { HttpError } from '../../src/ingress/errors.js';
 import { createIngest, type Ingest } from '../../src/ingress/ingest.js';
 import { loadConfig } from '../../src/shared/config.js';
@@ -7,7 +8,6 @@ import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { BOT, FakeTelegram, messageUpdate } from '../helpers/fake-telegram.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { deletePrefix, keysUnder, REDIS_ENV, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { TELEGRAM_SECRET, telegramHeaders, telegramRuntime } from '../helpers/telegram.js';

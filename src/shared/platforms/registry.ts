@@ -19,7 +19,7 @@ import { whatsapp } from './whatsapp.js';
  *      sender for `route.channel = <name>`, the start-up check stops the process on a
  *      half-configured platform;
  *   4. test it end to end against a local fake of the platform's API (see
- *      test/integration/telegram-webhook.test.ts and test/helpers/fake-telegram.ts), and
+ *      test/integration/telegram-webhook.test.ts and src/fake-telegram/server.ts), and
  *      add its subsection under "Connecting platforms" in the README.
  */
 export const PLATFORMS: readonly PlatformModule<unknown>[] = [
