@@ -15,7 +15,7 @@ const RENEW_MS = 4000;
  * Keyed by chatKey: a process runs at most one turn of a chat at a time (the chat's lease).
  */
 export class TypingIndicator {
-  private readonly active = new Map<string, NodeJS.Timeout | undefined>();
+  private readonly active = new Map<string, NodeJS.Timeout>();
 
   constructor(
     private readonly senders: SenderRegistry,
@@ -26,32 +26,22 @@ export class TypingIndicator {
   /** `route`: the chat's stored reply route (meta.route); a chat without one shows nothing. */
   start(chatKey: string, route: string | undefined): void {
     if (route === undefined || this.active.has(chatKey)) return;
-    this.active.set(chatKey, undefined);
-    try {
-      this.begin(chatKey, route);
-    } catch (err) {
-      this.logger.debug({ err, chatKey }, 'typing indicator failed');
-    }
+    const decoded = decodeRoute(route);
+    const sender = decoded ? this.senders.get(decoded.channel) : undefined;
+    const threadId = decoded?.threadId;
+    if (!sender?.typing || !threadId) return;
+    const typing = sender.typing.bind(sender);
+    // A sender should not throw; one that does must not become an unhandled rejection.
+    const tick = () =>
+      void typing(threadId).catch((err: unknown) =>
+        this.logger.debug({ err, chatKey }, 'typing indicator failed'),
+      );
+    tick();
+    this.active.set(chatKey, setInterval(tick, this.renewMs).unref());
   }
 
   stop(chatKey: string): void {
-    clearTimeout(this.active.get(chatKey));
+    clearInterval(this.active.get(chatKey));
     this.active.delete(chatKey);
-  }
-
-  private begin(chatKey: string, stored: string): void {
-    const route = decodeRoute(stored);
-    const sender = route ? this.senders.get(route.channel) : undefined;
-    const threadId = route?.threadId;
-    if (!sender?.typing || !threadId) return;
-    const typing = sender.typing.bind(sender);
-    const tick = () => {
-      if (!this.active.has(chatKey)) return;
-      void typing(threadId);
-      const timer = setTimeout(tick, this.renewMs);
-      timer.unref();
-      this.active.set(chatKey, timer);
-    };
-    tick();
   }
 }
