@@ -28,6 +28,7 @@ import {
   counted,
   cpuMeter,
   deletePrefix,
+  inBatches,
   mean,
   median,
   medianOf,
@@ -534,10 +535,6 @@ interface LatencyMeasurement {
   processCpuUsPerTurn: number;
   redisCpuUsPerTurn: number;
   complete: boolean;
-}
-
-async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
 }
 
 async function measureLatency(

@@ -16,6 +16,7 @@ import {
   type CpuShare,
   cpuMeter,
   deletePrefix,
+  inBatches,
   medianOf,
   meets,
   progress,
@@ -96,11 +97,6 @@ export interface TurnsRun {
 }
 
 const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
-
-/** Runs `fn` over `items` with at most `width` in flight: seeding is not measured, only bounded. */
-async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
-}
 
 /** A stopwatch end: `finish()` records the time, `done` rejects if it never comes. */
 function completion(timeoutMs: number, what: string) {

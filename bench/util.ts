@@ -255,6 +255,11 @@ export function userMessage(chatKey: string, id: string, text: string): ChatMess
   };
 }
 
+/** Runs `fn` over `items` with at most `width` in flight: seeding is not measured, only bounded. */
+export async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
+}
+
 /** Appends `value` to `record[key]`, creating the list on first use. */
 export function pushTo<T>(record: Record<string, T[]>, key: string | number, value: T): void {
   const list = record[key];
