@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Queue } from 'bullmq';
-import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
+import { createQueue, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
@@ -13,8 +13,8 @@ import {
   randomPrefix,
   redisCpuSeconds,
   round,
+  seedChats,
   sleep,
-  userMessage,
 } from './util.js';
 
 /**
@@ -96,22 +96,8 @@ export class BenchChats {
   }
 
   /** `ingest` + `enqueueTurn` per message, at most `width` chats at once (not measured). */
-  async seed(chatKeys: string[], messagesPerChat: number, width = 200): Promise<void> {
-    const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
-    for (let i = 0; i < chatKeys.length; i += width) {
-      await Promise.all(
-        chatKeys.slice(i, i + width).map(async (chatKey) => {
-          for (let m = 0; m < messagesPerChat; m++) {
-            await this.store.ingest(
-              chatKey,
-              userMessage(chatKey, `m${m}`, `message ${m} of ${chatKey}`),
-              limits,
-            );
-            await enqueueTurn(this.turns, chatKey);
-          }
-        }),
-      );
-    }
+  seed(chatKeys: string[], messagesPerChat: number, width = 200): Promise<void> {
+    return seedChats(this.store, this.turns, chatKeys, messagesPerChat, width);
   }
 
   /** Chats whose inbox is not empty yet. */

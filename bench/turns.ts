@@ -1,7 +1,7 @@
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../src/shared/config.js';
-import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
+import { createQueue, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { queuePrefix } from '../src/shared/keys.js';
 import { silentLogger } from '../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
@@ -16,15 +16,14 @@ import {
   type CpuShare,
   cpuMeter,
   deletePrefix,
-  inBatches,
   medianOf,
   meets,
   progress,
   REDIS_URL,
   randomPrefix,
   round,
+  seedChats,
   type Target,
-  userMessage,
 } from './util.js';
 
 /**
@@ -96,8 +95,6 @@ export interface TurnsRun {
   cpuRatio: number;
 }
 
-const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
-
 /** A stopwatch end: `finish()` records the time, `done` rejects if it never comes. */
 function completion(timeoutMs: number, what: string) {
   let resolve!: (at: number) => void;
@@ -135,13 +132,7 @@ export async function measureChatlane(opts: TurnsOptions, run: number): Promise<
     await waitReady(seeder, 10_000);
     const seedStore = new ChatStore(seeder, { prefix, maxEvents: config.EVENTS_MAX_LEN });
     const seedQueue = createQueue<TurnJob>(prefix, QUEUES.turns, seeder);
-    // As the ingress does it: ingest, then ask for a turn (deduplicated per chat).
-    await inBatches(chatKeys, 200, async (chatKey) => {
-      for (let m = 0; m < opts.messagesPerChat; m++) {
-        await seedStore.ingest(chatKey, userMessage(chatKey, `m${m}`, `message ${m} of ${chatKey}`), limits);
-        await enqueueTurn(seedQueue, chatKey);
-      }
-    });
+    await seedChats(seedStore, seedQueue, chatKeys, opts.messagesPerChat);
     await seedQueue.close();
     progress(`turns run ${run + 1}: chatlane seeded ${total} messages in ${opts.chats} chats`);
 

@@ -2,8 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { enqueueTurn, type TurnJob } from '../src/shared/jobs.js';
 import type { ChatMessage } from '../src/shared/messages.js';
+import type { ChatStore } from '../src/shared/store/chat-store.js';
 import { messageTokens } from '../src/shared/tokens.js';
 
 /** Shared helpers of the benchmarks: stats, key hygiene, child servers, progress. */
@@ -258,6 +261,26 @@ export function userMessage(chatKey: string, id: string, text: string): ChatMess
 /** Runs `fn` over `items` with at most `width` in flight: seeding is not measured, only bounded. */
 export async function inBatches<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   for (let i = 0; i < items.length; i += width) await Promise.all(items.slice(i, i + width).map(fn));
+}
+
+/**
+ * Writes `messagesPerChat` user messages into each chat as the ingress does it: `ingest`, then
+ * ask for a turn (deduplicated per chat); at most `width` chats at once (not measured).
+ */
+export async function seedChats(
+  store: ChatStore,
+  turns: Queue<TurnJob>,
+  chatKeys: string[],
+  messagesPerChat: number,
+  width = 200,
+): Promise<void> {
+  const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
+  await inBatches(chatKeys, width, async (chatKey) => {
+    for (let m = 0; m < messagesPerChat; m++) {
+      await store.ingest(chatKey, userMessage(chatKey, `m${m}`, `message ${m} of ${chatKey}`), limits);
+      await enqueueTurn(turns, chatKey);
+    }
+  });
 }
 
 /** Appends `value` to `record[key]`, creating the list on first use. */
