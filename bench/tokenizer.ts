@@ -38,16 +38,18 @@ export const TOKENIZER_DEFAULTS: TokenizerOptions = {
 const kb = (text: string) => Buffer.byteLength(text, 'utf8') / 1024;
 
 /**
- * CPU µs of `fn` (user + system of this process): on a shared box a neighbour can take the
- * core mid-measurement, which wall time counts and CPU time does not. The merge caches
- * (gpt-tokenizer's for `before`, chatlane's own for the rest) are emptied first, so nothing
- * measured is a cache hit from an earlier call.
+ * Empties the merge caches (gpt-tokenizer's for `before`, chatlane's own for the rest), so
+ * nothing measured is a cache hit from an earlier call.
  */
 function clearCaches(): void {
   clearMergeCache();
   clearCountCache();
 }
 
+/**
+ * CPU µs of `fn` (user + system of this process): on a shared box a neighbour can take the
+ * core mid-measurement, which wall time counts and CPU time does not. Caches cleared first.
+ */
 function cpuUs(fn: () => unknown): number {
   clearCaches();
   const t0 = process.cpuUsage();
