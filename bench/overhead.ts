@@ -11,6 +11,7 @@ import {
   pushTo,
   randomPrefix,
   round,
+  sleep,
   type Target,
 } from './util.js';
 
@@ -153,7 +154,7 @@ async function measureBare(
       // Node writes the profiles on a normal exit: end its stdin and let it finish.
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.stdin!.end();
-      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+      await Promise.race([exited, sleep(30_000)]);
     }
     child.kill('SIGKILL');
   }
