@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createQueue, type DeliveryJob, QUEUES } from '../../src/shared/jobs.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
-import { expectAtMostTwiceInOrder, hasExited, killInsideAcceptWindow } from '../helpers/delivery-crash.js';
+import { hasExited, killInsideAcceptWindow } from '../helpers/delivery-crash.js';
 import { replyAsTurn } from '../helpers/delivery-worker.js';
 import { type RoleProcess, startRole } from '../helpers/processes.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
@@ -64,7 +64,6 @@ async function killAfterAccept(chatId: number, answer: boolean): Promise<void> {
   await waitFor(hasExited(doomed), { what: 'the delivery process killed' });
   // One more reply is written while nobody delivers.
   await replyAsTurn(tg.store, queue, chatKey, ['five']);
-  const texts = ['one', 'two', 'three', 'four', 'five'];
   const ids = (await tg.store.readOutbox(chatKey, undefined, 100)).map((i) => i.id);
   expect(ids).toHaveLength(5);
   const sent = () => tg.fake.sentTo(chatId).map((s) => s.text);
@@ -77,7 +76,6 @@ async function killAfterAccept(chatId: number, answer: boolean): Promise<void> {
   await waitFor(async () => sent().at(-1) === 'five', { timeoutMs: 30_000, what: 'the last reply' });
   // The accepted item came again before the next one; nothing else repeats or reorders.
   expect(sent()).toEqual(['one', 'two', 'two', 'three', 'four', 'five']);
-  expectAtMostTwiceInOrder(sent(), texts);
   await waitFor(async () => (await deliveries.state(chatKey)).deliveredTo === ids[4], {
     what: 'the cursor past the last item',
   });
