@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { pieceEnd } from './pretokenize.js';
@@ -111,47 +112,20 @@ function loadRanks(raw: Uint8Array): RankTable {
     t.starts[rank] = end;
     end = decodeBase64(raw, pos, space, t.bytes, end);
     t.starts[rank + 1] = end;
-    if (!unreachable(t.bytes, t.starts[rank]!, end)) insert(t, rank);
+    // A token that loses its byte-order mark on lookup is never found (see above).
+    if (!losesBom(t.bytes, t.starts[rank]!, end)) insert(t, rank);
     pos = eol + 1;
   }
   return t;
 }
 
-/** A token that gpt-tokenizer's lookup never finds: valid UTF-8 starting with a byte-order mark (see above). */
-function unreachable(b: Uint8Array, s: number, e: number): boolean {
-  return startsWithBom(b, s, e) && isValidUtf8(b, s, e);
-}
-
-function startsWithBom(b: Uint8Array, s: number, e: number): boolean {
-  return e - s >= 3 && b[s] === 0xef && b[s + 1] === 0xbb && b[s + 2] === 0xbf;
-}
-
-/** Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
-function isValidUtf8(b: Uint8Array, s: number, e: number): boolean {
-  for (let i = s; i < e; ) {
-    const c = b[i]!;
-    let n: number;
-    let cp: number;
-    if (c < 0x80) n = 1;
-    else if (c >= 0xc2 && c <= 0xdf) n = 2;
-    else if (c >= 0xe0 && c <= 0xef) n = 3;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4;
-    else return false;
-    if (i + n > e) return false;
-    cp = n === 1 ? c : c & (0xff >> (n + 1));
-    for (let j = 1; j < n; j++) {
-      const d = b[i + j]!;
-      if ((d & 0xc0) !== 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if (
-      (n === 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-      (n === 4 && (cp < 0x10000 || cp > 0x10ffff))
-    )
-      return false;
-    i += n;
-  }
-  return true;
+/**
+ * gpt-tokenizer looks a byte string up by decoding it, which drops a leading byte-order mark
+ * from valid UTF-8 (see above). isUtf8 is strict (no overlong forms, no surrogates, nothing
+ * above U+10FFFF) as that decoder is.
+ */
+function losesBom(b: Uint8Array, s: number, e: number): boolean {
+  return e - s >= 3 && b[s] === 0xef && b[s + 1] === 0xbb && b[s + 2] === 0xbf && isUtf8(b.subarray(s, e));
 }
 
 function hash(b: Uint8Array, s: number, e: number): number {
@@ -185,7 +159,7 @@ function find(t: RankTable, b: Uint8Array, s: number, e: number): number {
 
 /** gpt-tokenizer's `getBpeRankFromBytes`: a valid UTF-8 key loses a leading byte-order mark. */
 function rankOfBytes(t: RankTable, b: Uint8Array, s: number, e: number): number {
-  return find(t, b, startsWithBom(b, s, e) && isValidUtf8(b, s, e) ? s + 3 : s, e);
+  return find(t, b, losesBom(b, s, e) ? s + 3 : s, e);
 }
 
 // Scratch buffers, grown on demand: a piece is at most a few hundred bytes here.
