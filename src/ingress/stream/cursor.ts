@@ -27,6 +27,3 @@ export function parseCursor(text: string): StreamCursor | undefined {
   const cursor = { outbox: m[1]!, events: m[2]! };
   return isStreamId(cursor.outbox) && isStreamId(cursor.events) ? cursor : undefined;
 }
-
-/** Stream ids in order: by milliseconds, then sequence. */
-export { compareStreamIds as compareIds } from '../../shared/stream-id.js';

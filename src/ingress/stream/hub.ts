@@ -3,7 +3,8 @@ import { chatKeys } from '../../shared/keys.js';
 import type { Logger } from '../../shared/logger.js';
 import type { RedisClient } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
-import { compareIds, type StreamCursor, type StreamName } from './cursor.js';
+import { compareStreamIds } from '../../shared/stream-id.js';
+import type { StreamCursor, StreamName } from './cursor.js';
 
 /**
  * Live tails of chats' outbox and events streams for every SSE client of one ingress
@@ -212,7 +213,7 @@ export class StreamHub {
 
   private deliver(client: Client, item: HubEntry): void {
     const id = item.entry[0];
-    if (compareIds(id, client.cursor[item.stream]) <= 0) return;
+    if (compareStreamIds(id, client.cursor[item.stream]) <= 0) return;
     client.cursor = { ...client.cursor, [item.stream]: id };
     client.sink(item, client.cursor);
   }
@@ -222,7 +223,7 @@ export class StreamHub {
     const channel = where && this.channels.get(where.chatKey);
     if (!where || !channel) return;
     for (const entry of entries) {
-      if (compareIds(entry[0], channel.cursor[where.stream]) <= 0) continue;
+      if (compareStreamIds(entry[0], channel.cursor[where.stream]) <= 0) continue;
       channel.cursor = { ...channel.cursor, [where.stream]: entry[0] };
       const item: HubEntry = { stream: where.stream, entry };
       for (const client of channel.clients) {
