@@ -24,6 +24,7 @@
 ]]
 -- @include "fence"
 -- @include "consume"
+-- @include "lease"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
@@ -43,8 +44,7 @@ data.appended = #ARGV - 7 - n
 data.tokens = tokens
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
 local released = 0
-if ARGV[6] ~= '' and redis.call('HGET', KEYS[1], 'owner') == ARGV[6] then
-  redis.call('HDEL', KEYS[1], 'owner', 'leaseUntil')
+if ARGV[6] ~= '' and releaseLease(KEYS[1], ARGV[6]) then
   released = 1
 end
 return { 'ok', histLen, tokens, released, redis.call('XLEN', KEYS[3]) }

@@ -15,13 +15,13 @@
     after a reconnect): no owner and the fence unchanged means no turn took the chat since.
 ]]
 -- @include "fence"
+-- @include "lease"
 local pending = redis.call('XLEN', KEYS[2])
 if currentFence(KEYS[1]) == ARGV[1] and not redis.call('HGET', KEYS[1], 'owner') then
   return { 'ok', pending }
 end
-if currentFence(KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then
+if currentFence(KEYS[1]) ~= ARGV[1] or not releaseLease(KEYS[1], ARGV[2]) then
   rejectFence(KEYS[1], KEYS[3], ARGV[3], 'finish', ARGV[1], ARGV[4])
   return { 'fenced-out', pending }
 end
-redis.call('HDEL', KEYS[1], 'owner', 'leaseUntil')
 return { 'ok', pending }
