@@ -66,6 +66,18 @@ async function stalledAfterSend(
   return runTurn(deps, chatKey);
 }
 
+/** A takeover with `script` on chat c1 of `texts`, run during a first turn's stall after its reply. */
+async function takeoverAfterStall(script: Script, ...texts: string[]) {
+  const takeover = scriptedModel(script);
+  const deps = turnDeps(redis, prefix, takeover.model);
+  await ingestTexts(deps.store, 'c1', ...texts);
+  let second: TurnOutcome | undefined;
+  const first = await stalledAfterSend('c1', async () => {
+    second = await runTurn(deps, 'c1');
+  });
+  return { first, second, prompts: takeover.prompts, store: deps.store };
+}
+
 const sendsOf = (history: ChatMessage[]) =>
   history.flatMap((m) =>
     m.parts.flatMap((p) =>
@@ -80,27 +92,19 @@ const transcript = (history: ChatMessage[]) =>
 
 describe('a turn taking over after a crash between chat_send and commit', () => {
   it('gives the model the earlier reply as already sent, sends nothing again, and commits that reply once', async () => {
-    const takeover = scriptedModel(echoScript);
-    const deps = turnDeps(redis, prefix, takeover.model);
-    const { store } = deps;
-    await ingestTexts(store, 'c1', 'hi', 'how are you');
-
-    let second: TurnOutcome | undefined;
-    const first = await stalledAfterSend('c1', async () => {
-      second = await runTurn(deps, 'c1');
-    });
+    const { first, second, prompts, store } = await takeoverAfterStall(echoScript, 'hi', 'how are you');
     expect(first.status).toBe('lost');
     expect(second).toMatchObject({ status: 'done', consumed: 2, sent: 0 });
 
     // The takeover's model saw both messages, then the reply as its own chat_send, and stopped.
-    const seen = promptTranscript(takeover.prompts[0] as LanguageModelV3Prompt);
+    const seen = promptTranscript(prompts[0] as LanguageModelV3Prompt);
     expect(seen.slice(1)).toEqual([
       'user: hi',
       'user: how are you',
       'assistant: tool-call',
       'tool: tool-result',
     ]);
-    const call = (takeover.prompts[0]!.at(-2)!.content as Array<{ type: string; input?: unknown }>)[0];
+    const call = (prompts[0]!.at(-2)!.content as Array<{ type: string; input?: unknown }>)[0];
     expect(call).toMatchObject({ type: 'tool-call', input: { text: 'echo: hi | how are you' } });
 
     const outbox = await store.readOutbox('c1', undefined, 10);
@@ -122,18 +126,10 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
   });
 
   it('refuses an identical chat_send as already sent (no error), so a model that restarts from scratch repeats nothing', async () => {
-    const takeover = scriptedModel(repeatEverything);
-    const deps = turnDeps(redis, prefix, takeover.model);
-    const { store } = deps;
-    await ingestTexts(store, 'c1', 'hi');
-
-    let second: TurnOutcome | undefined;
-    await stalledAfterSend('c1', async () => {
-      second = await runTurn(deps, 'c1');
-    });
+    const { second, prompts, store } = await takeoverAfterStall(repeatEverything, 'hi');
     expect(second).toMatchObject({ status: 'done', sent: 0 });
     // The model got a tool result telling it why, not an error.
-    const result = (takeover.prompts[1]!.at(-1)!.content as Array<{ output?: { value?: unknown } }>)[0];
+    const result = (prompts[1]!.at(-1)!.content as Array<{ output?: { value?: unknown } }>)[0];
     expect(result?.output?.value).toMatchObject({ status: 'already-sent' });
 
     expect((await store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
@@ -252,14 +248,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
   });
 
   it('a closing remark in plain text after the earlier replies is not sent as a reply of its own', async () => {
-    const takeover = scriptedModel(() => ({ text: 'All answered above.' }));
-    const deps = turnDeps(redis, prefix, takeover.model);
-    const { store } = deps;
-    await ingestTexts(store, 'c1', 'hi');
-    let second: TurnOutcome | undefined;
-    await stalledAfterSend('c1', async () => {
-      second = await runTurn(deps, 'c1');
-    });
+    const { second, store } = await takeoverAfterStall(() => ({ text: 'All answered above.' }), 'hi');
     expect(second).toMatchObject({ status: 'done', sent: 0 });
     expect((await store.readOutbox('c1', undefined, 10)).map((o) => o.text)).toEqual(['echo: hi']);
   });
