@@ -12,11 +12,13 @@ export class Lane {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
-  private released = false;
-  /** The turn is committing: no renewal may follow its commit, which may release the lease. */
+  /** The turn is committing or done: no renewal may follow its commit, which may release the lease. */
   private ending = false;
-  /** Set when the commit released the lease too: what release() answers without a call. */
-  private releasedByCommit: { ok: true; pending: number } | undefined;
+  /**
+   * Set once the lease is released: what release() answers without a call to Redis (the
+   * commit's own release, then `ok: false` for any later call).
+   */
+  private releasedWith: { ok: boolean; pending: number } | undefined;
   /**
    * When the lease was last set, by this process's clock: the moment the acquire or the last
    * successful renewal was *sent* (Redis set leaseUntil = its now + leaseMs a little later),
@@ -130,7 +132,7 @@ export class Lane {
    * outlasts it. Never rejects; resolves once a renewal it sent has settled.
    */
   renewIfDue(now = Date.now()): Promise<void> {
-    if (this.renewing || this.released || this.ending || this.lost) return Promise.resolve();
+    if (this.renewing || this.ending || this.lost) return Promise.resolve();
     if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return Promise.resolve();
     this.renewing = true;
     // A failed renewal is retried at the next check; if the lease runs out meanwhile the
@@ -170,21 +172,15 @@ export class Lane {
 
   /** The turn's commit released the lease too (commit.lua with the owner): no finish to send. */
   committedAndReleased(pending: number): void {
-    this.stopRenewing();
-    this.released = true;
-    this.releasedByCommit = { ok: true, pending };
+    this.endRenewals();
+    this.releasedWith = { ok: true, pending };
   }
 
   /** Release the lease (fenced). Idempotent. Returns the number of pending messages. */
   async release(): Promise<{ ok: boolean; pending: number }> {
-    this.stopRenewing();
-    if (this.releasedByCommit) {
-      const done = this.releasedByCommit;
-      this.releasedByCommit = undefined;
-      return done;
-    }
-    if (this.released) return { ok: false, pending: 0 };
-    this.released = true;
-    return this.store.finish(this.chatKey, this.fence, this.owner, this.runId);
+    this.endRenewals();
+    const done = this.releasedWith;
+    this.releasedWith = { ok: false, pending: 0 };
+    return done ?? this.store.finish(this.chatKey, this.fence, this.owner, this.runId);
   }
 }
