@@ -16,15 +16,12 @@ export interface MergeRoom {
 
 export function createMergeRoom(maxInputTokens: number, assembledTokens: number): MergeRoom {
   let merged = 0;
-  // Step responses only grow (each step appends its own): count each one once, not per merge.
+  // Step responses only grow (the SDK appends each step's own; merges are not among them):
+  // count each one once, not per merge.
   let counted = 0;
   let countedTokens = 0;
   return {
     left: (responses) => {
-      if (responses.length < counted) {
-        counted = 0;
-        countedTokens = 0;
-      }
       countedTokens += responseTokens(responses.slice(counted));
       counted = responses.length;
       return maxInputTokens - assembledTokens - merged - countedTokens;
