@@ -161,10 +161,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
   opened.add(() => closeRedis(connection));
-  // The store gets a connection of its own, without BullMQ's commands: ioredis copies every
-  // command defined on a connection into each pipeline it builds (with auto-pipelining: once
-  // per batch), ~25 KB of garbage per store call on the shared connection — the largest
-  // allocation of a turn at 2,000 turns in flight. Its batches stay cheap, so they stay on.
+  // The store gets a connection of its own, without BullMQ's commands (see autoPipelining in
+  // shared/redis.ts): on the shared one each store call paid ~25 KB of copied commands. Its
+  // own batches stay cheap, so it keeps auto-pipelining.
   const storeConnection = createRedisClient(config, 'worker', 'chatlane:worker-store');
   opened.add(() => closeRedis(storeConnection));
   const store = new ChatStore(storeConnection, {
