@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FakeTelegram } from '../../src/fake-telegram/server.js';
 import { classifySendError } from '../../src/shared/delivery/chat-sdk-sender.js';
-import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
+import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
 import { TypingIndicator } from '../../src/shared/delivery/typing.js';
 import { type DeliveryJob, enqueueDelivery } from '../../src/shared/jobs.js';
@@ -127,14 +127,33 @@ describe('while a turn of a Telegram chat runs', () => {
         return { toolCalls: [{ name: 'chat_send', input: { text: 'done thinking' } }] };
       }).model,
     );
-    const typing = new TypingIndicator(senders, silentLogger(), 100);
+    // The real Telegram sender, counting the typing calls the indicator makes.
+    const telegram = senders.get('telegram')!;
+    let asked = 0;
+    const counted = new SenderRegistry([
+      {
+        channel: telegram.channel,
+        send: (request) => telegram.send(request),
+        typing: (threadId) => {
+          asked++;
+          return telegram.typing!(threadId);
+        },
+      },
+    ]);
+    const typing = new TypingIndicator(counted, silentLogger(), 100);
     const outcome = await runTurn({ ...deps, typing, deliver: (c) => enqueueDelivery(queue, c) }, chatKey);
     expect(outcome.status).toBe('done');
     expect(fake.typing.slice(typingBefore)[0]).toEqual({ chatId: '-100700', threadId: undefined });
     await waitFor(async () => fake.sentTo(-100700).length === 1, { what: 'the reply' });
-    // Stopped with the turn: no typing after it.
+    // Stopped with the turn: the calls asked before it ended have all reached Telegram (on a
+    // loaded host the last may still be on its way when the turn returns), and none after it.
+    const askedDuringTurn = asked;
+    await waitFor(async () => fake.typing.length - typingBefore === askedDuringTurn, {
+      what: 'the typing calls asked during the turn at the fake',
+    });
     const after = fake.typing.length;
     await new Promise((r) => setTimeout(r, 300));
+    expect(asked).toBe(askedDuringTurn);
     expect(fake.typing.length).toBe(after);
   });
 });
