@@ -181,7 +181,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
   // One sender registry for delivery (when it runs here) and the typing indicator.
-  const senders = createSenders(config, logger);
+  const senders = await opened.step(() => createSenders(config, logger));
   opened.add(() => senders.close());
   // A server that is down does not stop the worker: it runs without those tools and retries.
   const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;

@@ -57,7 +57,7 @@ export async function platformStack(
 
   const deliveries = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
   let worker: Worker<DeliveryJob> | undefined;
-  const senders = createSenders(config, logger);
+  const senders = await createSenders(config, logger);
   const metrics = createMetrics({ defaultMetrics: false });
   if (opts.delivery !== false) {
     worker = createDeliveryWorker(

@@ -36,7 +36,7 @@ beforeEach(async () => {
   ({ fake, ing, store } = tg);
   const config = tg.config;
   // The senders a delivery process builds from the same configuration (its own runtime).
-  senders = createSenders(config, silentLogger());
+  senders = await createSenders(config, silentLogger());
   metrics = createMetrics({ defaultMetrics: false });
   delivery = testDeliveryWorker(redis, prefix, senders, { maxAttempts: 3, timeoutMs: 5000 }, metrics);
   queue = delivery.queue;

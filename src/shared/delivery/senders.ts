@@ -1,7 +1,6 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { standardSources } from '../webhooks/standard.js';
-import { ChatSdkSender, lazyPlatformRuntime } from './chat-sdk-sender.js';
 import { GenericWebhookSender } from './generic-sender.js';
 import { SenderRegistry } from './sender.js';
 
@@ -12,11 +11,14 @@ export function replyUrlPolicy(config: Config) {
 
 /**
  * The senders a delivery process registers, from configuration: one per channel whose
- * credentials are set. Each channel's module adds its sender here.
+ * credentials are set. Each channel's module adds its sender here. The Chat SDK (and its
+ * Markdown stack) is imported only when a platform is configured: a process without one
+ * would hold megabytes of module code it never runs.
  */
-export function createSenders(config: Config, logger: Logger): SenderRegistry {
+export async function createSenders(config: Config, logger: Logger): Promise<SenderRegistry> {
   const registry = new SenderRegistry();
   if (config.PLATFORMS.length > 0) {
+    const { ChatSdkSender, lazyPlatformRuntime } = await import('./chat-sdk-sender.js');
     // One Chat SDK runtime for every platform, built on the first send.
     const runtime = lazyPlatformRuntime(config, logger);
     for (const { module } of config.PLATFORMS) {

@@ -3,7 +3,6 @@ import type { Logger } from '../logger.js';
 import { anySet, listVar, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
 import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
-import { errorForStatus } from './send-errors.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What DISCORD_* configure (the adapter's own variable names). */
@@ -60,28 +59,6 @@ function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<Disco
   };
 }
 
-/** Discord's 429 body: `{ "retry_after": 1.5, ... }` (seconds). */
-function retryAfterOf(body: string): number | undefined {
-  try {
-    const value = (JSON.parse(body) as { retry_after?: unknown }).retry_after;
-    return typeof value === 'number' && value >= 0 ? Math.ceil(value) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The adapter wraps REST refusals as NetworkError(cause: DiscordApiError{status, body}). */
-function discordSendError(error: unknown): unknown {
-  const cause = (error as { originalError?: { name?: string; status?: number; message?: string } } | null)
-    ?.originalError;
-  if (cause?.name !== 'DiscordApiError' || typeof cause.status !== 'number') return error;
-  const body = cause.message ?? '';
-  return (
-    errorForStatus('discord', cause.status, `${cause.status}: ${body.slice(0, 200)}`, retryAfterOf(body)) ??
-    error
-  );
-}
-
 const raw = (message: Message) => message.raw as RawDiscordMessage;
 
 export const discord: PlatformModule<DiscordSettings> = {
@@ -90,7 +67,11 @@ export const discord: PlatformModule<DiscordSettings> = {
   fromEnv,
   describe: (s) => ({ applicationId: s.applicationId, apiUrl: s.apiUrl ?? 'https://discord.com/api/v10' }),
   async createAdapter(s: DiscordSettings, logger: Logger): Promise<Adapter> {
-    const { DiscordAdapter } = await import('@chat-adapter/discord');
+    // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.
+    const [{ DiscordAdapter }, { discordSendError }] = await Promise.all([
+      import('@chat-adapter/discord'),
+      import('./discord-errors.js'),
+    ]);
     class ChatlaneDiscordAdapter extends DiscordAdapter {
       protected override async discordFetch(path: string, method: string, body?: unknown): Promise<Response> {
         try {

@@ -3,7 +3,6 @@ import type { Logger } from '../logger.js';
 import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
 import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
-import { slackSendError } from './slack-errors.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What SLACK_* configure (the adapter's own variable names; single-workspace bot). */
@@ -54,7 +53,11 @@ export const slack: PlatformModule<SlackSettings> = {
   fromEnv,
   describe: (s) => ({ apiUrl: s.apiUrl ?? 'https://slack.com/api/' }),
   async createAdapter(s: SlackSettings, logger: Logger): Promise<Adapter> {
-    const { SlackAdapter } = await import('@chat-adapter/slack');
+    // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.
+    const [{ SlackAdapter }, { slackSendError }] = await Promise.all([
+      import('@chat-adapter/slack'),
+      import('./slack-errors.js'),
+    ]);
     /**
      * The Web API client's errors carry Slack's own codes; delivery classifies Chat SDK
      * errors (rate limit with retry-after, permission, not found), so translate here.

@@ -4,7 +4,6 @@ import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
 import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
-import { whatsappSendError } from './whatsapp-errors.js';
 
 /** What WHATSAPP_* configure (the adapter's own variable names; WhatsApp Cloud API). */
 export interface WhatsAppSettings {
@@ -82,7 +81,11 @@ export const whatsapp: PlatformModule<WhatsAppSettings> = {
   fromEnv,
   describe: (s) => ({ phoneNumberId: s.phoneNumberId, apiUrl: s.apiUrl ?? 'https://graph.facebook.com' }),
   async createAdapter(s: WhatsAppSettings, logger: Logger): Promise<Adapter> {
-    const { WhatsAppAdapter } = await import('@chat-adapter/whatsapp');
+    // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.
+    const [{ WhatsAppAdapter }, { whatsappSendError }] = await Promise.all([
+      import('@chat-adapter/whatsapp'),
+      import('./whatsapp-errors.js'),
+    ]);
     /** Graph API failures as Chat SDK errors delivery can classify (see ./whatsapp-errors.ts). */
     class ChatlaneWhatsAppAdapter extends WhatsAppAdapter {
       /**

@@ -36,8 +36,9 @@ export async function buildDeliveryWorker(
   config: Config,
   logger: Logger,
   connection: RedisClient,
-  senders: SenderRegistry = createSenders(config, logger),
+  sendersGiven?: SenderRegistry,
 ): Promise<DeliveryParts> {
+  const senders = sendersGiven ?? (await createSenders(config, logger));
   const queue = createQueue<DeliveryJob>(config.CHATLANE_PREFIX, QUEUES.deliveries, connection);
   const worker = createDeliveryWorker(
     {
@@ -104,7 +105,7 @@ export async function prepareDelivery(
   { senders }: { senders?: SenderRegistry } = {},
 ): Promise<PreparedDelivery> {
   // 1. Checks: the senders read their configuration.
-  const registry = senders ?? createSenders(config, logger);
+  const registry = senders ?? (await createSenders(config, logger));
 
   // 2. Connections.
   const opened = new Opened();
