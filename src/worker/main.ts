@@ -30,7 +30,6 @@ import { buildDeliveryWorker, type DeliveryParts } from './delivery/main.js';
 import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
 import { loadMcpConfig } from './mcp/mcp-config.js';
-import { McpTools } from './mcp/mcp-tools.js';
 import { ModelHealth } from './model-health.js';
 import { DefaultAssembler } from './pipeline/assembler.js';
 import { TokenBudgetCompressor } from './pipeline/compressor.js';
@@ -126,7 +125,9 @@ export function turnDepsFromConfig(
   };
 }
 
+/** `@ai-sdk/mcp` (and its own copy of the provider utilities) is imported only when MCP_CONFIG is set. */
 async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
+  const { McpTools } = await import('./mcp/mcp-tools.js');
   const metrics = processMetrics();
   const mcp = new McpTools(
     file,
