@@ -1,5 +1,6 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Queue } from 'bullmq';
-import Fastify, { LogController } from 'fastify';
 import { type Config, ConfigError, DEFAULT_METRICS_PORT } from '../shared/config.js';
 import { watchQueues } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -35,19 +36,33 @@ export interface SideServerOptions {
 
 const PING_TIMEOUT_MS = 1000;
 
-export async function buildSideServer(opts: SideServerOptions) {
-  const app = Fastify({
-    loggerInstance: opts.logger,
-    logController: new LogController({ disableRequestLogging: true }),
-  });
+/** One answer of the side server. */
+export interface SideAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+const json = (status: number, value: unknown): SideAnswer => ({
+  status,
+  contentType: 'application/json; charset=utf-8',
+  body: JSON.stringify(value),
+});
+
+/**
+ * The side server's three routes as a function of method and URL (the query is ignored).
+ * Served by plain `node:http` (see `listen`): a web framework here would be the largest
+ * module set a worker loads, held in memory for three fixed GET routes.
+ */
+export function sideServerRoutes(
+  opts: SideServerOptions,
+): (method: string, url: string) => Promise<SideAnswer> {
   const role = opts.role ?? 'worker';
   const detail = () => opts.detail?.() ?? {};
 
-  app.get('/healthz', async () => ({ status: 'ok', role }));
-
-  app.get('/readyz', async (_request, reply) => {
+  async function readyz(): Promise<SideAnswer> {
     if (!opts.isRunning()) {
-      return reply.code(503).send({ status: 'not ready', role, reason: `${role} is not running` });
+      return json(503, { status: 'not ready', role, reason: `${role} is not running` });
     }
     try {
       await Promise.race([
@@ -57,24 +72,42 @@ export async function buildSideServer(opts: SideServerOptions) {
         ),
       ]);
     } catch (err) {
-      return reply
-        .code(503)
-        .send({ status: 'not ready', role, reason: `redis is not reachable: ${(err as Error).message}` });
+      return json(503, {
+        status: 'not ready',
+        role,
+        reason: `redis is not reachable: ${(err as Error).message}`,
+      });
     }
-    return { status: 'ready', role, ...detail() };
-  });
+    return json(200, { status: 'ready', role, ...detail() });
+  }
 
-  app.get('/metrics', async (_request, reply) => {
-    const text = await renderMetrics(opts.metrics, opts.queues ?? []);
-    return reply.header('content-type', metricsContentType(opts.metrics)).send(text);
-  });
+  async function metrics(): Promise<SideAnswer> {
+    const body = await renderMetrics(opts.metrics, opts.queues ?? []);
+    return { status: 200, contentType: metricsContentType(opts.metrics), body };
+  }
 
-  return app;
+  const routes = new Map<string, () => Promise<SideAnswer>>([
+    ['/healthz', async () => json(200, { status: 'ok', role })],
+    ['/readyz', readyz],
+    ['/metrics', metrics],
+  ]);
+
+  return async (method, url) => {
+    const path = url.split('?', 1)[0] ?? url;
+    const route = method === 'GET' || method === 'HEAD' ? routes.get(path) : undefined;
+    if (!route) {
+      return json(404, { statusCode: 404, error: 'Not Found', message: `Route ${method}:${path} not found` });
+    }
+    try {
+      return await route();
+    } catch (err) {
+      opts.logger.error({ err, path }, 'side server request failed');
+      return json(500, { statusCode: 500, error: 'Internal Server Error', message: (err as Error).message });
+    }
+  };
 }
-export type SideServerApp = Awaited<ReturnType<typeof buildSideServer>>;
 
 export interface SideServerHandle {
-  app: SideServerApp;
   url: string;
   close(): Promise<void>;
 }
@@ -89,25 +122,44 @@ export interface SideServerListen {
 
 const isAddressInUse = (err: unknown) => (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
 
-async function listen(opts: SideServerOptions, host: string, port: number): Promise<SideServerHandle> {
-  const app = await buildSideServer(opts);
-  try {
-    const url = await app.listen({ host, port });
-    let closing: Promise<void> | undefined;
-    return {
-      app,
-      url,
-      close() {
-        closing ??= app
-          .close()
-          .catch((err: unknown) => opts.logger.warn({ err }, 'side server close failed'));
-        return closing;
-      },
-    };
-  } catch (err) {
-    await app.close().catch(() => undefined);
-    throw err;
+/** The URL to reach a bound address: an unspecified one (0.0.0.0, ::) by its loopback. */
+function urlOf(address: AddressInfo): string {
+  if (address.family === 'IPv6' || address.address.includes(':')) {
+    return `http://[${address.address === '::' ? '::1' : address.address}]:${address.port}`;
   }
+  return `http://${address.address === '0.0.0.0' ? '127.0.0.1' : address.address}:${address.port}`;
+}
+
+async function listen(opts: SideServerOptions, host: string, port: number): Promise<SideServerHandle> {
+  const answer = sideServerRoutes(opts);
+  const server = createServer((req, res) => {
+    void answer(req.method ?? 'GET', req.url ?? '/').then((a) => {
+      res.writeHead(a.status, { 'content-type': a.contentType, 'content-length': Buffer.byteLength(a.body) });
+      res.end(req.method === 'HEAD' ? undefined : a.body);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    url: urlOf(server.address() as AddressInfo),
+    close() {
+      // close() waits for requests in flight; idle keep-alive connections are closed now.
+      closing ??= new Promise<void>((resolve) => {
+        server.close((err) => {
+          if (err) opts.logger.warn({ err }, 'side server close failed');
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
 }
 
 /**

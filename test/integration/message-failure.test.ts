@@ -10,7 +10,7 @@ import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { failBatch, markFailed } from '../../src/shared/store/failures.js';
 import { createModel } from '../../src/worker/agent/model.js';
 import { ModelHealth } from '../../src/worker/model-health.js';
-import { buildSideServer } from '../../src/worker/side-server.js';
+import { sideServerRoutes } from '../../src/worker/side-server.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
 import { createTurnWorker } from '../../src/worker/turn-worker.js';
 import { textOf, userMessage } from '../helpers/messages.js';
@@ -208,7 +208,7 @@ describe('a message that cannot be processed', () => {
 
 describe('a model that is unreachable or refuses our credentials', () => {
   it('401 for a while: nobody is told, nothing is lost, /readyz names the model as failing, and every message is answered after recovery', async () => {
-    const side = await buildSideServer({
+    const side = sideServerRoutes({
       metrics,
       redis,
       isRunning: () => true,
@@ -229,9 +229,12 @@ describe('a model that is unreachable or refuses our credentials', () => {
     }
     // More refused calls per chat than a turn job has attempts (5): still nothing failed.
     await Promise.all(chats.map((c) => mock.state.waitForRequest(c, 7)));
-    const ready = await side.inject({ method: 'GET', url: '/readyz' });
-    expect(ready.statusCode).toBe(200);
-    expect(ready.json()).toMatchObject({ status: 'ready', model: { status: 'failing', kind: 'auth' } });
+    const ready = await side('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(JSON.parse(ready.body)).toMatchObject({
+      status: 'ready',
+      model: { status: 'failing', kind: 'auth' },
+    });
     for (const chatKey of chats) {
       expect(await deps.store.pendingCount(chatKey)).toBe(2);
       expect(await outboxTexts(chatKey)).toEqual([]);
@@ -256,9 +259,8 @@ describe('a model that is unreachable or refuses our credentials', () => {
       expect((await outboxTexts(chatKey)).filter((t) => t === NOTICE)).toEqual([]);
     }
     expect(await turns.getFailedCount()).toBe(0);
-    expect((await side.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({
+    expect(JSON.parse((await side('GET', '/readyz')).body)).toMatchObject({
       model: { status: 'ok' },
     });
-    await side.close();
   });
 });

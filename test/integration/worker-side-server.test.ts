@@ -6,7 +6,7 @@ import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import { waitReady } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { meteredModel } from '../../src/worker/instrument.js';
-import { buildSideServer, type SideServerHandle, startSideServer } from '../../src/worker/side-server.js';
+import { type SideServerHandle, sideServerRoutes, startSideServer } from '../../src/worker/side-server.js';
 import { createTurnWorker } from '../../src/worker/turn-worker.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
@@ -123,16 +123,15 @@ describe('worker side server', () => {
 
 describe('readiness needs Redis', () => {
   it('answers /readyz 503 naming Redis when the ping fails, even with the worker running', async () => {
-    const app = await buildSideServer({
+    const answer = sideServerRoutes({
       metrics: createMetrics({ defaultMetrics: false }),
       redis: { ping: () => Promise.reject(new Error('connection refused')) },
       isRunning: () => true,
       logger: silentLogger(),
     });
-    const res = await app.inject({ method: 'GET', url: '/readyz' });
-    expect(res.statusCode).toBe(503);
-    expect(res.json().reason).toMatch(/redis is not reachable: connection refused/);
-    await app.close();
+    const res = await answer('GET', '/readyz');
+    expect(res.status).toBe(503);
+    expect(JSON.parse(res.body).reason).toMatch(/redis is not reachable: connection refused/);
   });
 
   it('refuses a METRICS_PORT that is already taken, naming the variable', async () => {
