@@ -1,0 +1,69 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/ports.js';
+import { startRole } from '../helpers/processes.js';
+import { useStack } from '../helpers/stack.js';
+
+const TRACE = fileURLToPath(new URL('../helpers/module-trace.mjs', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'chatlane-modules-'));
+
+/** Packages a worker must load only when its configuration asks for them. */
+const CONDITIONAL = {
+  chatSdk: /\/node_modules\/(chat|@chat-adapter\/[^/]+)\//,
+  markdown: /\/node_modules\/(micromark|mdast-util-[^/]+|remark-[^/]+|unified)\//,
+  mcp: /\/node_modules\/@ai-sdk\/mcp\//,
+  fastify: /\/node_modules\/(fastify|@fastify\/[^/]+|@bull-board\/[^/]+)\//,
+};
+
+const loaded = (modules: string[], pattern: RegExp) => modules.some((url) => pattern.test(url));
+
+describe('what a worker process loads', () => {
+  const stack = useStack('e2e-modules', { roles: [] });
+
+  /** Starts a worker that records every module it resolves; returns them once it is up. */
+  async function workerModules(label: string, env: Record<string, string> = {}): Promise<string[]> {
+    const trace = join(dir, `${label}.txt`);
+    writeFileSync(trace, '');
+    const proc = await startRole(
+      'worker',
+      { ...stack.env, CHATLANE_MODULE_TRACE: trace, ...env },
+      { nodeArgs: ['--import', TRACE] },
+    );
+    stack.procs.push(proc);
+    await proc.kill('SIGTERM');
+    return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
+  }
+
+  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp nor a web framework', async () => {
+    const modules = await workerModules('plain');
+    // The trace works: the modules every worker needs are in it.
+    expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
+    expect(loaded(modules, /\/node_modules\/bullmq\//)).toBe(true);
+    expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(false);
+    expect(loaded(modules, CONDITIONAL.markdown)).toBe(false);
+    expect(loaded(modules, CONDITIONAL.mcp)).toBe(false);
+    expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
+  });
+
+  it('with Telegram and MCP_CONFIG set: the Chat SDK and @ai-sdk/mcp are loaded at start, before any job', async () => {
+    const mcpConfig = join(dir, 'mcp.json');
+    // A server that is down does not stop the worker: the client is still built at start.
+    const port = await freePort();
+    writeFileSync(
+      mcpConfig,
+      JSON.stringify({ mcpServers: { remote: { url: `http://127.0.0.1:${port}/mcp` } } }),
+    );
+    const modules = await workerModules('configured', {
+      TELEGRAM_BOT_TOKEN: '123456:test-token',
+      TELEGRAM_WEBHOOK_SECRET_TOKEN: 'secret',
+      MCP_CONFIG: mcpConfig,
+      MCP_CONNECT_TIMEOUT_MS: '1000',
+    });
+    expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(true);
+    expect(loaded(modules, CONDITIONAL.mcp)).toBe(true);
+    expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
+  });
+});
