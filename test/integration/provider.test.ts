@@ -63,7 +63,13 @@ describe('RedisProvider', () => {
   });
 
   it('returns empty history and pending for an unknown chat', async () => {
-    expect(await provider().load('nobody-here')).toEqual({ history: [], pending: [], historyTotal: 0 });
+    expect(await provider().load('nobody-here')).toEqual({
+      history: [],
+      pending: [],
+      historyTotal: 0,
+      archived: 0,
+      contexts: 0,
+    });
   });
 
   it('reads only its own chat', async () => {

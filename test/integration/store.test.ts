@@ -199,7 +199,27 @@ describe('acquire reads the turn input with the lease', () => {
     expect(lease.input.window.messages.map((m) => m.id)).toEqual(['u2', 'u3', 'u4']);
     expect(lease.input.pending.map((e) => textOf(e.message))).toEqual(['p1', 'p2']);
     expect(lease.input.memory).toBe('likes tea');
+    expect(lease.input).toMatchObject({ archived: 0, contexts: 0 });
     // The same as a separate read of the same sizes.
+    expect(lease.input).toEqual(await store.readTurnInput('c1', reads.windowMessages, reads.maxPending));
+  });
+
+  it('counts the archive entries and archived contexts (which tools the turn offers), like a separate read', async () => {
+    await writeSummarizedHistory('c1', 2);
+    await store.ingest('c1', userMessage('c1', 'p1', 'p1'), limits);
+    await redis.rpush(store.keys('c1').archive, '{}', '{}');
+    await redis.hset(
+      store.keys('c1').contexts,
+      'ctx-000000000001',
+      '{}',
+      'ctx-000000000002',
+      '{}',
+      'ctx-000000000003',
+      '{}',
+    );
+    const lease = await store.acquire('c1', 'w1', 5000, reads);
+    if (!lease.ok) throw new Error('acquire failed');
+    expect(lease.input).toMatchObject({ archived: 2, contexts: 3, window: { total: 3 } });
     expect(lease.input).toEqual(await store.readTurnInput('c1', reads.windowMessages, reads.maxPending));
   });
 
@@ -208,7 +228,12 @@ describe('acquire reads the turn input with the lease', () => {
     const lease = await store.acquire('c1', 'w1', 5000, reads);
     if (!lease.ok) throw new Error('acquire failed');
     expect(lease.route).toBeUndefined();
-    expect(lease.input).toMatchObject({ window: { total: 0, messages: [] }, memory: undefined });
+    expect(lease.input).toMatchObject({
+      window: { total: 0, messages: [] },
+      memory: undefined,
+      archived: 0,
+      contexts: 0,
+    });
     expect(lease.input.window.summary).toBeUndefined();
     expect(lease.input.pending.map((e) => e.message.id)).toEqual(['p1']);
     expect(await store.acquire('c1', 'w2', 5000, reads)).toMatchObject({ ok: false });

@@ -122,18 +122,19 @@ export class ChatStore {
     const k = this.keys(chatKey);
     const reply = await scripts.acquire.run(
       this.redis,
-      [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory],
+      [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory, k.archive, k.contexts],
       [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
     );
     // Not a z.union: trying 'busy' first would build a failed parse on every acquire.
     if (Array.isArray(reply) && reply[0] === 'busy') return { ok: false, ttlMs: acquireBusy.parse(reply)[1] };
-    const [, fence, sends, route, head, window, histLen, pending, memory] = acquireOk.parse(reply);
+    const [, fence, sends, route, head, window, histLen, pending, memory, archived, contexts] =
+      acquireOk.parse(reply);
     return {
       ok: true,
       fence: String(fence),
       uncommitted: sends.flatMap(parseUncommitted),
       route: route ?? undefined,
-      input: turnInputOf(head, window, histLen, pending, memory),
+      input: turnInputOf(head, window, { histLen, archived, contexts }, pending, memory),
     };
   }
 
@@ -300,16 +301,22 @@ export class ChatStore {
    */
   async readTurnInput(chatKey: string, size: number, maxPending: number): Promise<TurnInput> {
     const k = this.keys(chatKey);
-    const tx = this.redis.multi().lindex(k.hist, 0).lrange(k.hist, -size, -1).llen(k.hist);
+    const tx = this.redis
+      .multi()
+      .lindex(k.hist, 0)
+      .lrange(k.hist, -size, -1)
+      .llen(k.hist)
+      .llen(k.archive)
+      .hlen(k.contexts)
+      .get(k.memory);
     if (maxPending > 0) tx.xrange(k.inbox, '-', '+', 'COUNT', maxPending);
-    tx.get(k.memory);
     const res = (await tx.exec()) as Array<[unknown, unknown]>;
     return turnInputOf(
       res[0]![1] as string | null,
       res[1]![1] as string[],
-      Number(res[2]![1]),
-      maxPending > 0 ? (res[3]![1] as StreamEntry[]) : [],
-      res.at(-1)![1] as string | null,
+      { histLen: Number(res[2]![1]), archived: Number(res[3]![1]), contexts: Number(res[4]![1]) },
+      maxPending > 0 ? (res[6]![1] as StreamEntry[]) : [],
+      res[5]![1] as string | null,
     );
   }
 

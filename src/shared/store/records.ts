@@ -54,11 +54,18 @@ export interface TurnReads {
 
 export const NO_READS: TurnReads = { windowMessages: 0, maxPending: 0 };
 
-/** What a turn starts from: the history window (plus the summary at the head), pending messages, memory. */
+/**
+ * What a turn starts from: the history window (plus the summary at the head), pending messages,
+ * memory, and how much the chat has archived (which tools can act: chat-tools.ts).
+ */
 export interface TurnInput {
   window: HistoryWindow;
   pending: InboxEntry[];
   memory: string | undefined;
+  /** Entries in the chat's archive (what compaction summarised away). */
+  archived: number;
+  /** Archived contexts (context switches). */
+  contexts: number;
 }
 
 export type AcquireResult =
@@ -87,6 +94,8 @@ export const acquireOk = z.tuple([
   z.number(),
   streamEntries,
   z.string().nullable(),
+  z.number(),
+  z.number(),
 ]);
 
 /** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
@@ -195,10 +204,11 @@ export function parseUncommitted(raw: string | number): UncommittedSend[] {
 export function turnInputOf(
   head: string | null,
   window: string[],
-  total: number,
+  counts: { histLen: number; archived: number; contexts: number },
   entries: StreamEntry[],
   memory: string | null,
 ): TurnInput {
+  const total = counts.histLen;
   const messages = window.map(parseStoredMessage);
   let summary: ChatMessage | undefined;
   if (head && total > messages.length) {
@@ -207,6 +217,8 @@ export function turnInputOf(
   }
   return {
     memory: memory ?? undefined,
+    archived: counts.archived,
+    contexts: counts.contexts,
     window: { summary, messages, total },
     pending: entries.map(([streamId, fields]) => ({
       streamId,

@@ -56,7 +56,7 @@ export class LuaScript {
 
 export const scripts = {
   ingest: new LuaScript('ingest', 4),
-  acquire: new LuaScript('acquire', 6),
+  acquire: new LuaScript('acquire', 8),
   renew: new LuaScript('renew', 2),
   commit: new LuaScript('commit', 5),
   fail: new LuaScript('fail', 6),

@@ -17,7 +17,7 @@ export class RedisProvider implements Provider {
   }
 
   async load(chatKey: string, read?: TurnInput): Promise<ProviderResult> {
-    const { window, pending, memory } =
+    const { window, pending, memory, archived, contexts } =
       read ?? (await this.store.readTurnInput(chatKey, this.reads.windowMessages, this.reads.maxPending));
     const history = window.summary ? [window.summary, ...window.messages] : window.messages;
     const clip = this.opts.maxCharsPerMessage;
@@ -29,6 +29,8 @@ export class RedisProvider implements Provider {
         pending.map(async (e) => ({ streamId: e.streamId, message: await withTokens(e.message, clip) })),
       ),
       historyTotal: window.total,
+      archived,
+      contexts,
       memory,
     };
   }

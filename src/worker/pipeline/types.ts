@@ -15,6 +15,9 @@ export interface ProviderResult {
   pending: InboxEntry[];
   /** Total messages in the stored history (the window may be shorter). */
   historyTotal: number;
+  /** Entries in the chat's archive and archived contexts: which tools can act (chat-tools.ts). */
+  archived: number;
+  contexts: number;
   /** The chat's memory document, if any. */
   memory?: string | undefined;
 }

@@ -7,6 +7,8 @@
   KEYS[4] hist
   KEYS[5] inbox
   KEYS[6] memory
+  KEYS[7] archive   list: what compaction summarised away (chat_history_search reads it)
+  KEYS[8] contexts  hash: archived contexts (chat_context_list / chat_context_load read it)
 
   ARGV[1] owner token (unique per attempt)
   ARGV[2] lease in ms
@@ -15,11 +17,13 @@
   ARGV[5] max pending: the oldest n inbox entries (0: none)
 
   Returns { 'ok', fence, { send JSON ... }, route, head, { window JSON ... }, histLen,
-            { inbox entry ... }, memory } | { 'busy', ttlMs }
+            { inbox entry ... }, memory, archiveLen, contexts } | { 'busy', ttlMs }
     sends: what earlier runs of this chat said without committing: the new turn must know
       them (they reached the person) so it continues instead of answering again
     route: meta.route (nil without one); head: the first history message (nil when empty),
       the summary when compacted; memory: the memory document (nil without one)
+    histLen, archiveLen, contexts: how much the chat holds, which decides the tools the turn
+      offers (chat-tools.ts); counted only with a read (ARGV[4] > 0), else 0
     The reads are taken under the new lease, in the same round trip: nothing but the fence
     holder writes hist between them and the turn's commit.
 ]]
@@ -51,11 +55,17 @@ if window > 0 and histLen > 0 then
   head = redis.call('LINDEX', KEYS[4], 0)
   messages = redis.call('LRANGE', KEYS[4], -window, -1)
 end
+local archiveLen = 0
+local contexts = 0
+if window > 0 then
+  archiveLen = redis.call('LLEN', KEYS[7])
+  contexts = redis.call('HLEN', KEYS[8])
+end
 local pending = {}
 if maxPending > 0 then
   pending = redis.call('XRANGE', KEYS[5], '-', '+', 'COUNT', maxPending)
 end
 return {
   'ok', fence, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('HGET', KEYS[1], 'route'),
-  head, messages, histLen, pending, redis.call('GET', KEYS[6]),
+  head, messages, histLen, pending, redis.call('GET', KEYS[6]), archiveLen, contexts,
 }
