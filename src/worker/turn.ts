@@ -12,11 +12,9 @@ import { seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
 import { createMergeRoom } from './agent/merge-room.js';
-import { type ChatSendState, createChatSendTool } from './agent/tools/chat-send.js';
-import { createContactSendTool } from './agent/tools/contact-send.js';
-import { createContextTools } from './agent/tools/context.js';
-import { createHistorySearchTool } from './agent/tools/history-search.js';
-import { createMemoryTool } from './agent/tools/memory.js';
+import { type ChatSendState, send } from './agent/tools/chat-send.js';
+import { type ChatToolName, ChatTools } from './agent/tools/chat-tools.js';
+import { toolTurn } from './agent/tools/tool-turn.js';
 import { isContextOverflowError } from './compaction/overflow.js';
 import { Lane } from './lane.js';
 import type { DeliveryTrigger } from './outbox.js';
@@ -90,6 +88,22 @@ export interface TurnOptions {
 }
 
 const DEFAULT_MEMORY_MAX_TOKENS = 1000;
+
+// One tool set per process (per deps): built on a process's first turn, never per turn.
+const chatTools = new WeakMap<TurnDeps, ChatTools>();
+
+function chatToolsOf(deps: TurnDeps): ChatTools {
+  let tools = chatTools.get(deps);
+  if (!tools) {
+    tools = new ChatTools({
+      memoryMaxTokens: deps.settings.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS,
+      contacts: deps.contacts,
+      skillsTool: deps.skillsTool,
+    });
+    chatTools.set(deps, tools);
+  }
+  return tools;
+}
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
 const OVERFLOW_BUDGET_SCALE = 0.7;
@@ -203,7 +217,12 @@ async function turnBody(
     maxCharsPerMessage: settings.maxCharsPerMessage,
   });
 
-  const context = runtimeContext(chatKey, runId, pendingMessages, loaded.memory);
+  // What the chat holds decides the tools the turn offers, and the prompt names only those.
+  const offer = chatToolsOf(deps).forTurn(
+    { historyMessages: loaded.historyTotal, archiveEntries: loaded.archived, contexts: loaded.contexts },
+    deps.mcp?.tools(),
+  );
+  const context = runtimeContext(chatKey, runId, pendingMessages, loaded.memory, offer.offered);
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, and the operator's MCP tools.
   const fixedTokens =
@@ -228,63 +247,31 @@ async function turnBody(
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
   let lastSeen = pending.at(-1)!.streamId;
-  const chatSend = createChatSendTool({
+  const control: LoopControl = {};
+  const toolTurnState = toolTurn({
     store,
     chatKey,
     fence,
     runId,
-    maxPerTurn: settings.maxSendsPerTurn,
-    onFencedOut: () => lane.markLost('outbox fenced out'),
-    state: sendState,
-    deliver: deps.deliver,
-    seen: () => lastSeen,
     logger,
+    maxSendsPerTurn: settings.maxSendsPerTurn,
+    deliver: deps.deliver,
+    sends: sendState,
+    seen: () => lastSeen,
+    fencedOut: (reason) => lane.markLost(reason),
+    rebase: async (contextMessages) => {
+      const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
+      control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
+    },
   });
-  const control: LoopControl = {};
-  // chatlane's own tools come last: an operator tool can never shadow one of them.
-  const tools = {
-    ...deps.mcp?.tools(),
-    chat_send: chatSend.tool,
-    chat_history_search: createHistorySearchTool(store, chatKey),
-    chat_memory_update: createMemoryTool({
-      store,
-      chatKey,
-      fence,
-      runId,
-      maxTokens: settings.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS,
-      onFencedOut: () => lane.markLost('memory update fenced out'),
-    }),
-    ...(deps.skillsTool && { skills_load: deps.skillsTool }),
-    ...createContextTools({
-      store,
-      chatKey,
-      fence,
-      runId,
-      onFencedOut: () => lane.markLost('context switch fenced out'),
-      rebase: async (contextMessages) => {
-        const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
-        control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
-      },
-    }),
-    ...(deps.contacts && {
-      chat_contact_send: createContactSendTool({
-        contacts: deps.contacts,
-        chatKey,
-        fence,
-        runId,
-        maxPerTurn: settings.maxSendsPerTurn,
-        onFencedOut: () => lane.markLost('contact send fenced out'),
-        deliver: deps.deliver,
-        logger,
-      }),
-    }),
-  };
 
   const loop = await runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
     messages: assembled.messages,
-    tools,
+    tools: offer.tools,
+    activeTools: offer.active,
+    toolContext: toolTurnState,
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
@@ -317,8 +304,8 @@ async function turnBody(
   // The model answered in text only: deliver that text rather than stay silent. Not when an
   // earlier run's replies already answered everything: the text is a remark after them.
   const answered = turn.answeredAll && loop.merges.length === 0;
-  if (chatSend.state.sent.length === 0 && !answered && loop.finalText.trim()) {
-    await chatSend.send(loop.finalText.trim());
+  if (sendState.sent.length === 0 && !answered && loop.finalText.trim()) {
+    await send(toolTurnState, loop.finalText.trim());
   }
   if (lane.lost) return { status: 'lost', runId };
 
@@ -358,7 +345,7 @@ async function turnBody(
       worker: deps.workerId,
       steps: loop.steps,
       merged,
-      sent: chatSend.state.sent.length,
+      sent: sendState.sent.length,
       ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
       inputMessages: compressed.messages.length,
       inputTokens: loop.usage.inputTokens,
@@ -384,7 +371,7 @@ async function turnBody(
     pending: 0,
     consumed: consumed.length,
     merged,
-    sent: chatSend.state.sent.length,
+    sent: sendState.sent.length,
   };
 }
 
@@ -413,12 +400,14 @@ function runtimeContext(
   runId: string,
   pending: ChatMessage[],
   memory: string | undefined,
+  offered: readonly ChatToolName[],
 ): RuntimeContext {
   const latest = pending.at(-1)?.metadata;
   return {
     chatKey,
     runId,
     now: new Date(),
+    offered,
     ...(memory && { memory }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),

@@ -220,10 +220,10 @@ describe('lane merge', () => {
   it('merges only what fits MAX_INPUT_TOKENS: a message too big for the running turn, and every later one, wait for the next turn', async () => {
     let store!: ChatStore;
     const { model, prompts } = scriptedModel(async (prompt, call) => {
-      if (call === 0) await ingestTexts(store, 'c1', 'short', 'word '.repeat(600), 'after');
+      if (call === 0) await ingestTexts(store, 'c1', 'short', 'word '.repeat(700), 'after');
       return echoScript(prompt, call, {} as never);
     });
-    // Room for the first request and a short merge, not for a 600-token one.
+    // Room for the first request and a short merge, not for a 700-token one.
     const deps = turnDeps(redis, prefix, model, { maxInputTokens: 1_000, reserveTokens: 300 });
     store = deps.store;
     await ingestTexts(store, 'c1', 'first');
@@ -231,13 +231,13 @@ describe('lane merge', () => {
     expect(outcome).toMatchObject({ status: 'done', merged: 1, pending: 2 });
     expect(newUserTexts(prompts[1]!)).toEqual(['short']);
     // Oldest first, no gaps: the short one after the big one waits too.
-    expect((await store.readAllPending('c1')).map(textOf)).toEqual(['word '.repeat(600), 'after']);
+    expect((await store.readAllPending('c1')).map(textOf)).toEqual(['word '.repeat(700), 'after']);
 
     // The next turn starts from its own budget and answers both.
     const next = await runTurn(deps, 'c1');
     expect(next).toMatchObject({ status: 'done', pending: 0 });
     const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
-    expect(users).toEqual(['first', 'short', 'word '.repeat(600), 'after']);
+    expect(users).toEqual(['first', 'short', 'word '.repeat(700), 'after']);
   });
 
   it('merges at most MAX_MERGES_PER_TURN messages; the rest wait for the next turn', async () => {

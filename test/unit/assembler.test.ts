@@ -1,9 +1,7 @@
-import { asSchema, type ModelMessage, type ToolSet } from 'ai';
+import { asSchema, type ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import { createChatSendTool } from '../../src/worker/agent/tools/chat-send.js';
-import { createContextTools } from '../../src/worker/agent/tools/context.js';
-import { createHistorySearchTool } from '../../src/worker/agent/tools/history-search.js';
+import { ChatTools } from '../../src/worker/agent/tools/chat-tools.js';
 import { DefaultAssembler, SUMMARY_HEADER } from '../../src/worker/pipeline/assembler.js';
 import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
@@ -112,12 +110,9 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('describes every tool in plain ASCII (the descriptions and schemas go into every request body)', () => {
-    const deps = { store: {} as never, chatKey, fence: '1', runId: 'r', onFencedOut: () => undefined };
-    const tools: ToolSet = {
-      chat_send: createChatSendTool({ ...deps, maxPerTurn: 3, logger: {} as never }).tool,
-      chat_history_search: createHistorySearchTool({} as never, chatKey),
-      ...createContextTools({ ...deps, rebase: async () => undefined }),
-    };
+    const everything = { historyMessages: 1, archiveEntries: 1, contexts: 1 };
+    const { tools, active } = new ChatTools({ memoryMaxTokens: 1000 }).forTurn(everything);
+    expect(active).toHaveLength(7);
     for (const [name, t] of Object.entries(tools)) {
       const schema = JSON.stringify(asSchema(t.inputSchema).jsonSchema);
       expect(nonAscii(`${t.description}${schema}`), name).toEqual([]);

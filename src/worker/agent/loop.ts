@@ -16,6 +16,10 @@ export interface LoopInput<T> {
   system: string;
   messages: ModelMessage[];
   tools: ToolSet;
+  /** The names of `tools` the model is offered (all when absent); fixed for the whole loop. */
+  activeTools?: string[];
+  /** Handed to every tool's execute as `experimental_context` (the turn's state: tool-turn.ts). */
+  toolContext?: unknown;
   maxSteps: number;
   maxMerges: number;
   abortSignal: AbortSignal;
@@ -113,6 +117,8 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       system: input.system,
       messages: input.messages,
       tools: input.tools,
+      ...(input.activeTools && { activeTools: input.activeTools }),
+      ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
       stopWhen: stepCountIs(input.maxSteps),
       prepareStep,
       abortSignal: input.abortSignal,

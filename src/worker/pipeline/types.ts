@@ -1,6 +1,7 @@
 import type { ModelMessage } from 'ai';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { InboxEntry, TurnInput, TurnReads } from '../../shared/store/chat-store.js';
+import type { ChatToolName } from '../agent/tools/chat-tools.js';
 
 /**
  * The context pipeline of one turn (DESIGN §6): Provider → Compressor → Assembler.
@@ -65,6 +66,11 @@ export interface RuntimeContext {
   now: Date;
   /** The chat's memory document, if it has one (bounded by MEMORY_MAX_TOKENS). */
   memory?: string;
+  /**
+   * chatlane's tools this turn offers (chat-tools.ts): the prompt's guidance names only these.
+   * Absent: all of them (an assembler used outside a turn).
+   */
+  offered?: readonly ChatToolName[];
 }
 
 export interface AssembleInput {

@@ -1,20 +1,9 @@
 import { tool } from 'ai';
 import { z } from 'zod';
-import type { Logger } from '../../../shared/logger.js';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
-import { type DeliveryTrigger, triggerDelivery } from '../../outbox.js';
+import { triggerDelivery } from '../../outbox.js';
 import { toolInput } from './input.js';
-
-export interface ContactSendContext {
-  contacts: ContactBook;
-  chatKey: string;
-  fence: string;
-  runId: string;
-  maxPerTurn: number;
-  onFencedOut: () => void;
-  deliver?: DeliveryTrigger | undefined;
-  logger: Logger;
-}
+import { turnOf } from './tool-turn.js';
 
 const INPUT = toolInput(
   z.object({
@@ -45,22 +34,23 @@ function candidates(list: Contact[]): string {
  * The send is part of this turn: recorded in this chat under the turn's fence, then written
  * to the other chat's outbox once (see ContactBook.send) and delivered like any reply, with a
  * `contact.sent` / `contact.received` event on both chats. An unknown or ambiguous username
- * is a tool error that lists the candidates; `chatKey` picks one of several.
+ * is a tool error that lists the candidates; `chatKey` picks one of several. Built once per
+ * process; the turn comes with each call (tool-turn.ts).
  */
-export function createContactSendTool(ctx: ContactSendContext) {
-  const sent = new Set<string>();
+export function createContactSendTool(contacts: ContactBook) {
   return tool({
     description:
       'Send a message to another person you know by username, in their own chat (not this one). ' +
       'If several chats match the username, call again with the chatKey of the right one.',
     inputSchema: INPUT,
-    execute: async ({ username, text, chatKey }) => {
-      const found = (await ctx.contacts.lookup(username)).filter((c) => c.chatKey !== ctx.chatKey);
+    execute: async ({ username, text, chatKey }, options) => {
+      const turn = turnOf(options);
+      const found = (await contacts.lookup(username)).filter((c) => c.chatKey !== turn.chatKey);
       const matches = chatKey ? found.filter((c) => c.chatKey === chatKey) : found;
       if (matches.length === 0) {
-        const similar = found.length > 0 ? found : await ctx.contacts.search(username, 10);
+        const similar = found.length > 0 ? found : await contacts.search(username, 10);
         throw new Error(
-          `no contact '${username}'${chatKey ? ` in chat ${chatKey}` : ''}. Candidates:${candidates(similar.filter((c) => c.chatKey !== ctx.chatKey))}`,
+          `no contact '${username}'${chatKey ? ` in chat ${chatKey}` : ''}. Candidates:${candidates(similar.filter((c) => c.chatKey !== turn.chatKey))}`,
         );
       }
       if (matches.length > 1) {
@@ -70,22 +60,27 @@ export function createContactSendTool(ctx: ContactSendContext) {
       }
       const to = matches[0]!;
       const dedupe = `${to.chatKey}\n${text}`;
+      turn.contactSends ??= new Set();
+      const sent = turn.contactSends;
       if (sent.has(dedupe)) return { status: 'duplicate' as const };
-      if (sent.size >= ctx.maxPerTurn) {
-        return { status: 'limit' as const, message: `at most ${ctx.maxPerTurn} contact messages per turn` };
+      if (sent.size >= turn.maxSendsPerTurn) {
+        return {
+          status: 'limit' as const,
+          message: `at most ${turn.maxSendsPerTurn} contact messages per turn`,
+        };
       }
       sent.add(dedupe);
-      const res = await ctx.contacts.send(
-        { chatKey: ctx.chatKey, fence: ctx.fence, runId: ctx.runId },
+      const res = await contacts.send(
+        { chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId },
         to,
         text,
       );
       if (!res.ok) {
         sent.delete(dedupe);
-        ctx.onFencedOut();
+        turn.fencedOut('contact send fenced out');
         return { status: 'fenced-out' as const };
       }
-      if (res.routed) await triggerDelivery(ctx, to.chatKey);
+      if (res.routed) await triggerDelivery(turn, to.chatKey);
       return {
         status: 'sent' as const,
         to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },

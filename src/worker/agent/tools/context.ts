@@ -1,7 +1,5 @@
 import { tool } from 'ai';
 import { z } from 'zod';
-import type { ChatMessage } from '../../../shared/messages.js';
-import type { ChatStore } from '../../../shared/store/chat-store.js';
 import {
   type ContextMeta,
   type ContextOp,
@@ -11,16 +9,7 @@ import {
   switchContext,
 } from '../../../shared/store/contexts.js';
 import { toolInput } from './input.js';
-
-export interface ContextToolDeps {
-  store: ChatStore;
-  chatKey: string;
-  fence: string;
-  runId: string;
-  onFencedOut: () => void;
-  /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
-  rebase: (context: ChatMessage[]) => Promise<void>;
-}
+import { type ToolTurn, turnOf } from './tool-turn.js';
 
 // Built once (toolInput): the SDK converts a bare zod schema to JSON Schema again on every step.
 const NEW_INPUT = toolInput(
@@ -34,43 +23,46 @@ const LOAD_INPUT = toolInput(
 );
 const CLEAR_INPUT = toolInput(z.object({}));
 
+type SwitchArgs = { title?: string; reason?: string; load?: ContextMeta };
+
+async function doSwitch(turn: ToolTurn, op: ContextOp, args: SwitchArgs) {
+  const res = await switchContext(turn.store, turn.chatKey, turn.fence, { op, runId: turn.runId, ...args });
+  if (res.status === 'fenced-out') turn.fencedOut('context switch fenced out');
+  return res;
+}
+
+/** 'new' and 'clear' differ only in intent: both archive and continue from nothing. */
+async function startFresh(turn: ToolTurn, op: 'new' | 'clear', args: SwitchArgs) {
+  const res = await doSwitch(turn, op, args);
+  if (res.status !== 'ok') return { status: res.status };
+  await turn.rebase([]);
+  return { status: 'ok', archivedContextId: res.archivedId ?? null, archivedMessages: res.archivedCount };
+}
+
 /**
  * Tool-driven context switching (seed 003): no automatic judge; the model decides when the
  * working context is too noisy and when to go back to an earlier one. Every switch is a
  * fenced write, and nothing is ever deleted: the replaced history is archived first.
+ * One set per process: the turn comes with each call (tool-turn.ts).
  */
-export function createContextTools(d: ContextToolDeps) {
-  const doSwitch = async (op: ContextOp, args: { title?: string; reason?: string; load?: ContextMeta }) => {
-    const res = await switchContext(d.store, d.chatKey, d.fence, { op, runId: d.runId, ...args });
-    if (res.status === 'fenced-out') d.onFencedOut();
-    return res;
-  };
+export const contextTools = {
+  chat_context_new: tool({
+    description:
+      'Archive the current working context and start a fresh one. Use when the earlier conversation is ' +
+      'long, unrelated to what the user now asks, or likely to mislead your answer. This turn continues ' +
+      'with only the current user message(s).',
+    inputSchema: NEW_INPUT,
+    execute: async ({ title, reason }, options) =>
+      startFresh(turnOf(options), 'new', { ...(title ? { title } : {}), ...(reason ? { reason } : {}) }),
+  }),
 
-  /** 'new' and 'clear' differ only in intent: both archive and continue from nothing. */
-  const startFresh = async (op: 'new' | 'clear', args: { title?: string; reason?: string }) => {
-    const res = await doSwitch(op, args);
-    if (res.status !== 'ok') return { status: res.status };
-    await d.rebase([]);
-    return { status: 'ok', archivedContextId: res.archivedId ?? null, archivedMessages: res.archivedCount };
-  };
-
-  return {
-    chat_context_new: tool({
-      description:
-        'Archive the current working context and start a fresh one. Use when the earlier conversation is ' +
-        'long, unrelated to what the user now asks, or likely to mislead your answer. This turn continues ' +
-        'with only the current user message(s).',
-      inputSchema: NEW_INPUT,
-      execute: async ({ title, reason }) => {
-        return startFresh('new', { ...(title ? { title } : {}), ...(reason ? { reason } : {}) });
-      },
-    }),
-
-    chat_context_list: tool({
-      description: 'List archived contexts of this chat, newest first (id, title, times, size, preview).',
-      inputSchema: LIST_INPUT,
-      execute: async ({ limit }) => ({
-        contexts: (await listContexts(d.store, d.chatKey, limit ?? 10)).map((c) => ({
+  chat_context_list: tool({
+    description: 'List archived contexts of this chat, newest first (id, title, times, size, preview).',
+    inputSchema: LIST_INPUT,
+    execute: async ({ limit }, options) => {
+      const { store, chatKey } = turnOf(options);
+      return {
+        contexts: (await listContexts(store, chatKey, limit ?? 10)).map((c) => ({
           id: c.id,
           title: c.title,
           createdAt: new Date(c.createdAt).toISOString(),
@@ -78,39 +70,38 @@ export function createContextTools(d: ContextToolDeps) {
           messageCount: c.messageCount,
           preview: c.preview,
         })),
-      }),
-    }),
+      };
+    },
+  }),
 
-    chat_context_load: tool({
-      description:
-        'Make an archived context the working context again (the current one is archived first). Give ' +
-        'contextId from chat_context_list, or a query to pick the best match. The loaded messages are ' +
-        'earlier context for reference, not current instructions.',
-      inputSchema: LOAD_INPUT,
-      execute: async ({ contextId, query }) => {
-        const meta = contextId
-          ? await getContext(d.store, d.chatKey, contextId)
-          : await findContext(d.store, d.chatKey, query ?? '');
-        if (!meta) return { status: 'not-found' };
-        const res = await doSwitch('load', { load: meta });
-        if (res.status !== 'ok') return { status: res.status };
-        await d.rebase(await d.store.readHistory(d.chatKey));
-        return {
-          status: 'ok',
-          loadedContextId: meta.id,
-          title: meta.title,
-          loadedMessages: res.loadedCount,
-          archivedContextId: res.archivedId ?? null,
-        };
-      },
-    }),
+  chat_context_load: tool({
+    description:
+      'Make an archived context the working context again (the current one is archived first). Give ' +
+      'contextId from chat_context_list, or a query to pick the best match. The loaded messages are ' +
+      'earlier context for reference, not current instructions.',
+    inputSchema: LOAD_INPUT,
+    execute: async ({ contextId, query }, options) => {
+      const turn = turnOf(options);
+      const meta = contextId
+        ? await getContext(turn.store, turn.chatKey, contextId)
+        : await findContext(turn.store, turn.chatKey, query ?? '');
+      if (!meta) return { status: 'not-found' };
+      const res = await doSwitch(turn, 'load', { load: meta });
+      if (res.status !== 'ok') return { status: res.status };
+      await turn.rebase(await turn.store.readHistory(turn.chatKey));
+      return {
+        status: 'ok',
+        loadedContextId: meta.id,
+        title: meta.title,
+        loadedMessages: res.loadedCount,
+        archivedContextId: res.archivedId ?? null,
+      };
+    },
+  }),
 
-    chat_context_clear_active: tool({
-      description: 'Archive (never delete) and clear the working context.',
-      inputSchema: CLEAR_INPUT,
-      execute: async () => {
-        return startFresh('clear', {});
-      },
-    }),
-  };
-}
+  chat_context_clear_active: tool({
+    description: 'Archive (never delete) and clear the working context.',
+    inputSchema: CLEAR_INPUT,
+    execute: async (_input, options) => startFresh(turnOf(options), 'clear', {}),
+  }),
+};

@@ -4,6 +4,7 @@ import { messageText } from '../../../shared/messages.js';
 import { readRecentArchive } from '../../../shared/store/archive.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import { toolInput } from './input.js';
+import { turnOf } from './tool-turn.js';
 
 /** How many archive entries a search reads (newest first): bounds its cost. */
 export const SEARCH_ARCHIVE_ENTRIES = 500;
@@ -76,23 +77,23 @@ const INPUT = toolInput(
   }),
 );
 
-export function createHistorySearchTool(store: ChatStore, chatKey: string) {
-  return tool({
-    description:
-      "Search older messages of this chat that were summarised away. Use the summary's lookup hints " +
-      'as queries. Returns the original messages (role, time, text).',
-    inputSchema: INPUT,
-    execute: async ({ query, limit }) => {
-      const hits = await searchHistory(store, chatKey, query, limit ?? 5);
-      return {
-        results: hits.map((h) => ({
-          archiveId: h.archiveId,
-          messageId: h.messageId,
-          role: h.role,
-          time: new Date(h.ts).toISOString(),
-          text: h.text,
-        })),
-      };
-    },
-  });
-}
+/** `chat_history_search`, one per process: the turn comes with each call (tool-turn.ts). */
+export const historySearchTool = tool({
+  description:
+    "Search older messages of this chat that were summarised away. Use the summary's lookup hints " +
+    'as queries. Returns the original messages (role, time, text).',
+  inputSchema: INPUT,
+  execute: async ({ query, limit }, options) => {
+    const { store, chatKey } = turnOf(options);
+    const hits = await searchHistory(store, chatKey, query, limit ?? 5);
+    return {
+      results: hits.map((h) => ({
+        archiveId: h.archiveId,
+        messageId: h.messageId,
+        role: h.role,
+        time: new Date(h.ts).toISOString(),
+        text: h.text,
+      })),
+    };
+  },
+});

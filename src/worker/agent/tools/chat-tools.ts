@@ -1,0 +1,94 @@
+import type { Tool, ToolSet } from 'ai';
+import type { ContactBook } from '../../../shared/store/contacts.js';
+import { chatSendTool } from './chat-send.js';
+import { createContactSendTool } from './contact-send.js';
+import { contextTools } from './context.js';
+import { historySearchTool } from './history-search.js';
+import { createMemoryTool } from './memory.js';
+
+/** chatlane's own tools whose offer depends on the chat (the rest are offered to every turn). */
+export type ChatToolName =
+  | 'chat_send'
+  | 'chat_memory_update'
+  | 'chat_history_search'
+  | 'chat_context_new'
+  | 'chat_context_list'
+  | 'chat_context_load'
+  | 'chat_context_clear_active';
+
+/** What the turn's first read (acquire.lua) says about the chat: enough to know what can act. */
+export interface ChatFacts {
+  /** Messages in the working context (the stored history, its summary included). */
+  historyMessages: number;
+  /** Entries in the chat's archive: what chat_history_search reads. */
+  archiveEntries: number;
+  /** Archived contexts: what chat_context_list and chat_context_load read. */
+  contexts: number;
+}
+
+/**
+ * The tools of ours a turn offers: only those that can do something for this chat now
+ * (docs/DESIGN.md, "chatlane's tools"). Every offered definition is in every model request
+ * of the turn (prompt tokens per call, and the request body is held ~3 times per call in
+ * flight), so a fresh chat gets chat_send and chat_memory_update only. Fixed for the turn.
+ */
+export function offeredTools(facts: ChatFacts): ChatToolName[] {
+  const offered: ChatToolName[] = ['chat_send', 'chat_memory_update'];
+  if (facts.archiveEntries > 0) offered.push('chat_history_search');
+  // Both archive the working context and continue from nothing: nothing to archive, no use.
+  if (facts.historyMessages > 0) offered.push('chat_context_new', 'chat_context_clear_active');
+  if (facts.contexts > 0) offered.push('chat_context_list', 'chat_context_load');
+  return offered;
+}
+
+export interface ChatToolsOptions {
+  /** MEMORY_MAX_TOKENS: the cap chat_memory_update states and enforces. */
+  memoryMaxTokens: number;
+  /** CONTACT_SEND=on: chat_contact_send, offered to every turn. */
+  contacts?: ContactBook | undefined;
+  /** `skills_load` over SKILLS_DIR, offered to every turn. */
+  skillsTool?: Tool | undefined;
+}
+
+/**
+ * Every tool a worker process has, built once: chatlane's own (their per-turn state comes with
+ * each call as `experimental_context`, see tool-turn.ts), skills, contact send, and the
+ * operator's MCP tools (which change when a server connects or drops). A turn gets the whole
+ * set with the names it offers as `activeTools`: the SDK sends only those to the model.
+ */
+export class ChatTools {
+  private readonly own: ToolSet;
+  /** Offered to every turn (skills_load, chat_contact_send). */
+  private readonly always: string[];
+  private merged: { from: ToolSet | undefined; tools: ToolSet; names: string[] } | undefined;
+
+  constructor(opts: ChatToolsOptions) {
+    this.own = {
+      chat_send: chatSendTool,
+      chat_history_search: historySearchTool,
+      chat_memory_update: createMemoryTool(opts.memoryMaxTokens),
+      ...(opts.skillsTool && { skills_load: opts.skillsTool }),
+      ...contextTools,
+      ...(opts.contacts && { chat_contact_send: createContactSendTool(opts.contacts) }),
+    };
+    this.always = [
+      ...(opts.skillsTool ? ['skills_load'] : []),
+      ...(opts.contacts ? ['chat_contact_send'] : []),
+    ];
+  }
+
+  /** The tool set (with the MCP tools connected now) and the names offered for `facts`. */
+  forTurn(
+    facts: ChatFacts,
+    mcpTools?: ToolSet,
+  ): { tools: ToolSet; active: string[]; offered: ChatToolName[] } {
+    if (!this.merged || this.merged.from !== mcpTools) {
+      // chatlane's own tools come last: an operator tool can never shadow one of them.
+      const tools = mcpTools ? { ...mcpTools, ...this.own } : this.own;
+      const names = mcpTools ? Object.keys(mcpTools).filter((n) => !(n in this.own)) : [];
+      this.merged = { from: mcpTools, tools, names };
+    }
+    const offered = offeredTools(facts);
+    return { tools: this.merged.tools, active: [...this.merged.names, ...this.always, ...offered], offered };
+  }
+}

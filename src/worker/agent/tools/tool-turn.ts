@@ -1,0 +1,60 @@
+import type { Logger } from '../../../shared/logger.js';
+import type { ChatMessage } from '../../../shared/messages.js';
+import type { ChatStore } from '../../../shared/store/chat-store.js';
+import type { DeliveryTrigger } from '../../outbox.js';
+
+/**
+ * What chatlane's tools need of the turn calling them. The tools are built once per process
+ * (chat-tools.ts); each turn hands this to `generateText` as `experimental_context`, which
+ * the SDK passes to every `execute`. One object per turn instead of seven tools, each with
+ * its own closures and description strings, per turn in flight.
+ */
+export interface ToolTurn {
+  store: ChatStore;
+  chatKey: string;
+  fence: string;
+  runId: string;
+  logger: Logger;
+  /** CHAT_SEND_MAX_PER_TURN: caps chat_send and chat_contact_send each. */
+  maxSendsPerTurn: number;
+  /** Triggers a chat's delivery after an outbox write, when it has a reply route. */
+  deliver?: DeliveryTrigger | undefined;
+  /** Shared across attempts of one turn, so a retried attempt never repeats a reply. */
+  sends: ChatSendState;
+  /** Set on the first chat_contact_send: target chat + text of every contact send of this turn. */
+  contactSends?: Set<string>;
+  /**
+   * The last inbox stream id given to the model: recorded with each send until the commit,
+   * so a turn taking over after a crash knows which messages this reply followed.
+   */
+  seen: () => string;
+  /** Told when a fenced write is refused (another turn holds the chat): the turn must stop. */
+  fencedOut: (reason: string) => void;
+  /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
+  rebase: (context: ChatMessage[]) => Promise<void>;
+}
+
+export interface ChatSendState {
+  sent: string[];
+  /** Texts earlier runs of this chat sent and never committed (the person has seen them). */
+  earlier?: string[];
+}
+
+// Only objects made by toolTurn pass turnOf: a stray context is a wiring bug, not a guess.
+const issued = new WeakSet<object>();
+
+export function toolTurn(turn: ToolTurn): ToolTurn {
+  issued.add(turn);
+  return turn;
+}
+
+function isToolTurn(value: unknown): value is ToolTurn {
+  return typeof value === 'object' && value !== null && issued.has(value);
+}
+
+/** The calling turn, from an `execute`'s options. Throws when the loop did not pass one. */
+export function turnOf(options: { experimental_context?: unknown }): ToolTurn {
+  const turn = options.experimental_context;
+  if (!isToolTurn(turn)) throw new Error('chatlane tool called without its turn (experimental_context)');
+  return turn;
+}
