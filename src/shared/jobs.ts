@@ -1,5 +1,6 @@
-import { type ConnectionOptions, Queue, type QueueOptions } from 'bullmq';
+import type { ConnectionOptions, QueueOptions } from 'bullmq';
 import { z } from 'zod';
+import { Queue } from './bullmq.js';
 import { chatKeySchema } from './chat-key.js';
 import { queuePrefix } from './keys.js';
 

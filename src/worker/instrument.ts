@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { type LanguageModel, type LanguageModelMiddleware, wrapLanguageModel } from 'ai';
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
+import { DelayedError } from '../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/metrics.js';
 
 /**

@@ -1,4 +1,5 @@
-import { type ConnectionOptions, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { ConnectionOptions, Queue } from 'bullmq';
+import { MetricsTime, UnrecoverableError, Worker } from '../shared/bullmq.js';
 import {
   createQueue,
   type DeliveryJob,

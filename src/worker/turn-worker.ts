@@ -1,4 +1,5 @@
-import { DelayedError, type Job, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
+import { DelayedError, MetricsTime, UnrecoverableError, Worker } from '../shared/bullmq.js';
 import { ModelUnavailableError } from '../shared/errors.js';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../shared/jobs.js';
 import type { Metrics } from '../shared/metrics.js';

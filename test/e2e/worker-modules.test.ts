@@ -18,6 +18,9 @@ const CONDITIONAL = {
   fastify: /\/node_modules\/(fastify|@fastify\/[^/]+|@bull-board\/[^/]+)\//,
 };
 
+/** Never needed: BullMQ's PostgreSQL backend (its package index loads it). */
+const POSTGRES = /\/node_modules\/bullmq\/dist\/cjs\/postgres\//;
+
 const loaded = (modules: string[], pattern: RegExp) => modules.some((url) => pattern.test(url));
 
 describe('what a worker process loads', () => {
@@ -37,15 +40,16 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp nor a web framework', async () => {
+  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
-    expect(loaded(modules, /\/node_modules\/bullmq\//)).toBe(true);
+    expect(loaded(modules, /\/node_modules\/bullmq\/dist\/cjs\/classes\/worker\.js$/)).toBe(true);
     expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(false);
     expect(loaded(modules, CONDITIONAL.markdown)).toBe(false);
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(false);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
+    expect(loaded(modules, POSTGRES)).toBe(false);
   });
 
   it('with Telegram and MCP_CONFIG set: the Chat SDK and @ai-sdk/mcp are loaded at start, before any job', async () => {

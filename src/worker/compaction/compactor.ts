@@ -1,4 +1,5 @@
-import { type Job, MetricsTime, UnrecoverableError, Worker } from 'bullmq';
+import type { Job } from 'bullmq';
+import { MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js';
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';

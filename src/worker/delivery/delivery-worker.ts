@@ -1,4 +1,5 @@
-import { DelayedError, type Job, MetricsTime, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
+import { DelayedError, MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js';
 import {
   type DeliveryJob,
   deliveryJobSchema,

@@ -1,0 +1,9 @@
+/**
+ * BullMQ for every chatlane process, without its package index: `import 'bullmq'` also loads
+ * the PostgreSQL backend (about 0.8 MB of heap per process: its SQL text and code), which
+ * chatlane never uses. These are the same modules the index re-exports (one instance: code that
+ * imports 'bullmq' gets these classes), declared with the index's types in ./bullmq-paths.d.ts.
+ * Import BullMQ values from here; types may come from 'bullmq' itself.
+ */
+export { DelayedError, Queue, UnrecoverableError, Worker } from 'bullmq/dist/cjs/classes/index.js';
+export { MetricsTime } from 'bullmq/dist/cjs/enums/index.js';
