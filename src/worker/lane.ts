@@ -3,6 +3,9 @@ import type { Logger } from '../shared/logger.js';
 import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../shared/store/chat-store.js';
 import { renewAfter, renewalInterval } from './liveness.js';
 
+/** What a renewal check that sends nothing answers. */
+const NOTHING_SENT: Promise<void> = Promise.resolve();
+
 /**
  * A held turn lease on one chat. The lease only keeps other workers politely away; what
  * actually protects the chat is the fence every write script checks. When a renewal finds
@@ -129,24 +132,28 @@ export class Lane {
    * Renew the lease if it is due (set at least `renewAfter(leaseMs)` ago), unless a renewal
    * is still in flight (against a Redis that hangs, checks must not pile up calls) or the
    * lane is done. A turn shorter than renewAfter never renews: its acquire set a lease that
-   * outlasts it. Never rejects; resolves once a renewal it sent has settled.
+   * outlasts it. Never rejects; resolves once a renewal it sent has settled. A check that
+   * sends nothing allocates nothing (one shared settled promise): RunningTurns runs it for
+   * every running turn twenty times a lease.
    */
   renewIfDue(now = Date.now()): Promise<void> {
-    if (this.renewing || this.ending || this.lost) return Promise.resolve();
-    if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return Promise.resolve();
+    if (this.renewing || this.ending || this.lost) return NOTHING_SENT;
+    if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return NOTHING_SENT;
     this.renewing = true;
-    // A failed renewal is retried at the next check; if the lease runs out meanwhile the
-    // next renewal is rejected by the fence and the turn aborts.
-    return this.store
-      .renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId)
-      .then((ok) => {
-        if (ok) this.leaseSetAt = now;
-        else this.markLost('renew rejected');
-      })
-      .catch((err: unknown) => this.logger.warn({ err }, 'lease renewal failed'))
-      .finally(() => {
-        this.renewing = false;
-      });
+    return this.renew(now);
+  }
+
+  /** One renewal; a failed one is retried at the next check (if the lease ran out meanwhile, the fence refuses it and the turn aborts). */
+  private async renew(sentAt: number): Promise<void> {
+    try {
+      const ok = await this.store.renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId);
+      if (ok) this.leaseSetAt = sentAt;
+      else this.markLost('renew rejected');
+    } catch (err) {
+      this.logger.warn({ err }, 'lease renewal failed');
+    } finally {
+      this.renewing = false;
+    }
   }
 
   private startRenewing(): void {

@@ -72,6 +72,47 @@ describe('turn lease renewal', () => {
     expect(lane.lost).toBe(false);
   });
 
+  it('a check before the lease is due sends nothing and answers the same settled promise every time', async () => {
+    const { lease, store } = leaseStore();
+    const lane = await acquireLane(store);
+    const other = await acquireLane(store);
+    const at = Date.now() + LEASE_MS / 4 - 1;
+    const first = lane.renewIfDue(at);
+    expect(lane.renewIfDue(at)).toBe(first);
+    expect(other.renewIfDue(at)).toBe(first);
+    await first;
+    expect(lease.renewals).toBe(0);
+    const due = lane.renewIfDue(Date.now() + LEASE_MS / 4);
+    expect(due).not.toBe(first);
+    await due;
+    expect(lease.renewals).toBe(1);
+  });
+
+  it('a renewal that fails is not a rejection and is sent again at the next check; one the fence refuses stops the turn', async () => {
+    const { lease, store } = leaseStore();
+    const lane = await acquireLane(store);
+    const renew = store.renew.bind(store);
+    let failNext = true;
+    store.renew = async (...args: Parameters<ChatStore['renew']>) => {
+      if (failNext) {
+        failNext = false;
+        throw new Error('connection reset');
+      }
+      return renew(...args);
+    };
+    const due = Date.now() + LEASE_MS / 4;
+    await expect(lane.renewIfDue(due)).resolves.toBeUndefined();
+    expect(lease.renewals).toBe(0);
+    await lane.renewIfDue(due + renewalInterval(LEASE_MS));
+    expect(lease.renewals).toBe(1);
+    expect(lane.lost).toBe(false);
+    vi.setSystemTime(lease.until);
+    await lane.renewIfDue(lease.until + LEASE_MS);
+    expect(lease.refused).toBe(1);
+    expect(lane.lost).toBe(true);
+    expect(lane.signal.aborted).toBe(true);
+  });
+
   it('a turn running for six leases keeps its lease, renewed about every quarter lease, never lapsing', async () => {
     const { lease, store } = leaseStore();
     const running = new RunningTurns();
