@@ -1,42 +1,72 @@
 import { performance } from 'node:perf_hooks';
-import { type LanguageModel, type LanguageModelMiddleware, wrapLanguageModel } from 'ai';
+import type { LanguageModel } from 'ai';
 import type { Job } from 'bullmq';
 import { DelayedError } from '../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/metrics.js';
 
 /**
- * Worker-side metrics, kept outside the turn code: the model is wrapped in an AI SDK
- * middleware (one observation per model call = per tool-loop step, with the usage the
- * provider reported) and the BullMQ processor in a timer (duration by outcome, queue wait).
- * Turns and compaction call the model through generateText, so only doGenerate is metered.
+ * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
+ * model call = per tool-loop step, with the usage the provider reported) and the BullMQ
+ * processor in a timer (duration by outcome, queue wait). Turns and compaction call the
+ * model through generateText, so only doGenerate is metered.
  */
 
-export function meteringMiddleware(metrics: Metrics): LanguageModelMiddleware {
-  return {
-    specificationVersion: 'v3',
-    wrapGenerate: async ({ doGenerate }) => {
-      const started = performance.now();
-      try {
-        const result = await doGenerate();
-        recordModelCall(metrics, {
-          seconds: (performance.now() - started) / 1000,
-          ok: true,
-          inputTokens: result.usage.inputTokens.total,
-          outputTokens: result.usage.outputTokens.total,
-        });
-        return result;
-      } catch (err) {
-        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
-        throw err;
-      }
-    },
-  };
+type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
+
+/**
+ * The model with call latency and token counters. A class of its own rather than an AI SDK
+ * middleware (wrapLanguageModel): a wrapped call runs four async functions and two closures
+ * more, and every one of them is held for the whole model call (a second at 2,000 turns in
+ * flight), so it outlives the young generation.
+ */
+class MeteredModel implements ModelV3 {
+  readonly specificationVersion = 'v3';
+
+  constructor(
+    private readonly model: ModelV3,
+    private readonly metrics: Metrics,
+  ) {}
+
+  get provider(): string {
+    return this.model.provider;
+  }
+
+  get modelId(): string {
+    return this.model.modelId;
+  }
+
+  get supportedUrls(): ModelV3['supportedUrls'] {
+    return this.model.supportedUrls;
+  }
+
+  async doGenerate(
+    options: Parameters<ModelV3['doGenerate']>[0],
+  ): Promise<Awaited<ReturnType<ModelV3['doGenerate']>>> {
+    const started = performance.now();
+    try {
+      const result = await this.model.doGenerate(options);
+      recordModelCall(this.metrics, {
+        seconds: (performance.now() - started) / 1000,
+        ok: true,
+        inputTokens: result.usage.inputTokens.total,
+        outputTokens: result.usage.outputTokens.total,
+      });
+      return result;
+    } catch (err) {
+      recordModelCall(this.metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+      throw err;
+    }
+  }
+
+  doStream(options: Parameters<ModelV3['doStream']>[0]): ReturnType<ModelV3['doStream']> {
+    return this.model.doStream(options);
+  }
 }
 
 /** The model with call latency and token counters; a model id string is returned as is. */
 export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageModel {
   if (typeof model === 'string' || model.specificationVersion !== 'v3') return model;
-  return wrapLanguageModel({ model, middleware: meteringMiddleware(metrics) });
+  return new MeteredModel(model, metrics);
 }
 
 /** What a processor's result or error says about the turn. */

@@ -1,3 +1,5 @@
+import { generateText } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
 import { DelayedError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_METRICS_PORT, loadConfig } from '../../src/shared/config.js';
@@ -8,13 +10,49 @@ import {
   recordCompactionRun,
   recordDeliveryFailure,
 } from '../../src/shared/metrics.js';
-import { instrumentTurnProcessor } from '../../src/worker/instrument.js';
+import { instrumentTurnProcessor, meteredModel } from '../../src/worker/instrument.js';
 import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
+import { usage } from '../helpers/scripted-model.js';
 
 const job = (over: Partial<Job> = {}) =>
   ({ timestamp: 1000, processedOn: 3500, attemptsStarted: 1, ...over }) as Job;
 
 const scrape = (metrics: ReturnType<typeof createMetrics>) => metrics.registry.metrics();
+
+describe('meteredModel', () => {
+  it('times every model call by result, counts the tokens it used, and passes the model through unchanged', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    let calls = 0;
+    const inner = new MockLanguageModelV3({
+      provider: 'mock-provider',
+      modelId: 'mock-model',
+      supportedUrls: { 'image/*': [/^https:/] },
+      doGenerate: async () => {
+        calls++;
+        if (calls === 2) throw new Error('model down');
+        return {
+          content: [{ type: 'text', text: 'hi' }],
+          finishReason: { unified: 'stop', raw: 'stop' },
+          usage,
+          warnings: [],
+        };
+      },
+    });
+    const model = meteredModel(inner, metrics);
+    if (typeof model === 'string') throw new Error('not a model object');
+    expect([model.provider, model.modelId]).toEqual(['mock-provider', 'mock-model']);
+    expect(await model.supportedUrls).toEqual({ 'image/*': [/^https:/] });
+    expect((await generateText({ model, prompt: 'hello', maxRetries: 0 })).text).toBe('hi');
+    await expect(generateText({ model, prompt: 'hello', maxRetries: 0 })).rejects.toThrow('model down');
+    expect(inner.doGenerateCalls).toHaveLength(2);
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'ok' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'error' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'input' })).toBe(10);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'output' })).toBe(5);
+    expect(meteredModel('some-model-id', metrics)).toBe('some-model-id');
+  });
+});
 
 describe('instrumentTurnProcessor', () => {
   it('observes turn duration by the outcome the processor returned, and a lost turn as a fence rejection', async () => {
