@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { LuaScript, scripts } from '../../src/shared/store/scripts.js';
 import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 
@@ -54,6 +55,21 @@ describe('lease and fence', () => {
     const second = await store.acquire('c1', 'w2', 5000);
     expect(second.ok).toBe(false);
     if (!second.ok) expect(second.ttlMs).toBeGreaterThan(4000);
+  });
+
+  it('a script Redis has not cached (restart, failover) runs by EVAL with the same keys and arguments', async () => {
+    const lease = await store.acquire('c1', 'w1', 1000);
+    if (!lease.ok) throw new Error('acquire failed');
+    const k = store.keys('c1');
+    const uncached = new LuaScript('renew', 2);
+    Object.defineProperty(uncached, 'sha', { value: 'f'.repeat(40) });
+    const renew = (script: LuaScript, owner: string) =>
+      script.run(redis, [k.meta, k.events], [owner, lease.fence, 60_000, 100, 'run-1']);
+    expect(await renew(uncached, 'w1')).toBe(1);
+    expect(Number(await redis.hget(k.meta, 'leaseUntil')) - Date.now()).toBeGreaterThan(30_000);
+    expect(await renew(uncached, 'w2')).toBe(0);
+    expect(await renew(scripts.renew, 'w1')).toBe(1);
+    expect(await renew(scripts.renew, 'w2')).toBe(0);
   });
 
   it('hands the chat to a new owner with a higher fence once the lease ran out, and records the takeover', async () => {

@@ -44,15 +44,28 @@ export class LuaScript {
       throw new Error(`${this.name}.lua takes ${takes} keys, got ${keys.length}`);
     }
     try {
-      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
+      return await (redis.evalsha as Script).call(redis, this.sha, keys.length, keys, args);
     } catch (err) {
       if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-        return redis.eval(this.source, keys.length, ...keys, ...args);
+        return (redis.eval as Script).call(redis, this.source, keys.length, keys, args);
       }
       throw err;
     }
   }
 }
+
+/**
+ * EVALSHA / EVAL with the keys and the arguments as two arrays: ioredis flattens array
+ * arguments one level into the command (its typings only say so for one array). Spreading
+ * them instead built two more copies of both per call, held until Redis answered.
+ */
+type Script = (
+  this: RedisClient,
+  script: string,
+  numberOfKeys: number,
+  keys: string[],
+  args: Array<string | number>,
+) => Promise<unknown>;
 
 export const scripts = {
   ingest: new LuaScript('ingest', 4),
