@@ -146,8 +146,16 @@ export interface HistoryWindow {
 
 export type StreamEntry = [id: string, fields: string[]];
 
-/** The reply of most store scripts: a status string, then strings and numbers. */
-export const tuple = z.tuple([z.string()]).rest(z.union([z.string(), z.number()]));
+const isReplyItem = (v: unknown) => typeof v === 'string' || typeof v === 'number';
+
+/**
+ * The reply of most store scripts: a status string, then strings and numbers. Checked in
+ * place: a z.tuple of a union copied every reply and failed a string parse on every number.
+ */
+export const tuple = z.custom<[string, ...Array<string | number>]>(
+  (v) => Array.isArray(v) && typeof v[0] === 'string' && v.every(isReplyItem),
+  { message: 'not a script reply (a status string, then strings and numbers)' },
+);
 
 /** Sum of `metadata.tokens`: what a fenced append adds to the chat's token count. */
 export function tokensOf(messages: ChatMessage[]): number {
