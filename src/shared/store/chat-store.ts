@@ -320,9 +320,12 @@ export class ChatStore {
     );
   }
 
-  /** Stream entries strictly after the cursor (a stream id), oldest first. */
-  private async rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
-    return (await this.redis.xrange(key, after ? `(${after}` : '-', '+', 'COUNT', count)) as StreamEntry[];
+  /**
+   * Stream entries strictly after the cursor (a stream id), oldest first. Not async: the
+   * callers await it, a second suspended frame per read (held until Redis answers) buys nothing.
+   */
+  private rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
+    return this.redis.xrange(key, after ? `(${after}` : '-', '+', 'COUNT', count) as Promise<StreamEntry[]>;
   }
 
   async readHistory(chatKey: string): Promise<ChatMessage[]> {
