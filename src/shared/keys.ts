@@ -44,6 +44,56 @@ export function chatKeys(prefix: string, chatKey: string): ChatKeys {
   };
 }
 
+/**
+ * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
+ * the twelve, and builds them once per turn step rather than all of them every call.
+ * Not a plain object: `Object.values` sees none of them (that is what `chatKeys` is for).
+ */
+export class ChatKeyNames implements ChatKeys {
+  private readonly base: string;
+
+  constructor(prefix: string, chatKey: string) {
+    this.base = `${prefix}:{c:${chatKey}}`;
+  }
+
+  get inbox(): string {
+    return `${this.base}:inbox`;
+  }
+  get seen(): string {
+    return `${this.base}:seen`;
+  }
+  get hist(): string {
+    return `${this.base}:hist`;
+  }
+  get meta(): string {
+    return `${this.base}:meta`;
+  }
+  get archive(): string {
+    return `${this.base}:archive`;
+  }
+  get outbox(): string {
+    return `${this.base}:outbox`;
+  }
+  get events(): string {
+    return `${this.base}:events`;
+  }
+  get contexts(): string {
+    return `${this.base}:contexts`;
+  }
+  get relay(): string {
+    return `${this.base}:relay`;
+  }
+  get relayed(): string {
+    return `${this.base}:relayed`;
+  }
+  get uncommitted(): string {
+    return `${this.base}:uncommitted`;
+  }
+  get memory(): string {
+    return `${this.base}:memory`;
+  }
+}
+
 /** The message list of one context snapshot (ids are generated, never user input). */
 export function contextMessagesKey(prefix: string, chatKey: string, contextId: string): string {
   return `${prefix}:{c:${chatKey}}:ctx:${contextId}`;

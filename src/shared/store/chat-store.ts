@@ -1,5 +1,5 @@
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
-import { chatKeys, chatsIndexKey } from '../keys.js';
+import { ChatKeyNames, type ChatKeys, chatsIndexKey } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
@@ -75,8 +75,9 @@ export class ChatStore {
     this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
   }
 
-  keys(chatKey: string) {
-    return chatKeys(this.prefix, chatKey);
+  /** A chat's key names, each built when it is read (a call uses a few of them). */
+  keys(chatKey: string): ChatKeys {
+    return new ChatKeyNames(this.prefix, chatKey);
   }
 
   /**

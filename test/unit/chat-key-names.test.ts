@@ -1,0 +1,15 @@
+import { describe, expect, it } from 'vitest';
+import { ChatKeyNames, type ChatKeys, chatKeys } from '../../src/shared/keys.js';
+
+describe('chat key names', () => {
+  it('the names a store builds when read are exactly chatKeys, every one under the chat hash tag', () => {
+    const eager = chatKeys('cl', 'telegram:42');
+    const lazy = new ChatKeyNames('cl', 'telegram:42');
+    const names = Object.keys(eager) as Array<keyof ChatKeys>;
+    expect(names).toHaveLength(12);
+    for (const name of names) {
+      expect(lazy[name]).toBe(eager[name]);
+      expect(lazy[name]).toBe(`cl:{c:telegram:42}:${name}`);
+    }
+  });
+});
