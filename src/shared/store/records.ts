@@ -80,23 +80,50 @@ export type AcquireResult =
     }
   | { ok: false; ttlMs: number };
 
-const streamEntries = z.array(z.tuple([z.string(), z.array(z.string())]));
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);
+const isStringOrNull = (v: unknown) => v === null || typeof v === 'string';
+const isStreamEntry = (v: unknown) => Array.isArray(v) && v.length === 2 && isString(v[0]) && isStrings(v[1]);
 
 /** acquire.lua's replies (Lua false arrives as null), told apart by their first element. */
 export const acquireBusy = z.tuple([z.literal('busy'), z.number()]);
-export const acquireOk = z.tuple([
-  z.literal('ok'),
-  z.number(),
-  z.array(z.string()),
-  z.string().nullable(),
-  z.string().nullable(),
-  z.array(z.string()),
-  z.number(),
-  streamEntries,
-  z.string().nullable(),
-  z.number(),
-  z.number(),
-]);
+
+type AcquireOkReply = [
+  status: 'ok',
+  fence: number,
+  uncommitted: string[],
+  route: string | null,
+  head: string | null,
+  window: string[],
+  histLen: number,
+  pending: StreamEntry[],
+  memory: string | null,
+  archived: number,
+  contexts: number,
+];
+
+/**
+ * The lease and the turn's input. Checked in place: a z.tuple copied the history window,
+ * the pending entries and each entry's fields on every acquire.
+ */
+export const acquireOk = z.custom<AcquireOkReply>(
+  (v) =>
+    Array.isArray(v) &&
+    v.length === 11 &&
+    v[0] === 'ok' &&
+    typeof v[1] === 'number' &&
+    isStrings(v[2]) &&
+    isStringOrNull(v[3]) &&
+    isStringOrNull(v[4]) &&
+    isStrings(v[5]) &&
+    typeof v[6] === 'number' &&
+    Array.isArray(v[7]) &&
+    v[7].every(isStreamEntry) &&
+    isStringOrNull(v[8]) &&
+    typeof v[9] === 'number' &&
+    typeof v[10] === 'number',
+  { message: 'not an acquire.lua reply' },
+);
 
 /** A chat as the sweeper sees it: pending messages and the lease, judged by Redis's clock. */
 export interface SweepState {
