@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { type CallFrame, ownerOf } from './profile-frames.js';
 
 /**
  * `tsx bench/profile-summary.ts <file.cpuprofile> [--top N]`: where a worker's CPU went, as
@@ -8,11 +9,6 @@ import { parseArgs } from 'node:util';
  * `bench/run.ts --only overhead --profile DIR` writes.
  */
 
-interface CallFrame {
-  functionName: string;
-  url: string;
-  lineNumber: number;
-}
 interface ProfileNode {
   id: number;
   callFrame: CallFrame;
@@ -24,21 +20,6 @@ interface CpuProfile {
   timeDeltas: number[];
   startTime: number;
   endTime: number;
-}
-
-/** `node_modules/<pkg>` (scoped too), `chatlane:<dir>/<file>` for our own code, else node's own. */
-export function ownerOf(frame: CallFrame): string {
-  const { url, functionName } = frame;
-  if (!url) return functionName.startsWith('(') ? functionName : '(native)';
-  const nm = url.lastIndexOf('/node_modules/');
-  if (nm >= 0) {
-    const parts = url.slice(nm + '/node_modules/'.length).split('/');
-    return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
-  }
-  const dist = url.indexOf('/dist/');
-  if (dist >= 0) return `chatlane:${url.slice(dist + '/dist/'.length)}`;
-  if (url.startsWith('node:')) return url;
-  return url;
 }
 
 function summarize(profile: CpuProfile, top: number) {
