@@ -13,7 +13,12 @@ import { type CallFrame, ownerOf } from './profile-frames.js';
  *     promoted KiB per turn by the allocating function's package, by the innermost chatlane
  *     frame on the stack, by allocating function (the line is the function's first)
  *   tsx bench/memory-report.ts gc FILE.json
- *     each major GC and the highest-RSS sample: how far the old space grew in between
+ *     each major GC and the highest-RSS sample: how far the old space grew in between, and the
+ *     external memory that is not ArrayBuffers (C++ memory held by JS objects) as the median
+ *     over the samples: at and just after a major GC, `external` still counts the ArrayBuffers
+ *     that GC has freed (V8 subtracts them from its counter only when its background sweep of
+ *     them ends, while `arrayBuffers` drops as each is freed), so there external − arrayBuffers
+ *     shows freed ArrayBuffers, not native memory (with `--single-threaded-gc` the gap is gone)
  */
 
 const { positionals, values } = parseArgs({
@@ -183,6 +188,11 @@ function gcReport(file: string): void {
     }
     if (s.at === 'timer') before = s;
   }
+  const native = samples.map((s) => s.externalMb - s.arrayBuffersMb).sort((x, y) => x - y);
+  console.log(
+    `external − arrayBuffers: median ${native[native.length >> 1]} MB, max ${native.at(-1)} MB` +
+      ' (the max at or just after a major GC is ArrayBuffers it freed, not native memory)',
+  );
 }
 
 const [mode, a, b] = positionals;
