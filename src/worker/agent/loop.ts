@@ -9,6 +9,7 @@ import {
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
 import type { MergePoint } from './interleave.js';
+import { StepDeadline } from './step-deadline.js';
 import { stepsToUIParts } from './ui-parts.js';
 
 export interface LoopInput<T> {
@@ -81,7 +82,13 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const initialLength = input.messages.length;
   let base: ModelMessage[] | undefined;
 
+  // The SDK's abort signal: the turn's own, or with a step timeout one that also aborts when a
+  // step runs past it. Every check below reads the turn's signal: a timed-out step is thrown
+  // by the SDK as the model's error, never mistaken for a lost or stopped lane.
+  const deadline = input.stepTimeoutMs ? new StepDeadline(input.abortSignal, input.stepTimeoutMs) : undefined;
+
   const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
+    deadline?.arm();
     if (stepNumber > 0 && merged < input.maxMerges && !input.abortSignal.aborted) {
       try {
         const items = await input.nextArrivals(input.maxMerges - merged, messages.slice(initialLength));
@@ -121,17 +128,19 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
       stopWhen: stepCountIs(input.maxSteps),
       prepareStep,
-      abortSignal: input.abortSignal,
+      abortSignal: deadline?.signal ?? input.abortSignal,
+      ...(deadline && { onStepFinish: () => deadline.disarm() }),
       maxRetries: input.maxRetries ?? 2,
       // Step results would otherwise keep every request and response body until the turn
       // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
       experimental_include: { requestBody: false, responseBody: false },
-      ...(input.stepTimeoutMs ? { timeout: { stepMs: input.stepTimeoutMs } } : {}),
       ...(input.download && { experimental_download: input.download }),
     });
   } catch (err) {
     if (input.abortSignal.aborted) throw input.abortSignal.reason ?? err;
     throw err;
+  } finally {
+    deadline?.dispose();
   }
   if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
 
