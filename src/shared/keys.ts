@@ -3,100 +3,71 @@
  * `{c:<chatKey>}` so each Lua script touches a single Cluster slot; each BullMQ queue gets
  * its own tag so queues spread over shards.
  */
-export interface ChatKeys {
-  inbox: string;
-  seen: string;
-  hist: string;
-  meta: string;
-  archive: string;
-  outbox: string;
-  events: string;
-  /** hash: context snapshot id → its metadata JSON */
-  contexts: string;
-  /** stream: this chat's contact sends to other chats, until written there (chat_contact_send) */
-  relay: string;
-  /** zset: contact send id → time, for sends this chat received (idempotency) */
-  relayed: string;
-  /**
-   * list: the chat_send items (JSON) of turns that have not committed yet. The next turn reads
-   * it on acquire (a killed turn's replies are not said again); a commit clears it.
-   */
-  uncommitted: string;
-  /** string: the chat's memory document (chat_memory_update), not history: survives compaction and switches */
-  memory: string;
+
+/** The names of a chat's keys, each `<prefix>:{c:<chatKey>}:<name>`. */
+const CHAT_KEY_NAMES = [
+  'inbox',
+  'seen',
+  'hist',
+  'meta',
+  'archive',
+  'outbox',
+  'events',
+  // hash: context snapshot id → its metadata JSON
+  'contexts',
+  // stream: this chat's contact sends to other chats, until written there (chat_contact_send)
+  'relay',
+  // zset: contact send id → time, for sends this chat received (idempotency)
+  'relayed',
+  // list: the chat_send items (JSON) of turns that have not committed yet. The next turn reads
+  // it on acquire (a killed turn's replies are not said again); a commit clears it.
+  'uncommitted',
+  // string: the chat's memory document (chat_memory_update), not history: survives compaction and switches
+  'memory',
+] as const;
+
+export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
+
+/** The hash tag every key of a chat shares: one Cluster slot per chat. */
+function chatTag(prefix: string, chatKey: string): string {
+  return `${prefix}:{c:${chatKey}}`;
 }
 
+/** Every key name of a chat, built now: for code that walks them (`allChatKeys`). */
 export function chatKeys(prefix: string, chatKey: string): ChatKeys {
-  const base = `${prefix}:{c:${chatKey}}`;
-  return {
-    inbox: `${base}:inbox`,
-    seen: `${base}:seen`,
-    hist: `${base}:hist`,
-    meta: `${base}:meta`,
-    archive: `${base}:archive`,
-    outbox: `${base}:outbox`,
-    events: `${base}:events`,
-    contexts: `${base}:contexts`,
-    relay: `${base}:relay`,
-    relayed: `${base}:relayed`,
-    uncommitted: `${base}:uncommitted`,
-    memory: `${base}:memory`,
-  };
+  const tag = chatTag(prefix, chatKey);
+  return Object.fromEntries(CHAT_KEY_NAMES.map((name) => [name, `${tag}:${name}`])) as ChatKeys;
 }
+
+/** Getters for every name, on the prototype of `lazyChatKeys`' objects: built when read. */
+const LAZY_NAMES: object = Object.defineProperties(
+  {},
+  Object.fromEntries(
+    CHAT_KEY_NAMES.map((name) => [
+      name,
+      {
+        get(this: { tag: string }) {
+          return `${this.tag}:${name}`;
+        },
+      },
+    ]),
+  ),
+);
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the twelve, and builds them once per turn step rather than all of them every call.
- * Not a plain object: `Object.values` sees none of them (that is what `chatKeys` is for).
+ * the twelve, so it builds those rather than all of them every call. The names are
+ * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
-export class ChatKeyNames implements ChatKeys {
-  private readonly base: string;
-
-  constructor(prefix: string, chatKey: string) {
-    this.base = `${prefix}:{c:${chatKey}}`;
-  }
-
-  get inbox(): string {
-    return `${this.base}:inbox`;
-  }
-  get seen(): string {
-    return `${this.base}:seen`;
-  }
-  get hist(): string {
-    return `${this.base}:hist`;
-  }
-  get meta(): string {
-    return `${this.base}:meta`;
-  }
-  get archive(): string {
-    return `${this.base}:archive`;
-  }
-  get outbox(): string {
-    return `${this.base}:outbox`;
-  }
-  get events(): string {
-    return `${this.base}:events`;
-  }
-  get contexts(): string {
-    return `${this.base}:contexts`;
-  }
-  get relay(): string {
-    return `${this.base}:relay`;
-  }
-  get relayed(): string {
-    return `${this.base}:relayed`;
-  }
-  get uncommitted(): string {
-    return `${this.base}:uncommitted`;
-  }
-  get memory(): string {
-    return `${this.base}:memory`;
-  }
+export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {
+  const keys = Object.create(LAZY_NAMES) as { tag: string };
+  keys.tag = chatTag(prefix, chatKey);
+  return keys as unknown as ChatKeys;
 }
 
 /** The message list of one context snapshot (ids are generated, never user input). */
 export function contextMessagesKey(prefix: string, chatKey: string, contextId: string): string {
-  return `${prefix}:{c:${chatKey}}:ctx:${contextId}`;
+  return `${chatTag(prefix, chatKey)}:ctx:${contextId}`;
 }
 
 /**

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ChatKeyNames, type ChatKeys, chatKeys } from '../../src/shared/keys.js';
+import { type ChatKeys, chatKeys, lazyChatKeys } from '../../src/shared/keys.js';
 
 describe('chat key names', () => {
   it('the names a store builds when read are exactly chatKeys, every one under the chat hash tag', () => {
     const eager = chatKeys('cl', 'telegram:42');
-    const lazy = new ChatKeyNames('cl', 'telegram:42');
+    const lazy = lazyChatKeys('cl', 'telegram:42');
     const names = Object.keys(eager) as Array<keyof ChatKeys>;
     expect(names).toHaveLength(12);
     for (const name of names) {

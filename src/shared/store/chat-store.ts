@@ -1,5 +1,5 @@
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
-import { ChatKeyNames, type ChatKeys, chatsIndexKey } from '../keys.js';
+import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
@@ -77,7 +77,7 @@ export class ChatStore {
 
   /** A chat's key names, each built when it is read (a call uses a few of them). */
   keys(chatKey: string): ChatKeys {
-    return new ChatKeyNames(this.prefix, chatKey);
+    return lazyChatKeys(this.prefix, chatKey);
   }
 
   /**
