@@ -218,10 +218,7 @@ async function turnBody(
   });
 
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
-  const offer = chatToolsOf(deps).forTurn(
-    { historyMessages: loaded.historyTotal, archiveEntries: loaded.archived, contexts: loaded.contexts },
-    deps.mcp?.tools(),
-  );
+  const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
   const context = runtimeContext(chatKey, runId, pendingMessages, loaded.memory, offer.offered);
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, and the operator's MCP tools.

@@ -110,7 +110,7 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('describes every tool in plain ASCII (the descriptions and schemas go into every request body)', () => {
-    const everything = { historyMessages: 1, archiveEntries: 1, contexts: 1 };
+    const everything = { historyTotal: 1, archived: 1, contexts: 1 };
     const { tools, active } = new ChatTools({ memoryMaxTokens: 1000 }).forTurn(everything);
     expect(active).toHaveLength(7);
     for (const [name, t] of Object.entries(tools)) {

@@ -7,7 +7,7 @@ import { turnOf } from '../../src/worker/agent/tools/tool-turn.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { BUDGET_LINE, BUDGET_LINE_FRESH } from '../../src/worker/pipeline/sections.js';
 
-const fresh = { historyMessages: 0, archiveEntries: 0, contexts: 0 };
+const fresh = { historyTotal: 0, archived: 0, contexts: 0 };
 const ALWAYS = ['chat_send', 'chat_memory_update'];
 const GUIDED: ChatToolName[] = [
   'chat_context_new',
@@ -22,7 +22,7 @@ describe('offered tools', () => {
   });
 
   it('offers chat_context_new and chat_context_clear_active once the working context holds messages', () => {
-    expect(offeredTools({ ...fresh, historyMessages: 1 })).toEqual([
+    expect(offeredTools({ ...fresh, historyTotal: 1 })).toEqual([
       ...ALWAYS,
       'chat_context_new',
       'chat_context_clear_active',
@@ -38,7 +38,7 @@ describe('offered tools', () => {
   });
 
   it('offers chat_history_search once the archive holds something to search', () => {
-    expect(offeredTools({ ...fresh, archiveEntries: 1 })).toEqual([...ALWAYS, 'chat_history_search']);
+    expect(offeredTools({ ...fresh, archived: 1 })).toEqual([...ALWAYS, 'chat_history_search']);
   });
 
   it('offers configured skills, contact send and MCP tools to every turn, and builds the set once', () => {
@@ -55,7 +55,7 @@ describe('offered tools', () => {
     );
     // Every tool of the process is in the set; the SDK sends the model only the active ones.
     expect(Object.keys(first.tools)).toHaveLength(10);
-    const next = chatTools.forTurn({ historyMessages: 3, archiveEntries: 1, contexts: 2 }, mcp);
+    const next = chatTools.forTurn({ historyTotal: 3, archived: 1, contexts: 2 }, mcp);
     expect(next.tools).toBe(first.tools);
     expect(next.tools.chat_send).toBe(first.tools.chat_send);
     expect(next.active).toHaveLength(10);
@@ -86,7 +86,7 @@ describe('system prompt guidance follows the offered tools', () => {
   });
 
   it('names exactly the tools offered', () => {
-    const offered = offeredTools({ historyMessages: 4, archiveEntries: 0, contexts: 1 });
+    const offered = offeredTools({ historyTotal: 4, archived: 0, contexts: 1 });
     const system = assembler().systemPrompt({ ...context, offered }, true);
     expect(system).toContain('## Working context');
     for (const name of ['chat_context_new', 'chat_context_list', 'chat_context_load']) {
@@ -100,8 +100,8 @@ describe('system prompt guidance follows the offered tools', () => {
     const a = assembler();
     const variants = [
       fresh,
-      { historyMessages: 2, archiveEntries: 0, contexts: 0 },
-      { historyMessages: 2, archiveEntries: 1, contexts: 3 },
+      { historyTotal: 2, archived: 0, contexts: 0 },
+      { historyTotal: 2, archived: 1, contexts: 3 },
     ].map((facts) => ({ ...context, offered: offeredTools(facts) }));
     const tokens = variants.map((c) => a.systemTokens(c));
     expect(tokens[0]).toBeLessThan(tokens[1]!);

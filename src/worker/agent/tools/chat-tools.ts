@@ -16,12 +16,15 @@ export type ChatToolName =
   | 'chat_context_load'
   | 'chat_context_clear_active';
 
-/** What the turn's first read (acquire.lua) says about the chat: enough to know what can act. */
+/**
+ * What the turn's first read (acquire.lua) says about the chat: enough to know what can act.
+ * Named as the Provider's result names them, which is passed as is.
+ */
 export interface ChatFacts {
   /** Messages in the working context (the stored history, its summary included). */
-  historyMessages: number;
+  historyTotal: number;
   /** Entries in the chat's archive: what chat_history_search reads. */
-  archiveEntries: number;
+  archived: number;
   /** Archived contexts: what chat_context_list and chat_context_load read. */
   contexts: number;
 }
@@ -34,9 +37,9 @@ export interface ChatFacts {
  */
 export function offeredTools(facts: ChatFacts): ChatToolName[] {
   const offered: ChatToolName[] = ['chat_send', 'chat_memory_update'];
-  if (facts.archiveEntries > 0) offered.push('chat_history_search');
+  if (facts.archived > 0) offered.push('chat_history_search');
   // Both archive the working context and continue from nothing: nothing to archive, no use.
-  if (facts.historyMessages > 0) offered.push('chat_context_new', 'chat_context_clear_active');
+  if (facts.historyTotal > 0) offered.push('chat_context_new', 'chat_context_clear_active');
   if (facts.contexts > 0) offered.push('chat_context_list', 'chat_context_load');
   return offered;
 }
