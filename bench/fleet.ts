@@ -1,4 +1,6 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
 import { createQueue, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
@@ -38,6 +40,39 @@ export async function mockStats(
   const base = mock.url!.replace(/\/v1\/?$/, '');
   const res = await fetch(`${base}/stats?chatKeyPrefix=${encodeURIComponent(chatKeyPrefix)}`);
   return (await res.json()) as { requests: number; inFlight: number; maxInFlightPerChat: number };
+}
+
+const BARE_LOOP = fileURLToPath(new URL('./bare-loop.mjs', import.meta.url));
+
+export interface BareLoopOptions {
+  mockUrl: string;
+  concurrency: number;
+  turns: number;
+  warmup: number;
+  /** Its chat keys are `<prefix>-<n>`: the mock's stats per side. */
+  prefix: string;
+  /** Flags for node itself (profilers, preloads). */
+  nodeArgs?: string[];
+  env?: Record<string, string>;
+}
+
+/**
+ * bench/bare-loop.mjs as its own plain-node process, the anchor the worker is compared with:
+ * it prints `ready` after its warm-up, runs its turns on `go`, prints `done` (its header).
+ */
+export function spawnBareLoop(o: BareLoopOptions): ChildProcess {
+  return spawn(process.execPath, [...(o.nodeArgs ?? []), BARE_LOOP], {
+    env: {
+      ...process.env,
+      ...o.env,
+      BARE_MOCK_URL: o.mockUrl,
+      BARE_CONCURRENCY: String(o.concurrency),
+      BARE_TURNS: String(o.turns),
+      BARE_WARMUP: String(o.warmup),
+      BARE_CHAT_PREFIX: o.prefix,
+    },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
 }
 
 /** Busy and total jiffies of the whole machine (/proc/stat), for "was the host saturated". */

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
-import { BenchChats, mockStats, startMock } from './fleet.js';
+import { BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
 import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
 
 /**
@@ -41,7 +40,6 @@ const dir = values.out;
 const level = Number(values.level);
 const WARMUP = 200;
 const PRELOAD = fileURLToPath(new URL('./memory-preload.mjs', import.meta.url));
-const BARE = fileURLToPath(new URL('./bare-loop.mjs', import.meta.url));
 
 /** Node flags and env that make `side`'s process write what `mode` collects under DIR. */
 function probeOf(side: string): { nodeArgs: string[]; env: Record<string, string> } {
@@ -128,17 +126,13 @@ async function probeChatlane(mock: RoleProcess): Promise<void> {
 async function probeBare(mock: RoleProcess): Promise<void> {
   const prefix = randomPrefix('bare');
   const probe = probeOf('bare');
-  const child = spawn(process.execPath, [...probe.nodeArgs, BARE], {
-    env: {
-      ...process.env,
-      ...probe.env,
-      BARE_MOCK_URL: mock.url!,
-      BARE_CONCURRENCY: String(level),
-      BARE_TURNS: String(turns),
-      BARE_WARMUP: String(WARMUP),
-      BARE_CHAT_PREFIX: prefix,
-    },
-    stdio: ['pipe', 'pipe', 'inherit'],
+  const child = spawnBareLoop({
+    mockUrl: mock.url!,
+    concurrency: level,
+    turns,
+    warmup: WARMUP,
+    prefix,
+    ...probe,
   });
   const lines = createInterface({ input: child.stdout! });
   const line = (what: string) =>

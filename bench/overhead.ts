@@ -1,7 +1,5 @@
-import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { measureWorkerTurns, memoryOf, mockStats, rssSampler, startMock } from './fleet.js';
+import { measureWorkerTurns, memoryOf, mockStats, rssSampler, spawnBareLoop, startMock } from './fleet.js';
 import {
   median,
   meets,
@@ -58,8 +56,6 @@ export const OVERHEAD_TARGETS: Record<string, Target> = {
   },
 };
 
-const BARE = fileURLToPath(new URL('./bare-loop.mjs', import.meta.url));
-
 interface Side {
   turns: number;
   modelCalls: number;
@@ -89,17 +85,7 @@ async function measureBare(
   const profile = profileDir
     ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
     : [];
-  const child = spawn(process.execPath, [...profile, BARE], {
-    env: {
-      ...process.env,
-      BARE_MOCK_URL: mockUrl,
-      BARE_CONCURRENCY: String(concurrency),
-      BARE_TURNS: String(turns),
-      BARE_WARMUP: String(warmup),
-      BARE_CHAT_PREFIX: prefix,
-    },
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const child = spawnBareLoop({ mockUrl, concurrency, turns, warmup, prefix, nodeArgs: profile });
   const lines = createInterface({ input: child.stdout! });
   const next = (what: string) =>
     new Promise<string>((resolve, reject) => {
