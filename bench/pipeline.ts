@@ -169,7 +169,7 @@ interface Sample {
 }
 
 async function once(deps: Deps, chatKey: string, budget: number): Promise<Sample> {
-  const context: RuntimeContext = { chatKey, runId: randomUUID(), now: new Date() };
+  const context: RuntimeContext = { chatKey, now: new Date() };
   const t0 = performance.now();
   const loaded = await deps.provider.load(chatKey);
   const t1 = performance.now();
@@ -245,12 +245,9 @@ async function measure(opts: PipelineOptions, run: number): Promise<PipelineRun>
     for (const c of chats) await seed(store, c.chatKey, c.history);
     progress(`pipeline run ${run + 1}: seeded ${chats.map((c) => c.history).join(' / ')} history messages`);
 
-    // As runTurn computes it; the system prompt's size does not depend on the history.
-    const system = deps.assembler.systemPrompt({
-      chatKey: 'bench-big',
-      runId: randomUUID(),
-      now: new Date(),
-    });
+    // As runTurn computes it; of the history only a leading summary changes the system
+    // prompt (its rule), and these seeded histories have none.
+    const system = deps.assembler.systemPrompt({ chatKey: 'bench-big', now: new Date() });
     const budget = deps.settings.maxInputTokens - countTextTokens(system) - deps.settings.reserveTokens;
 
     const samples: Record<(typeof chats)[number]['name'], Sample[]> = { small: [], windowFull: [], big: [] };

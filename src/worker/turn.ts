@@ -3,7 +3,7 @@ import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } f
 import type { TypingIndicator } from '../shared/delivery/typing.js';
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { ChatMessage } from '../shared/messages.js';
+import { type ChatMessage, isSummary } from '../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
 import type { ContactBook } from '../shared/store/contacts.js';
 import { compareStreamIds } from '../shared/stream-id.js';
@@ -21,7 +21,7 @@ import type { DeliveryTrigger } from './outbox.js';
 import type { DefaultAssembler } from './pipeline/assembler.js';
 import { shouldReport } from './pipeline/compressor.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from './pipeline/sections.js';
-import type { Compressor, Provider, RuntimeContext } from './pipeline/types.js';
+import type { Compressor, Provider, ProviderResult, RuntimeContext } from './pipeline/types.js';
 import type { RunningTurns } from './running-turns.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 
@@ -219,7 +219,7 @@ async function turnBody(
 
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
   const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
-  const context = runtimeContext(chatKey, runId, pendingMessages, loaded.memory, offer.offered);
+  const context = runtimeContext(chatKey, pendingMessages, loaded, offer.offered);
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, and the operator's MCP tools.
   const fixedTokens =
@@ -394,18 +394,18 @@ async function reachEarlierSends(deps: TurnDeps, lane: Lane, pending: InboxEntry
 
 function runtimeContext(
   chatKey: string,
-  runId: string,
   pending: ChatMessage[],
-  memory: string | undefined,
+  loaded: ProviderResult,
   offered: readonly ChatToolName[],
 ): RuntimeContext {
   const latest = pending.at(-1)?.metadata;
+  const first = loaded.history[0];
   return {
     chatKey,
-    runId,
     now: new Date(),
     offered,
-    ...(memory && { memory }),
+    ...(first && isSummary(first) && { summarized: true }),
+    ...(loaded.memory && { memory: loaded.memory }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
     ...(latest?.userId !== undefined && { userId: latest.userId }),

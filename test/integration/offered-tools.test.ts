@@ -7,6 +7,7 @@ import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ContactBook } from '../../src/shared/store/contacts.js';
 import { createSkillsTool, loadSkills } from '../../src/worker/agent/skills.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
+import { SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, type Script, scriptedModel } from '../helpers/scripted-model.js';
@@ -49,6 +50,24 @@ async function turn(deps: TurnDeps, offers: Offer[], chatKey: string, text: stri
   await ingestTexts(deps.store, chatKey, text);
   const outcome = await runTurn(deps, chatKey);
   return { outcome, offers: offers.slice(from) };
+}
+
+/** Compacts `chatKey` as the compactor would, keeping the last 2 messages; `summary` is the summary's text. */
+async function compact(deps: TurnDeps, chatKey: string, summary: string): Promise<void> {
+  const summarizer = scriptedModel(() => ({ text: summary })).model;
+  const settings = {
+    keepLast: 2,
+    keepRecentTokens: 0,
+    maxOutputTokens: 300,
+    archive: true,
+    maxEvents: 500,
+    maxCharsPerMessage: 4000,
+  };
+  const res = await compactChat(
+    { store: deps.store, model: summarizer, modelName: 'mock', logger: silentLogger(), settings },
+    chatKey,
+  );
+  expect(res.status).toBe('applied');
 }
 
 async function toolOutputs(store: ChatStore, chatKey: string, type: string): Promise<unknown[]> {
@@ -133,24 +152,7 @@ describe('the tools a turn offers', () => {
       const t = await turn(deps, offers, 'c1', text);
       expect(t.offers[0]!.tools).not.toContain('chat_history_search');
     }
-    const summarizer = scriptedModel(() => ({ text: 'summary without the number' })).model;
-    await compactChat(
-      {
-        store: deps.store,
-        model: summarizer,
-        modelName: 'mock',
-        logger: silentLogger(),
-        settings: {
-          keepLast: 2,
-          keepRecentTokens: 0,
-          maxOutputTokens: 300,
-          archive: true,
-          maxEvents: 500,
-          maxCharsPerMessage: 4000,
-        },
-      },
-      'c1',
-    );
+    await compact(deps, 'c1', 'summary without the number');
 
     const asked = await turn(deps, offers, 'c1', 'what was my passport number?');
     expect(asked.outcome).toMatchObject({ status: 'done' });
@@ -160,6 +162,19 @@ describe('the tools a turn offers', () => {
       results: Array<{ text: string }>;
     }>;
     expect(found!.results[0]!.text).toContain('XK-4471');
+  });
+
+  it("explains the summary header in the prompt only once the chat's history starts with a summary", async () => {
+    const { model, offers } = recording();
+    const deps = turnDeps(redis, prefix, model);
+    for (const text of ['one', 'two', 'three']) {
+      const t = await turn(deps, offers, 'c1', text);
+      for (const offer of t.offers) expect(offer.system).not.toContain(SUMMARY_HEADER);
+    }
+    await compact(deps, 'c1', 'they counted to three');
+    const after = await turn(deps, offers, 'c1', 'four');
+    expect(after.outcome).toMatchObject({ status: 'done' });
+    for (const offer of after.offers) expect(offer.system.split('\n')).toContain(SUMMARY_RULE);
   });
 
   it('a call to a tool the turn does not offer fails as a tool error and changes nothing', async () => {

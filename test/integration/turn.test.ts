@@ -223,8 +223,8 @@ describe('lane merge', () => {
       if (call === 0) await ingestTexts(store, 'c1', 'short', 'word '.repeat(700), 'after');
       return echoScript(prompt, call, {} as never);
     });
-    // Room for the first request and a short merge, not for a 700-token one.
-    const deps = turnDeps(redis, prefix, model, { maxInputTokens: 1_000, reserveTokens: 300 });
+    // Room for the first request (a ~115-token system prompt) and a short merge, not for a 700-token one.
+    const deps = turnDeps(redis, prefix, model, { maxInputTokens: 920, reserveTokens: 300 });
     store = deps.store;
     await ingestTexts(store, 'c1', 'first');
     const outcome = await runTurn(deps, 'c1');

@@ -1,8 +1,9 @@
 import { asSchema, type ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
+import { countTextTokens } from '../../src/shared/tokens.js';
 import { ChatTools } from '../../src/worker/agent/tools/chat-tools.js';
-import { DefaultAssembler, SUMMARY_HEADER } from '../../src/worker/pipeline/assembler.js';
+import { DefaultAssembler, SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
 import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
 
@@ -10,7 +11,6 @@ const chatKey = 'telegram-chat-42';
 
 const context: RuntimeContext = {
   chatKey,
-  runId: 'run-7f3a',
   channel: 'telegram',
   chatId: '42',
   userId: '1001',
@@ -34,23 +34,21 @@ function nonAscii(text: string): string[] {
 }
 
 describe('DefaultAssembler system prompt', () => {
-  it('contains the exact ChatKey line and the runtime context', async () => {
+  it('contains the exact ChatKey line and the runtime context, the time to the second', async () => {
     const { system } = await assembler().assemble({ context, messages: [] });
     const lines = system.split('\n');
     expect(lines).toContain(`ChatKey: ${chatKey}`);
-    expect(lines).toContain('RunId: run-7f3a');
     expect(lines).toContain('Channel: telegram');
     expect(lines).toContain('ChatId: 42');
     expect(lines).toContain('User: alice (id 1001)');
-    expect(lines).toContain('Time: 2024-05-06T07:08:09.000Z');
+    expect(lines).toContain('Time: 2024-05-06T07:08:09Z');
   });
 
   it('omits the optional runtime lines when the context lacks them', async () => {
-    const bare: RuntimeContext = { chatKey: 'k1', runId: 'r1', now: new Date(0) };
+    const bare: RuntimeContext = { chatKey: 'k1', now: new Date(0) };
     const { system } = await assembler().assemble({ context: bare, messages: [] });
     const lines = system.split('\n');
     expect(lines).toContain('ChatKey: k1');
-    expect(lines).toContain('RunId: r1');
     expect(system).not.toMatch(/^Channel:/m);
     expect(system).not.toMatch(/^ChatId:/m);
     expect(system).not.toMatch(/^User:/m);
@@ -102,8 +100,31 @@ describe('DefaultAssembler system prompt', () => {
     expect(all).toContain('obsidian tangerine');
   });
 
+  it('explains the summary header only when the history starts with a summary', async () => {
+    const a = assembler();
+    const plain = a.systemPrompt(context);
+    const summarized = a.systemPrompt({ ...context, summarized: true });
+    expect(plain).not.toContain(SUMMARY_HEADER);
+    expect(plain).not.toContain(SUMMARY_RULE);
+    expect(summarized.split('\n')).toContain(SUMMARY_RULE);
+    expect(SUMMARY_RULE).toContain(`"${SUMMARY_HEADER}"`);
+    // The rule sits among the output rules, before the last one.
+    expect(summarized).toMatch(
+      /## Output rules\n(- .*\n)+- A message starting with .*\n- Once you have replied/,
+    );
+    // Both variants are counted as sent: the summary rule's tokens only in the summarized one.
+    const plainTokens = a.systemTokens(context);
+    const summarizedTokens = a.systemTokens({ ...context, summarized: true });
+    expect(Math.abs(plainTokens - countTextTokens(plain))).toBeLessThanOrEqual(4);
+    expect(Math.abs(summarizedTokens - countTextTokens(summarized))).toBeLessThanOrEqual(4);
+    expect(summarizedTokens - plainTokens).toBe(countTextTokens(summarized) - countTextTokens(plain));
+  });
+
   it('is plain ASCII, so the prompt and every request body built from it stay one-byte strings', async () => {
-    const { system } = await assembler('Be brief.').assemble({ context, messages: [] });
+    const { system } = await assembler('Be brief.').assemble({
+      context: { ...context, summarized: true },
+      messages: [],
+    });
     // V8 stores a string with any character above U+00FF in two bytes per character.
     expect(nonAscii(system)).toEqual([]);
     expect(nonAscii(SUMMARY_HEADER)).toEqual([]);

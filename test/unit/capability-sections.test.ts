@@ -6,7 +6,7 @@ import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { BUDGET_LINE, isNearlyFull, skillsSection } from '../../src/worker/pipeline/sections.js';
 
 const SKILLS_DIR = fileURLToPath(new URL('../fixtures/skills/', import.meta.url));
-const context = { chatKey: 'c1', runId: 'r1', now: new Date(0) };
+const context = { chatKey: 'c1', now: new Date(0) };
 
 describe('budget guard', () => {
   it('is on only above 90 % of MAX_INPUT_TOKENS', () => {

@@ -75,7 +75,7 @@ describe('offered tools', () => {
 });
 
 describe('system prompt guidance follows the offered tools', () => {
-  const context = { chatKey: 'c1', runId: 'r1', now: new Date(0) };
+  const context = { chatKey: 'c1', now: new Date(0) };
   const assembler = () => new DefaultAssembler({ maxSendsPerTurn: 5 });
 
   it('names no tool a fresh chat is not offered', () => {

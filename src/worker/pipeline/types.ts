@@ -58,7 +58,6 @@ export interface Compressor {
 
 export interface RuntimeContext {
   chatKey: string;
-  runId: string;
   channel?: string;
   chatId?: string;
   userId?: string;
@@ -71,6 +70,11 @@ export interface RuntimeContext {
    * Absent: all of them (an assembler used outside a turn).
    */
   offered?: readonly ChatToolName[];
+  /**
+   * The turn's history starts with a summary (the Compressor always keeps it): the output
+   * rules then say how to read the summary header, and only then.
+   */
+  summarized?: boolean;
 }
 
 export interface AssembleInput {

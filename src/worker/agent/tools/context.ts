@@ -47,9 +47,9 @@ async function startFresh(turn: ToolTurn, op: 'new' | 'clear', args: SwitchArgs)
  */
 export const contextTools = {
   chat_context_new: tool({
+    // When to use it is the prompt's working-context guidance, there whenever this tool is offered.
     description:
-      'Archive the current working context and start a fresh one. Use when the earlier conversation is ' +
-      'long, unrelated to what the user now asks, or likely to mislead your answer. This turn continues ' +
+      'Archive the working context (nothing is lost) and start a fresh one; this turn continues ' +
       'with only the current user message(s).',
     inputSchema: NEW_INPUT,
     execute: async ({ title, reason }, options) =>

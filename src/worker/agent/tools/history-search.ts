@@ -80,8 +80,8 @@ const INPUT = toolInput(
 /** `chat_history_search`, one per process: the turn comes with each call (tool-turn.ts). */
 export const historySearchTool = tool({
   description:
-    "Search older messages of this chat that were summarised away. Use the summary's lookup hints " +
-    'as queries. Returns the original messages (role, time, text).',
+    "Search this chat's older messages that were summarised away (try the summary's lookup hints " +
+    'as queries); returns the originals (role, time, text).',
   inputSchema: INPUT,
   execute: async ({ query, limit }, options) => {
     const { store, chatKey } = turnOf(options);

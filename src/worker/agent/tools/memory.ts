@@ -14,10 +14,11 @@ const INPUT = toolInput(z.object({ content: z.string().max(200_000) }));
  */
 export function createMemoryTool(maxTokens: number) {
   return tool({
+    // Offered on every turn, so in every model request: no word more than its meaning needs.
     description:
-      "Replace this chat's memory document (shown to you at the start of every turn, kept across " +
-      `context switches and summaries). Write the whole document, at most ${maxTokens} tokens: ` +
-      'durable facts about the people and the chat worth remembering. Empty content clears it.',
+      "Replace this chat's memory document (shown every turn, kept across context switches and " +
+      `summaries). Write it whole, at most ${maxTokens} tokens: lasting facts worth remembering ` +
+      'about the people and the chat. Empty content clears it.',
     inputSchema: INPUT,
     execute: async ({ content }, options) => {
       const turn = turnOf(options);
