@@ -26,9 +26,9 @@ const model = createOpenAICompatible({
 const INPUT = zodSchema(z.object({ text: z.string().min(1).max(8000) }));
 const tools = {
   chat_send: tool({
-    description:
-      'Send a message to the user in this chat. This is the only way the user sees your reply. ' +
-      'Call it once per reply message.',
+    // The worker's description, word for word (src/worker/agent/tools/chat-send.ts): the anchor's
+    // request must not be longer than chatlane's for the same tool.
+    description: 'Send one message to the user in this chat: the only way they see your reply.',
     inputSchema: INPUT,
     execute: async () => ({ status: 'sent', id: '0-0' }),
   }),
