@@ -124,7 +124,7 @@ export const configSchema = z.object({
   MCP_RECONNECT_MS: int(10_000, 100),
   // A directory of skills (<skill>/SKILL.md with name and description front matter).
   SKILLS_DIR: optionalString,
-  // Primary.md and other.md from here go into the system prompt after the runtime context.
+  // Primary.md and other.md from here go into the system prompt right after its first line.
   PROFILE_DIR: optionalString,
   // The per-chat memory document (chat_memory_update, /v1/chats/:chatKey/memory) is capped at this.
   MEMORY_MAX_TOKENS: int(1000, 1),

@@ -58,7 +58,7 @@ async function toolParts(store: ReturnType<typeof turnDeps>['store'], chatKey: s
 }
 
 describe('profile, skills and memory in a turn', () => {
-  it('the system prompt the model received has runtime context, then profile, then memory, then skills', async () => {
+  it('the system prompt the model received has profile, then skills, then runtime context, then memory', async () => {
     const { deps: d, prompts } = deps(echoScript);
     await d.store.ingest('c1', userMessage('c1', 'm1', 'hi'), limits);
     await writeMemory(d.store, 'c1', {
@@ -70,10 +70,10 @@ describe('profile, skills and memory in a turn', () => {
     expect(await runTurn(d, 'c1')).toMatchObject({ status: 'done' });
     const system = systemOf(prompts[0]!);
     const at = (s: string) => system.indexOf(s);
-    expect(at('ChatKey: c1')).toBeGreaterThan(-1);
-    expect(at('PROFILE: I am Ada')).toBeGreaterThan(at('ChatKey: c1'));
-    expect(at('MEMORY: prefers tea')).toBeGreaterThan(at('PROFILE: I am Ada'));
-    expect(at('## Skills')).toBeGreaterThan(at('MEMORY: prefers tea'));
+    expect(at('PROFILE: I am Ada')).toBeGreaterThan(-1);
+    expect(at('## Skills')).toBeGreaterThan(at('PROFILE: I am Ada'));
+    expect(at('ChatKey: c1')).toBeGreaterThan(at('## Skills'));
+    expect(at('MEMORY: prefers tea')).toBeGreaterThan(at('ChatKey: c1'));
     // Every valid skill is listed; the folder without front matter is not.
     expect(system).toContain('- refunds: Handle refund requests politely and ask for the order number.');
     expect(system).toContain(

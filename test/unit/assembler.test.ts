@@ -4,6 +4,7 @@ import type { ChatMessage } from '../../src/shared/messages.js';
 import { countTextTokens } from '../../src/shared/tokens.js';
 import { ChatTools } from '../../src/worker/agent/tools/chat-tools.js';
 import { DefaultAssembler, SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
+import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
 import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
 
@@ -118,6 +119,72 @@ describe('DefaultAssembler system prompt', () => {
     expect(Math.abs(plainTokens - countTextTokens(plain))).toBeLessThanOrEqual(4);
     expect(Math.abs(summarizedTokens - countTextTokens(summarized))).toBeLessThanOrEqual(4);
     expect(summarizedTokens - plainTokens).toBe(countTextTokens(summarized) - countTextTokens(plain));
+  });
+
+  it('puts the static sections first and the per-turn ones last, the budget line at the end', () => {
+    const a = new DefaultAssembler({
+      operatorPrompt: 'Be brief.',
+      maxSendsPerTurn: 3,
+      profile: 'I am Ada.',
+      skills: [{ name: 'weather', description: 'Answer weather questions.' }],
+    });
+    const system = a.systemPrompt({ ...context, memory: 'likes tea', summarized: true }, true);
+    const order = [
+      'You are an assistant',
+      '## Profile\nI am Ada.',
+      '## Skills',
+      '## Instructions\nBe brief.',
+      '## Output rules',
+      SUMMARY_RULE,
+      '## Working context',
+      '## Runtime context\nChatKey: ',
+      '## Memory of this chat',
+      BUDGET_LINE,
+    ].map((s) => system.indexOf(s));
+    expect(order[0]).toBe(0);
+    expect(order.every((at, i) => at > -1 && (i === 0 || at > order[i - 1]!))).toBe(true);
+    expect(system.endsWith(BUDGET_LINE)).toBe(true);
+  });
+
+  it('gives every chat and turn the same static part as a common prefix, up to the runtime context', () => {
+    const a = new DefaultAssembler({
+      operatorPrompt: 'You are the help desk of Example Ltd.\nAnswer in the language of the user.',
+      maxSendsPerTurn: 3,
+      profile: 'I am Ada, the shop assistant.',
+      skills: [
+        { name: 'refunds', description: 'Handle refund requests.' },
+        { name: 'weather', description: 'Answer weather questions.' },
+      ],
+    });
+    const first = a.systemPrompt({ ...context, memory: 'prefers tea' });
+    const second = a.systemPrompt({
+      chatKey: 'slack-team-7',
+      channel: 'slack',
+      chatId: '7',
+      userId: '2002',
+      username: 'bob',
+      now: new Date('2025-01-02T03:04:05.000Z'),
+      memory: 'vegetarian',
+    });
+    let common = 0;
+    while (common < first.length && first[common] === second[common]) common++;
+    const runtimeAt = first.indexOf('## Runtime context');
+    // The shared prefix ends only inside the runtime context, at the chat key (the first byte
+    // that differs between the two turns): everything before it is cacheable by the provider.
+    expect(second.indexOf('## Runtime context')).toBe(runtimeAt);
+    expect(first.slice(0, common)).toBe(`${first.slice(0, runtimeAt)}## Runtime context\nChatKey: `);
+    const shared = first.slice(0, runtimeAt);
+    for (const part of [
+      'I am Ada',
+      '- refunds:',
+      'Answer in the language',
+      '## Output rules',
+      '## Working context',
+    ]) {
+      expect(shared).toContain(part);
+    }
+    for (const perTurn of ['prefers tea', 'vegetarian', 'Time:', 'User:'])
+      expect(shared).not.toContain(perTurn);
   });
 
   it('is plain ASCII, so the prompt and every request body built from it stay one-byte strings', async () => {

@@ -43,38 +43,40 @@ export interface AssemblerOptions {
   operatorPrompt?: string | undefined;
   maxSendsPerTurn: number;
   tools?: ToolSet;
-  /** PROFILE_DIR's Primary.md and other.md, read once at boot; placed after the runtime context. */
+  /** PROFILE_DIR's Primary.md and other.md, read once at boot; placed right after the identity line. */
   profile?: string | undefined;
   /** SKILLS_DIR's skills (name + description), listed once. */
   skills?: ReadonlyArray<{ name: string; description: string }>;
 }
 
 /**
- * System prompt = runtime context + operator prompt + output rules. History is never
- * folded into the system prompt (seed 000 §2.1): it stays in role-correct messages.
+ * System prompt = the static part (identity, profile, skills, operator prompt, output rules,
+ * working-context guidance), then the per-turn part (runtime context, the chat's memory, the
+ * budget line). Static first because providers cache prompt prefixes (OpenAI, Anthropic cache
+ * points, vLLM/SGLang prefix caching, DeepSeek): the first byte that differs ends the cached
+ * prefix, and the runtime context's time differs on every turn. History is never folded into
+ * the system prompt (seed 000 §2.1): it stays in role-correct messages.
  */
 export class DefaultAssembler implements Assembler {
   constructor(private readonly opts: AssemblerOptions) {}
 
-  /** The parts of the system prompt that do not change per turn: built once. */
-  private staticParts:
-    | { before: string; profile: string | undefined; head: string[]; rules: string[]; last: string }
-    | undefined;
+  /** The sections of the static part that do not depend on the turn's tools: built once. */
+  private staticParts: { head: string[]; rules: string[]; last: string } | undefined;
 
   /**
-   * The static parts with the summary rule and the working-context guidance for one set of
-   * offered tools, and their tokens: built and counted once per set (at most 2^4 per
+   * The static part with the summary rule and the working-context guidance for one set of
+   * offered tools, and its tokens: built and counted once per set (at most 2^4 per
    * process), not per turn.
    */
-  private readonly variants = new Map<number, { after: string; tokens: number }>();
+  private readonly variants = new Map<number, { text: string; tokens: number }>();
 
   private statics() {
     if (this.staticParts) return this.staticParts;
     // Every line is as short as its meaning allows: each byte is in every request body, held
     // about three times per model call in flight (docs/BENCHMARKS.md §7b).
-    const before = 'You are an assistant talking with people in one chat; never mix chats.';
+    const head = ['You are an assistant talking with people in one chat; never mix chats.'];
     const profile = profileSection(this.opts.profile);
-    const head: string[] = [];
+    if (profile) head.push(profile);
     const skills = skillsSection(this.opts.skills ?? []);
     if (skills) head.push(skills);
     if (this.opts.operatorPrompt?.trim()) head.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
@@ -85,12 +87,12 @@ export class DefaultAssembler implements Assembler {
       '- User messages may arrive while you work, as ordinary messages; answer them too.',
     ];
     const last = '- Once you have replied, stop: call no tool without a reason.';
-    this.staticParts = { before, profile, head, rules, last };
+    this.staticParts = { head, rules, last };
     return this.staticParts;
   }
 
-  /** The static parts for `context` (all the guidance when it does not say what it offers). */
-  private withGuidance(context: RuntimeContext): { after: string; tokens: number } {
+  /** The static part for `context` (all the guidance when it does not say what it offers). */
+  private staticPart(context: RuntimeContext): { text: string; tokens: number } {
     const offered = context.offered;
     let key = context.summarized ? SUMMARY_BIT : 0;
     WORKING_CONTEXT.forEach((g, i) => {
@@ -98,17 +100,14 @@ export class DefaultAssembler implements Assembler {
     });
     const known = this.variants.get(key);
     if (known) return known;
-    const { before, profile, head, rules, last } = this.statics();
+    const { head, rules, last } = this.statics();
     // The summary rule only with a summary to explain: a line about something absent misleads.
     const summaryRule = key & SUMMARY_BIT ? [SUMMARY_RULE] : [];
-    const after = [...head, [...rules, ...summaryRule, last].join('\n')];
+    const sections = [...head, [...rules, ...summaryRule, last].join('\n')];
     const lines = WORKING_CONTEXT.filter((_g, i) => key & (1 << i)).map((g) => g.line);
-    if (lines.length > 0) after.push(['## Working context', ...lines].join('\n'));
-    const full = after.join('\n\n');
-    const variant = {
-      after: full,
-      tokens: countTextTokens([before, profile, full].filter(Boolean).join('\n\n')),
-    };
+    if (lines.length > 0) sections.push(['## Working context', ...lines].join('\n'));
+    const text = sections.join('\n\n');
+    const variant = { text, tokens: countTextTokens(text) };
     this.variants.set(key, variant);
     return variant;
   }
@@ -134,12 +133,11 @@ export class DefaultAssembler implements Assembler {
   }
 
   systemPrompt(context: RuntimeContext, nearlyFull = false): string {
-    const { before, profile } = this.statics();
-    const { after } = this.withGuidance(context);
-    const [runtime, memory] = this.perTurn(context);
     const offered = context.offered;
     const budgetLine = !offered || offered.includes('chat_context_new') ? BUDGET_LINE : BUDGET_LINE_FRESH;
-    return [before, runtime, profile, memory, after, nearlyFull ? budgetLine : undefined]
+    // The static part first and whole: every chat and turn with the same offered tools shares
+    // it byte for byte, so a provider's prefix cache covers it (docs/DESIGN.md).
+    return [this.staticPart(context).text, ...this.perTurn(context), nearlyFull ? budgetLine : undefined]
       .filter(Boolean)
       .join('\n\n');
   }
@@ -150,7 +148,7 @@ export class DefaultAssembler implements Assembler {
    */
   systemTokens(context: RuntimeContext): number {
     const perTurn = this.perTurn(context);
-    return this.withGuidance(context).tokens + countTextTokens(perTurn.join('\n\n')) + 2 * perTurn.length;
+    return this.staticPart(context).tokens + countTextTokens(perTurn.join('\n\n')) + 2 * perTurn.length;
   }
 
   async assemble(input: AssembleInput): Promise<Assembled> {
