@@ -8,7 +8,8 @@ import { z } from 'zod';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
-export const retentionShape = {
+/** A function, not a constant: the schemas are built for config.ts's one parse and then dropped. */
+export const retentionShape = () => ({
   // Compaction archive (summarised-away messages): oldest entries dropped past either cap.
   ARCHIVE_MAX_ENTRIES: int(100, 1),
   ARCHIVE_MAX_BYTES: int(512 * 1024, 1024),
@@ -21,7 +22,7 @@ export const retentionShape = {
   // activity index entry, by a maintenance job every CHAT_EXPIRY_INTERVAL_MS. 0 = never.
   CHAT_TTL_DAYS: int(0, 0),
   CHAT_EXPIRY_INTERVAL_MS: int(10 * 60_000, 100),
-};
+});
 
 /** What the store scripts need (the chat TTL is the maintenance job's, see worker/retention). */
 export interface StoreRetention {
@@ -46,6 +47,8 @@ export function storeRetentionOf(config: {
 }
 
 /** The defaults above, for stores built without a config (tests, benchmarks). */
-export const DEFAULT_STORE_RETENTION: StoreRetention = storeRetentionOf(z.object(retentionShape).parse({}));
+export const DEFAULT_STORE_RETENTION: StoreRetention = storeRetentionOf(
+  z.object(retentionShape()).parse({}, { jitless: true }),
+);
 
 export const DAY_MS = 24 * 3600 * 1000;
