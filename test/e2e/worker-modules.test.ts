@@ -18,8 +18,13 @@ const CONDITIONAL = {
   fastify: /\/node_modules\/(fastify|@fastify\/[^/]+|@bull-board\/[^/]+)\//,
 };
 
-/** Never needed: BullMQ's PostgreSQL backend (its package index loads it). */
+/**
+ * Never needed: BullMQ's PostgreSQL backend (its package index loads it), and what its classes
+ * index loads besides Worker and Queue (flows, queue events, the relay, the Valkey GLIDE client).
+ */
 const POSTGRES = /\/node_modules\/bullmq\/dist\/cjs\/postgres\//;
+const UNUSED_BULLMQ =
+  /\/node_modules\/bullmq\/dist\/cjs\/classes\/(flow-producer|queue-events(-producer)?|relay|redis-relay-backend|valkey-glide-client)\.js$/;
 
 const loaded = (modules: string[], pattern: RegExp) => modules.some((url) => pattern.test(url));
 
@@ -40,7 +45,7 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend', async () => {
+  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend and unused classes', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
@@ -50,6 +55,7 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(false);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
     expect(loaded(modules, POSTGRES)).toBe(false);
+    expect(loaded(modules, UNUSED_BULLMQ)).toBe(false);
   });
 
   it('with Telegram and MCP_CONFIG set: the Chat SDK and @ai-sdk/mcp are loaded at start, before any job', async () => {
