@@ -5,8 +5,12 @@
  * queue events, the relay and its backend, the Valkey GLIDE client: ~0.2 MB of code). These
  * are the same modules the index re-exports (one instance: code that imports 'bullmq' gets
  * these classes), declared with the index's types in ./bullmq-paths.d.ts.
- * Import BullMQ values from here; types may come from 'bullmq' itself.
+ * Import BullMQ values from here; types may come from 'bullmq' itself. cron-parser, which
+ * BullMQ requires at load, is loaded only when a cron pattern is used (./cron-parser-on-demand.ts,
+ * imported first so that it runs before BullMQ's modules).
  */
+import './cron-parser-on-demand.js';
+
 export { DelayedError, UnrecoverableError } from 'bullmq/dist/cjs/classes/errors/index.js';
 export { Queue } from 'bullmq/dist/cjs/classes/queue.js';
 export { Worker } from 'bullmq/dist/cjs/classes/worker.js';

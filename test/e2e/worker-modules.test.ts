@@ -26,6 +26,9 @@ const POSTGRES = /\/node_modules\/bullmq\/dist\/cjs\/postgres\//;
 const UNUSED_BULLMQ =
   /\/node_modules\/bullmq\/dist\/cjs\/classes\/(flow-producer|queue-events(-producer)?|relay|redis-relay-backend|valkey-glide-client)\.js$/;
 
+/** Loaded only when a job scheduler uses a cron pattern (src/shared/cron-parser-on-demand.ts). */
+const CRON = /\/node_modules\/(luxon|cron-parser\/dist\/CronExpressionParser\.js)/;
+
 const loaded = (modules: string[], pattern: RegExp) => modules.some((url) => pattern.test(url));
 
 describe('what a worker process loads', () => {
@@ -45,7 +48,7 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend and unused classes', async () => {
+  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
@@ -56,6 +59,7 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
     expect(loaded(modules, POSTGRES)).toBe(false);
     expect(loaded(modules, UNUSED_BULLMQ)).toBe(false);
+    expect(loaded(modules, CRON)).toBe(false);
   });
 
   it('with Telegram and MCP_CONFIG set: the Chat SDK and @ai-sdk/mcp are loaded at start, before any job', async () => {
