@@ -15,6 +15,7 @@ const CONDITIONAL = {
   chatSdk: /\/node_modules\/(chat|@chat-adapter\/[^/]+)\//,
   markdown: /\/node_modules\/(micromark|mdast-util-[^/]+|remark-[^/]+|unified)\//,
   mcp: /\/node_modules\/@ai-sdk\/mcp\//,
+  standardWebhooks: /\/node_modules\/(standardwebhooks|@stablelib\/base64|fast-sha256)\//,
   fastify: /\/node_modules\/(fastify|@fastify\/[^/]+|@bull-board\/[^/]+)\//,
 };
 
@@ -48,7 +49,7 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform or MCP_CONFIG: neither the Chat SDK, its Markdown stack, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser', async () => {
+  it('without a chat platform, a signed webhook source or MCP_CONFIG: neither the Chat SDK, its Markdown stack, Standard Webhooks signing, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
@@ -56,13 +57,14 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(false);
     expect(loaded(modules, CONDITIONAL.markdown)).toBe(false);
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(false);
+    expect(loaded(modules, CONDITIONAL.standardWebhooks)).toBe(false);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
     expect(loaded(modules, POSTGRES)).toBe(false);
     expect(loaded(modules, UNUSED_BULLMQ)).toBe(false);
     expect(loaded(modules, CRON)).toBe(false);
   });
 
-  it('with Telegram and MCP_CONFIG set: the Chat SDK and @ai-sdk/mcp are loaded at start, before any job', async () => {
+  it('with Telegram, a signed webhook source and MCP_CONFIG set: the Chat SDK, Standard Webhooks signing and @ai-sdk/mcp are loaded at start, before any job', async () => {
     const mcpConfig = join(dir, 'mcp.json');
     // A server that is down does not stop the worker: the client is still built at start.
     const port = await freePort();
@@ -73,10 +75,13 @@ describe('what a worker process loads', () => {
     const modules = await workerModules('configured', {
       TELEGRAM_BOT_TOKEN: '123456:test-token',
       TELEGRAM_WEBHOOK_SECRET_TOKEN: 'secret',
+      GENERIC_WEBHOOK_SOURCES: 'crm',
+      GENERIC_WEBHOOK_SECRETS_CRM: `whsec_${Buffer.alloc(32, 7).toString('base64')}`,
       MCP_CONFIG: mcpConfig,
       MCP_CONNECT_TIMEOUT_MS: '1000',
     });
     expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(true);
+    expect(loaded(modules, CONDITIONAL.standardWebhooks)).toBe(true);
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(true);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
   });

@@ -1,7 +1,5 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import { standardSources } from '../webhooks/standard.js';
-import { GenericWebhookSender } from './generic-sender.js';
 import { SenderRegistry } from './sender.js';
 
 /** What GENERIC_WEBHOOK_REPLY_* say about reply URLs. */
@@ -13,7 +11,9 @@ export function replyUrlPolicy(config: Config) {
  * The senders a delivery process registers, from configuration: one per channel whose
  * credentials are set. Each channel's module adds its sender here. The Chat SDK (and its
  * Markdown stack) is imported only when a platform is configured: a process without one
- * would hold megabytes of module code it never runs.
+ * would hold megabytes of module code it never runs. Likewise the generic webhook sender and
+ * the Standard Webhooks signing code (standardwebhooks, @stablelib/base64, fast-sha256) only
+ * when a signed generic webhook source is.
  */
 export async function createSenders(config: Config, logger: Logger): Promise<SenderRegistry> {
   const registry = new SenderRegistry();
@@ -27,6 +27,10 @@ export async function createSenders(config: Config, logger: Logger): Promise<Sen
     registry.onClose(runtime.close);
   }
   if (config.GENERIC_WEBHOOKS.length > 0) {
+    const [{ standardSources }, { GenericWebhookSender }] = await Promise.all([
+      import('../webhooks/standard.js'),
+      import('./generic-sender.js'),
+    ]);
     registry.register(
       new GenericWebhookSender(standardSources(config.GENERIC_WEBHOOKS), replyUrlPolicy(config)),
     );
