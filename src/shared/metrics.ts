@@ -1,5 +1,11 @@
 import type { Queue } from 'bullmq';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+// prom-client's modules, not its index: the index also loads the Summary (with tdigest and
+// bintrees), the Pushgateway and the cluster aggregator, none of which chatlane uses.
+import Counter from 'prom-client/lib/counter.js';
+import collectDefaultMetrics from 'prom-client/lib/defaultMetrics.js';
+import Gauge from 'prom-client/lib/gauge.js';
+import Histogram from 'prom-client/lib/histogram.js';
+import Registry from 'prom-client/lib/registry.js';
 
 /**
  * Prometheus metrics: one `Registry` per process (`processMetrics()`), shared by every role

@@ -27,6 +27,10 @@ const POSTGRES = /\/node_modules\/bullmq\/dist\/cjs\/postgres\//;
 const UNUSED_BULLMQ =
   /\/node_modules\/bullmq\/dist\/cjs\/classes\/(flow-producer|queue-events(-producer)?|relay|redis-relay-backend|valkey-glide-client)\.js$/;
 
+/** Never needed: what prom-client's index loads besides the metric types chatlane uses. */
+const UNUSED_PROM_CLIENT =
+  /\/node_modules\/(tdigest\/|bintrees\/|prom-client\/lib\/(summary|pushgateway|cluster)\.js$)/;
+
 /** Loaded only when a job scheduler uses a cron pattern (src/shared/cron-parser-on-demand.ts). */
 const CRON = /\/node_modules\/(luxon|cron-parser\/dist\/CronExpressionParser\.js)/;
 
@@ -49,7 +53,7 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform, a signed webhook source or MCP_CONFIG: neither the Chat SDK, its Markdown stack, Standard Webhooks signing, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser', async () => {
+  it('without a chat platform, a signed webhook source or MCP_CONFIG: neither the Chat SDK, its Markdown stack, Standard Webhooks signing, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser, nor prom-client’s unused metric types', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
@@ -61,6 +65,7 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
     expect(loaded(modules, POSTGRES)).toBe(false);
     expect(loaded(modules, UNUSED_BULLMQ)).toBe(false);
+    expect(loaded(modules, UNUSED_PROM_CLIENT)).toBe(false);
     expect(loaded(modules, CRON)).toBe(false);
   });
 
