@@ -11,9 +11,10 @@ import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
  * sides as `--only overhead` (a chatlane worker, `bench/bare-loop.mjs`) against the mock model,
  * each probed from inside. Not a benchmark: no ratios, only files for bench/memory-report.ts.
  *
- *   tsx bench/memory-probe.ts snapshots --out DIR [--level 2000] [--side both]
+ *   tsx bench/memory-probe.ts snapshots --out DIR [--level 2000] [--side both] [--step 1|2]
  *     heap snapshots after 200 warm-up turns (idle) and with `level` turns parked in their
- *     first model call (the mock answers in 600 s): DIR/<side>/*.heapsnapshot, idle first
+ *     first model call (`--step 2`: in their second, after chat_send ran; the mock answers
+ *     that call in 600 s): DIR/<side>/*.heapsnapshot, idle first
  *   tsx bench/memory-probe.ts promoted --out DIR …   (`level` in flight, 2 × level turns, 1 s model)
  *     where the promoted bytes were allocated: DIR/<side>.<pid>.2.json (1 = the warm-up)
  *   tsx bench/memory-probe.ts gc --out DIR …
@@ -28,12 +29,17 @@ const { positionals, values } = parseArgs({
     out: { type: 'string' },
     level: { type: 'string', default: '2000' },
     side: { type: 'string', default: 'both' },
+    step: { type: 'string', default: '1' },
   },
 });
 const mode = positionals[0];
-if (!['snapshots', 'promoted', 'gc'].includes(mode ?? '') || !values.out) {
+if (
+  !['snapshots', 'promoted', 'gc'].includes(mode ?? '') ||
+  !values.out ||
+  !['1', '2'].includes(values.step)
+) {
   throw new Error(
-    'usage: memory-probe.ts snapshots|promoted|gc --out DIR [--level N] [--side both|chatlane|bare]',
+    'usage: memory-probe.ts snapshots|promoted|gc --out DIR [--level N] [--side both|chatlane|bare] [--step 1|2]',
   );
 }
 const dir = values.out;
@@ -70,12 +76,32 @@ async function dump(pid: number, where: string, label: string): Promise<void> {
   progress(`${label}: ${where}/${file}`);
 }
 
-async function setLatency(mock: RoleProcess, ms: number): Promise<void> {
+async function control(mock: RoleProcess, body: object): Promise<void> {
   await fetch(`${mock.url!.replace(/\/v1\/?$/, '')}/control`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ latencyMs: [ms, ms] }),
+    body: JSON.stringify(body),
   });
+}
+
+const PARK_MS = 600_000;
+const step = Number(values.step);
+
+/** From now on the mock answers a turn's `step`-th model call in 600 s (its earlier ones in 1 s). */
+function park(mock: RoleProcess): Promise<void> {
+  return control(
+    mock,
+    step === 1 ? { latencyMs: [PARK_MS, PARK_MS] } : { laterRequestLatency: { from: step, ms: PARK_MS } },
+  );
+}
+
+function unpark(mock: RoleProcess): Promise<void> {
+  return control(mock, { latencyMs: [1000, 1000], laterRequestLatency: null });
+}
+
+/** All `level` turns are waiting in their `step`-th call: each has sent its calls so far. */
+function allParked(s: { requests: number; inFlight: number }): boolean {
+  return s.inFlight >= level && s.requests >= step * level;
 }
 
 const parked = mode === 'snapshots';
@@ -102,7 +128,7 @@ async function probeChatlane(mock: RoleProcess): Promise<void> {
     const warm = Array.from({ length: WARMUP }, (_, i) => `${chats.prefix}-w${i}`);
     await chats.seed(warm, 1);
     while ((await chats.pending(warm)) > 0) await sleep(200);
-    if (parked) await setLatency(mock, 600_000);
+    if (parked) await park(mock);
     const keys = Array.from({ length: turns }, (_, i) => `${chats.prefix}-c${i}`);
     await chats.turns.pause();
     await chats.seed(keys, 1);
@@ -112,14 +138,18 @@ async function probeChatlane(mock: RoleProcess): Promise<void> {
     for (;;) {
       await sleep(300);
       const s = await mockStats(mock, `${chats.prefix}-c`);
-      if (parked ? s.inFlight >= level : s.requests >= 2 * turns && (await chats.pending(keys)) === 0) break;
+      if (parked ? allParked(s) : s.requests >= 2 * turns && (await chats.pending(keys)) === 0) break;
     }
     await sleep(parked ? 3000 : 1000);
-    await dump(worker.pid, where('chatlane'), parked ? `chatlane, ${level} parked` : 'chatlane run');
+    await dump(
+      worker.pid,
+      where('chatlane'),
+      parked ? `chatlane, ${level} parked in call ${step}` : 'chatlane run',
+    );
   } finally {
     await worker.kill('SIGKILL');
     await chats.close();
-    await setLatency(mock, 1000);
+    await unpark(mock);
   }
 }
 
@@ -139,22 +169,22 @@ async function probeBare(mock: RoleProcess): Promise<void> {
     new Promise<void>((resolve) => lines.on('line', (l) => l.startsWith(what) && resolve()));
   try {
     await line('ready');
-    if (parked) await setLatency(mock, 600_000);
+    if (parked) await park(mock);
     await sleep(1000);
     await dump(child.pid!, where('bare'), 'bare idle');
     const done = line('done');
     child.stdin!.write('go\n');
     if (parked) {
-      while ((await mockStats(mock, `${prefix}-`)).inFlight < level) await sleep(300);
+      while (!allParked(await mockStats(mock, `${prefix}-`))) await sleep(300);
       await sleep(3000);
     } else {
       await done;
       await sleep(1000);
     }
-    await dump(child.pid!, where('bare'), parked ? `bare, ${level} parked` : 'bare run');
+    await dump(child.pid!, where('bare'), parked ? `bare, ${level} parked in call ${step}` : 'bare run');
   } finally {
     child.kill('SIGKILL');
-    await setLatency(mock, 1000);
+    await unpark(mock);
   }
 }
 

@@ -60,6 +60,11 @@ const controlSchema = z.strictObject({
     .optional(),
   /** `null` removes a chat's override. */
   chatLatencyMs: z.record(z.string().min(1), msSchema.nullable()).optional(),
+  /** Every chat's `from`-th request and later wait `ms` (a turn's second call: `from` 2); `null` removes it. */
+  laterRequestLatency: z
+    .strictObject({ from: z.number().int().min(1), ms: msSchema })
+    .nullable()
+    .optional(),
   failNext: z
     .strictObject({
       chatKey: z.string().min(1).optional(),
@@ -154,6 +159,9 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     for (const [chatKey, ms] of Object.entries(control.chatLatencyMs ?? {})) {
       state.setChatLatency(chatKey, ms ?? undefined);
     }
+    if (control.laterRequestLatency !== undefined) {
+      state.setLaterRequestLatency(control.laterRequestLatency ?? undefined);
+    }
     if (control.failNext) state.failNext(control.failNext);
     for (const chatKey of control.hold ?? []) state.hold(chatKey);
     for (const chatKey of control.release ?? []) state.release(chatKey);
@@ -173,7 +181,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     const prompt = promptTokens(body);
     const stream = body.stream === true;
 
-    const { end, failure } = state.begin({
+    const { end, failure, index } = state.begin({
       chatKey,
       at: Date.now(),
       stream,
@@ -191,7 +199,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
 
     let answer: { status: number; json: object } | { status: 200; sse: string };
     try {
-      await state.delay(chatKey, gone.signal);
+      await state.delay(chatKey, gone.signal, index);
       if (failure) {
         answer = { status: failure.status, json: openAiError(failure.message, failure.code) };
       } else {

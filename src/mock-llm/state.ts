@@ -70,6 +70,12 @@ interface ArrivalWaiter {
 
 export type LatencyRange = [number, number];
 
+/** A fixed latency for every chat's `from`-th request and later (counted since the last reset). */
+export interface LaterRequestLatency {
+  from: number;
+  ms: number;
+}
+
 function checkLatency(range: LatencyRange): LatencyRange {
   const [min, max] = range;
   if (!Number.isFinite(min) || !Number.isFinite(max) || min < 0 || min > max) {
@@ -122,6 +128,7 @@ export class MockLlmState {
 
   private latency: LatencyRange;
   private chatLatency = new Map<string, number>();
+  private laterLatency: LaterRequestLatency | undefined;
   private failRules: FailRule[] = [];
   private gates = new Map<string, Gate>();
   private waiters: ArrivalWaiter[] = [];
@@ -203,6 +210,22 @@ export class MockLlmState {
     this.chatLatency.set(chatKey, ms);
   }
 
+  /**
+   * Every chat's `from`-th request and later wait `ms` instead of the global range (a chat's
+   * own latency still wins): with `from` 2, a turn's first model call is answered as usual
+   * and its second parks, which a benchmark cannot get from per-chat latencies without
+   * knowing every chat key; `undefined` removes it.
+   */
+  setLaterRequestLatency(later: LaterRequestLatency | undefined): void {
+    if (later !== undefined) {
+      if (!Number.isInteger(later.from) || later.from < 1) {
+        throw new RangeError(`from must be a positive integer, got ${later.from}`);
+      }
+      checkLatency([later.ms, later.ms]);
+    }
+    this.laterLatency = later;
+  }
+
   failNext(input: FailNextInput): void {
     if (!Number.isInteger(input.count) || input.count < 0) {
       throw new RangeError(`failNext count must be a non-negative integer, got ${input.count}`);
@@ -260,6 +283,7 @@ export class MockLlmState {
     this.recordings = [];
     this.latency = this.initialLatency;
     this.chatLatency = new Map();
+    this.laterLatency = undefined;
     this.failRules = [];
     this.releaseAll();
   }
@@ -270,7 +294,7 @@ export class MockLlmState {
    * idempotent, so callers may call it from several places). Also decides now whether
    * the request fails, so "the next N requests" means the next N to arrive.
    */
-  begin(entry: RecordedRequest): { end: () => void; failure: Failure | undefined } {
+  begin(entry: RecordedRequest): { end: () => void; failure: Failure | undefined; index: number } {
     const { chatKey } = entry;
     this.requestCount += 1;
     const arrived = (this.arrivals.get(chatKey) ?? 0) + 1;
@@ -296,20 +320,24 @@ export class MockLlmState {
       if (left > 0) this.inFlightByChat.set(chatKey, left);
       else this.inFlightByChat.delete(chatKey);
     };
-    return { end, failure };
+    return { end, failure, index: arrived };
   }
 
-  /** The hold gate first, then the latency, so a released request still pays its latency. */
-  async delay(chatKey: string, signal?: AbortSignal): Promise<void> {
+  /**
+   * The hold gate first, then the latency, so a released request still pays its latency.
+   * `index` is the request's place among its chat's (`begin`'s), 1 when not given.
+   */
+  async delay(chatKey: string, signal?: AbortSignal, index = 1): Promise<void> {
     const gate = this.gates.get(chatKey);
     if (gate) await untilOrAbort(gate.promise, signal);
     if (signal?.aborted) return;
-    await sleep(this.pickLatency(chatKey), signal);
+    await sleep(this.pickLatency(chatKey, index), signal);
   }
 
-  private pickLatency(chatKey: string): number {
+  private pickLatency(chatKey: string, index: number): number {
     const fixed = this.chatLatency.get(chatKey);
     if (fixed !== undefined) return fixed;
+    if (this.laterLatency && index >= this.laterLatency.from) return this.laterLatency.ms;
     const [min, max] = this.latency;
     return min + Math.random() * (max - min);
   }

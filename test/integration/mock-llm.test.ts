@@ -314,6 +314,25 @@ describe('mock-llm concurrency tracking', () => {
     await completionRequest('chat-fast', 'b');
     expect(Date.now() - started).toBeLessThan(55);
   });
+
+  it("delays each chat's requests from the Nth on, so a turn's second call can wait while its first does not", async () => {
+    state.setLaterRequestLatency({ from: 2, ms: 60 });
+    const timed = async (chatKey: string) => {
+      const started = Date.now();
+      expect((await completionRequest(chatKey, 'a')).status).toBe(200);
+      return Date.now() - started;
+    };
+    expect(await timed('chat-later')).toBeLessThan(55);
+    expect(await timed('chat-other')).toBeLessThan(55);
+    expect(await timed('chat-later')).toBeGreaterThanOrEqual(55);
+    expect(await timed('chat-later')).toBeGreaterThanOrEqual(55);
+
+    state.setChatLatency('chat-later', 0);
+    expect(await timed('chat-later')).toBeLessThan(55);
+    state.setLaterRequestLatency(undefined);
+    expect(await timed('chat-other')).toBeLessThan(55);
+    expect(() => state.setLaterRequestLatency({ from: 0, ms: 5 })).toThrow(RangeError);
+  });
 });
 
 describe('mock-llm HTTP surface', () => {
@@ -420,11 +439,21 @@ describe('mock-llm HTTP surface', () => {
     expect((await control({ release: ['chat-c'] })).status).toBe(200);
     expect((await held).status).toBe(200);
 
-    await control({ failNext: { count: 5 } });
+    const timed = async (chatKey: string) => {
+      const started = Date.now();
+      expect((await completionRequest(chatKey, 'w')).status).toBe(200);
+      return Date.now() - started;
+    };
+    expect((await control({ laterRequestLatency: { from: 1, ms: 60 } })).status).toBe(200);
+    expect(await timed('chat-d')).toBeGreaterThanOrEqual(55);
+    expect((await control({ laterRequestLatency: null })).status).toBe(200);
+    expect(await timed('chat-d')).toBeLessThan(55);
+
+    await control({ failNext: { count: 5 }, laterRequestLatency: { from: 1, ms: 60 } });
     expect((await fetch(`${origin()}/reset`, { method: 'POST' })).status).toBe(200);
     expect(state.requests).toBe(0);
     expect(state.recorded()).toEqual([]);
-    expect((await completionRequest('chat-c', 'z')).status).toBe(200);
+    expect(await timed('chat-c')).toBeLessThan(55);
   });
 
   it('rejects bad control input with a 400 error body', async () => {
@@ -442,6 +471,7 @@ describe('mock-llm HTTP surface', () => {
     expect(((await badShape.json()) as { error: { code: string } }).error.code).toBe('invalid_request');
 
     expect((await post(JSON.stringify({ nonsense: true }))).status).toBe(400);
+    expect((await post(JSON.stringify({ laterRequestLatency: { from: 0, ms: 5 } }))).status).toBe(400);
   });
 
   it('rejects a malformed completion request with an OpenAI-style 400', async () => {
