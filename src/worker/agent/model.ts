@@ -2,6 +2,22 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModel } from 'ai';
 import type { ModelConfig } from '../../shared/config.js';
 
+type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
+type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
+
+/**
+ * A model call's result without the request's JSON and the parsed response body. generateText
+ * keeps a step's result until the next step's call has returned, so a turn in its second
+ * model call held its first call's request JSON (the system prompt and tool definitions once
+ * more, as many small strings) and the response as parsed; the step results drop both
+ * anyway (`experimental_include` in loop.ts) and nothing else reads them.
+ */
+export function withoutBodies(result: GenerateResult): GenerateResult {
+  delete result.request;
+  if (result.response) delete result.response.body;
+  return result;
+}
+
 /** Any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM, our mock). */
 export function createModel(config: ModelConfig): LanguageModel {
   const provider = createOpenAICompatible({
@@ -10,5 +26,10 @@ export function createModel(config: ModelConfig): LanguageModel {
     ...(config.apiKey ? { apiKey: config.apiKey } : {}),
     includeUsage: true,
   });
-  return provider.chatModel(config.model);
+  const model = provider.chatModel(config.model);
+  // Its own doGenerate with the bodies dropped, not a delegating wrapper: no second object,
+  // and no frame of ours waits through the call (the promise's reaction is all it adds).
+  const generate = model.doGenerate.bind(model);
+  model.doGenerate = (options) => generate(options).then(withoutBodies);
+  return model;
 }
