@@ -39,23 +39,38 @@ class MeteredModel implements ModelV3 {
     return this.model.supportedUrls;
   }
 
-  async doGenerate(
+  /**
+   * Not an async function: the provider's promise with the metering chained to it. A
+   * suspended frame here (its generator, registers and await closures) would be held for the
+   * whole model call, a second at 2,000 turns in flight.
+   */
+  doGenerate(
     options: Parameters<ModelV3['doGenerate']>[0],
   ): Promise<Awaited<ReturnType<ModelV3['doGenerate']>>> {
     const started = performance.now();
+    const metrics = this.metrics;
+    let call: ReturnType<ModelV3['doGenerate']>;
     try {
-      const result = await this.model.doGenerate(options);
-      recordModelCall(this.metrics, {
-        seconds: (performance.now() - started) / 1000,
-        ok: true,
-        inputTokens: result.usage.inputTokens.total,
-        outputTokens: result.usage.outputTokens.total,
-      });
-      return result;
+      call = this.model.doGenerate(options);
     } catch (err) {
-      recordModelCall(this.metrics, { seconds: (performance.now() - started) / 1000, ok: false });
-      throw err;
+      // A provider that throws before it returns a promise is metered like one that rejects.
+      call = Promise.reject(err);
     }
+    return Promise.resolve(call).then(
+      (result) => {
+        recordModelCall(metrics, {
+          seconds: (performance.now() - started) / 1000,
+          ok: true,
+          inputTokens: result.usage.inputTokens.total,
+          outputTokens: result.usage.outputTokens.total,
+        });
+        return result;
+      },
+      (err: unknown) => {
+        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+        throw err;
+      },
+    );
   }
 
   doStream(options: Parameters<ModelV3['doStream']>[0]): ReturnType<ModelV3['doStream']> {
@@ -80,6 +95,13 @@ function outcomeOf(result: unknown, error: unknown): TurnOutcomeLabel {
   return status === 'done' || status === 'idle' || status === 'lost' || status === 'busy' ? status : 'done';
 }
 
+/** A turn's duration by outcome, and a fence rejection for a `lost` one. */
+function observeTurn(metrics: Metrics, started: number, result: unknown, error: unknown): void {
+  const outcome = outcomeOf(result, error);
+  metrics.turnDuration.observe({ outcome }, (performance.now() - started) / 1000);
+  if (outcome === 'lost') metrics.fenceRejections.inc();
+}
+
 /**
  * Wraps a turn processor: turn duration by outcome, queue wait (job.timestamp → first
  * job.processedOn; later starts after a retry or delay are not queue wait), and a fence
@@ -90,24 +112,29 @@ export function instrumentTurnProcessor<J extends Job, R>(
   metrics: Metrics,
   queue: string,
 ): (job: J, token?: string) => Promise<R> {
-  return async (job, token) => {
+  // Not an async function (see MeteredModel.doGenerate): the processor's promise with the
+  // observation chained to it, so no frame of this wrapper waits through the turn.
+  return (job, token) => {
     const started = performance.now();
     if (job.attemptsStarted <= 1) {
       const wait = (job.processedOn ?? Date.now()) - job.timestamp;
       metrics.queueWait.observe({ queue }, Math.max(0, wait) / 1000);
     }
-    let result: R | undefined;
-    let error: unknown;
+    let run: Promise<R>;
     try {
-      result = await processor(job, token);
-      return result;
+      run = processor(job, token);
     } catch (err) {
-      error = err ?? new Error('processor failed');
-      throw err;
-    } finally {
-      const outcome = outcomeOf(result, error);
-      metrics.turnDuration.observe({ outcome }, (performance.now() - started) / 1000);
-      if (outcome === 'lost') metrics.fenceRejections.inc();
+      run = Promise.reject(err);
     }
+    return run.then(
+      (result) => {
+        observeTurn(metrics, started, result, undefined);
+        return result;
+      },
+      (err: unknown) => {
+        observeTurn(metrics, started, undefined, err ?? new Error('processor failed'));
+        throw err;
+      },
+    );
   };
 }

@@ -20,18 +20,23 @@ export class RunningTurns {
   private renewTimer: NodeJS.Timeout | undefined;
   private renewEveryMs = Number.POSITIVE_INFINITY;
 
-  /** Track a running turn's lane until the returned function is called. A lane that starts after `stopAll` is stopped at once. */
-  track(lane: Lane): () => void {
+  /**
+   * Track a running turn's lane until `untrack(lane)`. A lane that starts after `stopAll` is
+   * stopped at once. (No closure per turn to untrack it: at thousands of turns in flight
+   * each one is held for the whole turn.)
+   */
+  track(lane: Lane): void {
     if (this.stopReason !== undefined) {
       lane.stop(this.stopReason);
-      return () => undefined;
+      return;
     }
     this.lanes.add(lane);
     this.scheduleRenewals(renewalInterval(lane.leaseMs));
-    return () => {
-      this.lanes.delete(lane);
-      if (this.lanes.size === 0) this.stopRenewals();
-    };
+  }
+
+  /** The lane's turn has ended (a lane never tracked, or already untracked, is ignored). */
+  untrack(lane: Lane): void {
+    if (this.lanes.delete(lane) && this.lanes.size === 0) this.stopRenewals();
   }
 
   private scheduleRenewals(everyMs: number): void {

@@ -41,17 +41,20 @@ const jitter = () => Math.floor(Math.random() * 100);
  * left after its turn is re-added, so it queues behind every other waiting chat (fairness).
  */
 export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worker<TurnJob> {
-  const processor = async (job: Job<TurnJob>, token?: string): Promise<TurnOutcome> => {
-    const parsed = turnJobSchema.safeParse(job.data);
-    if (!parsed.success)
-      throw new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`);
-    const { chatKey } = parsed.data;
-    // The last attempt fails the batch rather than throw, so a message that keeps failing
-    // the turn cannot block its chat: attempts count only failures that were not the model's.
-    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? DEFAULT_ATTEMPTS);
+  /**
+   * The job once its turn has settled: a model failure delays the job, a busy chat comes back
+   * later, one with messages left is re-added. `turn` is settled, so awaiting it only reads
+   * its outcome or rethrows its error.
+   */
+  const afterTurn = async (
+    job: Job<TurnJob>,
+    token: string | undefined,
+    chatKey: string,
+    turn: Promise<TurnOutcome>,
+  ): Promise<TurnOutcome> => {
     let outcome: TurnOutcome;
     try {
-      outcome = await runTurn(deps, chatKey, { finalAttempt, jobId: job.id });
+      outcome = await turn;
     } catch (err) {
       if (!(err instanceof ModelUnavailableError)) throw err;
       // Back off per start of this job (exponential, capped), without spending an attempt:
@@ -75,6 +78,23 @@ export function createTurnWorker(deps: TurnDeps, opts: TurnWorkerOptions): Worke
     if (outcome.status !== 'lost' && outcome.pending > 0) await enqueueTurn(opts.turns, chatKey);
     opts.onOutcome?.(outcome, job);
     return outcome;
+  };
+
+  // Not an async function: what follows the turn starts once it has settled, so no frame of
+  // the processor waits through the turn's model calls (at thousands of turns in flight each
+  // would hold its registers, its await closures and the job).
+  const processor = (job: Job<TurnJob>, token?: string): Promise<TurnOutcome> => {
+    const parsed = turnJobSchema.safeParse(job.data);
+    if (!parsed.success) {
+      return Promise.reject(new UnrecoverableError(`bad turn job data: ${parsed.error.issues[0]?.message}`));
+    }
+    const { chatKey } = parsed.data;
+    // The last attempt fails the batch rather than throw, so a message that keeps failing
+    // the turn cannot block its chat: attempts count only failures that were not the model's.
+    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? DEFAULT_ATTEMPTS);
+    const turn = runTurn(deps, chatKey, { finalAttempt, jobId: job.id });
+    const settle = () => afterTurn(job, token, chatKey, turn);
+    return turn.then(settle, settle);
   };
 
   const run = opts.metrics ? instrumentTurnProcessor(processor, opts.metrics, QUEUES.turns) : processor;

@@ -9,10 +9,9 @@ import type { ContactBook } from '../shared/store/contacts.js';
 import { compareStreamIds } from '../shared/stream-id.js';
 import { viewTokens, withTokens } from '../shared/tokens.js';
 import { seenBeyond, withEarlierSends } from './agent/earlier-sends.js';
-import { interleave } from './agent/interleave.js';
 import { type LoopControl, runLoop } from './agent/loop.js';
 import { createMergeRoom } from './agent/merge-room.js';
-import { type ChatSendState, send } from './agent/tools/chat-send.js';
+import type { ChatSendState } from './agent/tools/chat-send.js';
 import { type ChatToolName, ChatTools } from './agent/tools/chat-tools.js';
 import { toolTurn } from './agent/tools/tool-turn.js';
 import { isContextOverflowError } from './compaction/overflow.js';
@@ -23,6 +22,7 @@ import { shouldReport } from './pipeline/compressor.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from './pipeline/sections.js';
 import type { Compressor, Provider, ProviderResult, RuntimeContext } from './pipeline/types.js';
 import type { RunningTurns } from './running-turns.js';
+import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 
 export interface TurnSettings {
@@ -41,7 +41,7 @@ export interface TurnSettings {
   memoryMaxTokens?: number;
 }
 
-export interface TurnDeps extends FailureDeps {
+export interface TurnDeps extends FailureDeps, CommitDeps {
   store: ChatStore;
   provider: Provider;
   compressor: Compressor;
@@ -50,11 +50,6 @@ export interface TurnDeps extends FailureDeps {
   settings: TurnSettings;
   workerId: string;
   logger: Logger;
-  /**
-   * After a commit, with the history's token total and the token budget this turn had for
-   * messages (after the system prompt): the compaction trigger. Must not throw.
-   */
-  afterCommit?: (chatKey: string, historyTokens: number, messageBudget: number) => Promise<void>;
   /** Compact the chat now; used once when the provider rejects a turn as too long. */
   compactNow?: (chatKey: string) => Promise<unknown>;
   /**
@@ -113,14 +108,7 @@ export type TurnOutcome =
   | { status: 'idle'; pending: number }
   | { status: 'lost'; runId: string }
   | FailedTurn
-  | {
-      status: 'done';
-      runId: string;
-      pending: number;
-      consumed: number;
-      merged: number;
-      sent: number;
-    };
+  | CommittedTurn;
 
 /**
  * One turn of one chat: lease + fence → Provider → Compressor → Assembler → tool loop →
@@ -148,16 +136,52 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
   if (!(acquired instanceof Lane)) return { status: 'busy', retryInMs: acquired.busyMs };
   const lane = acquired;
 
+  const run: TurnRun = {
+    deps,
+    lane,
+    logger,
+    // One send state for the whole turn: a retry after an overflow never repeats a reply, nor
+    // one a crashed earlier run of this chat already sent.
+    sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
+    // The pending messages the turn started from: the batch that fails if they cannot be processed.
+    batch: [],
+  };
+  deps.running?.track(lane);
+  const finalAttempt = opts.finalAttempt ?? false;
+  // No frame of ours waits on the first attempt (at thousands of turns in flight each would
+  // hold its registers and await closures through every model call): the rest of the turn
+  // starts once it has settled.
+  const first = turnBody(run, 1);
+  const settle = () => settleTurn(run, first, finalAttempt);
+  return first.then(settle, settle);
+}
+
+/** A turn that holds its chat's lane. */
+interface TurnRun {
+  deps: TurnDeps;
+  lane: Lane;
+  logger: Logger;
+  sent: ChatSendState;
+  batch: InboxEntry[];
+}
+
+/**
+ * The turn once its first attempt has settled: the retry after a context overflow, the
+ * failure's handling, then the lease released in every case. `first` is settled, so awaiting
+ * it only reads its outcome or rethrows its error.
+ */
+async function settleTurn(
+  run: TurnRun,
+  first: Promise<TurnOutcome>,
+  finalAttempt: boolean,
+): Promise<TurnOutcome> {
+  const { deps, lane, logger, batch } = run;
+  const { store } = deps;
+  const { chatKey, runId } = lane;
   let outcome: TurnOutcome | undefined;
-  // One send state for the whole turn: a retry after an overflow never repeats a reply, nor
-  // one a crashed earlier run of this chat already sent.
-  const sent: ChatSendState = { sent: [], earlier: lane.uncommitted.map((s) => s.text) };
-  // The pending messages the turn started from: the batch that fails if they cannot be processed.
-  const batch: InboxEntry[] = [];
-  const untrack = deps.running?.track(lane);
   try {
     try {
-      outcome = await turnBody(deps, lane, logger, sent, batch, 1);
+      outcome = await first;
     } catch (err) {
       if (lane.lost || !deps.compactNow || !isContextOverflowError(err)) throw err;
       await store.appendEvent(chatKey, 'turn.overflow', { runId, error: (err as Error).message });
@@ -165,7 +189,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
       await deps
         .compactNow(chatKey)
         .catch((e: unknown) => logger.warn({ err: e }, 'overflow compaction failed'));
-      outcome = await turnBody(deps, lane, logger, sent, batch, OVERFLOW_BUDGET_SCALE);
+      outcome = await turnBody(run, OVERFLOW_BUDGET_SCALE);
     }
     if (outcome.status === 'done') deps.modelHealth?.succeeded();
     return outcome;
@@ -178,10 +202,10 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
       outcome = { status: 'lost', runId };
       return outcome;
     }
-    outcome = await settleFailedTurn(deps, lane, logger, batch, err, opts.finalAttempt ?? false);
+    outcome = await settleFailedTurn(deps, lane, logger, batch, err, finalAttempt);
     return outcome;
   } finally {
-    untrack?.();
+    deps.running?.untrack(lane);
     deps.typing?.stop(chatKey);
     const released = await lane.release().catch((err: unknown) => {
       logger.warn({ err }, 'lease release failed; it will expire');
@@ -191,14 +215,14 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
   }
 }
 
-async function turnBody(
-  deps: TurnDeps,
-  lane: Lane,
-  logger: Logger,
-  sendState: ChatSendState,
-  batch: InboxEntry[],
-  budgetScale: number,
-): Promise<TurnOutcome> {
+/**
+ * One attempt: read and assemble the input, run the tool loop, commit. The commit is chained
+ * to the loop, so this frame ends when the loop starts: its registers held the loaded input
+ * and the compressed and assembled messages (the SDK keeps its own model messages), all dead
+ * once the loop has them. The loop's callbacks and the commit keep only what they read.
+ */
+async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome> {
+  const { deps, lane, logger, sent: sendState, batch } = run;
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
@@ -262,7 +286,8 @@ async function turnBody(
     },
   });
 
-  const loop = await runLoop<InboxEntry>({
+  const inputMessages = compressed.messages.length;
+  return runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
     messages: assembled.messages,
@@ -296,80 +321,7 @@ async function turnBody(
     },
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
-  });
-
-  // The model answered in text only: deliver that text rather than stay silent. Not when an
-  // earlier run's replies already answered everything: the text is a remark after them.
-  const answered = turn.answeredAll && loop.merges.length === 0;
-  if (sendState.sent.length === 0 && !answered && loop.finalText.trim()) {
-    await send(toolTurnState, loop.finalText.trim());
-  }
-  if (lane.lost) return { status: 'lost', runId };
-
-  const now = Date.now();
-  const toCommit: ChatMessage[] = [...turn.messages];
-  const consumed = pending.map((e) => e.streamId);
-  let segment = 0;
-  for (const seg of interleave(loop.response.parts, loop.merges)) {
-    if (seg.kind === 'user') {
-      toCommit.push(...seg.items.map((e) => e.message));
-      consumed.push(...seg.items.map((e) => e.streamId));
-    } else {
-      toCommit.push(
-        await withTokens(
-          {
-            id: `${runId}-a${segment++}`,
-            role: 'assistant',
-            parts: seg.parts,
-            metadata: { ts: now, chatKey, runId, kind: 'normal' },
-          },
-          settings.maxCharsPerMessage,
-        ),
-      );
-    }
-  }
-
-  const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
-  // One event per turn, written atomically with the commit, and the lease released by the
-  // same script: one round trip for all three.
-  lane.endRenewals();
-  const committed = await store.commit(chatKey, fence, {
-    runId,
-    consumed,
-    messages: toCommit,
-    releaseAs: lane.owner,
-    event: {
-      worker: deps.workerId,
-      steps: loop.steps,
-      merged,
-      sent: sendState.sent.length,
-      ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
-      inputMessages: compressed.messages.length,
-      inputTokens: loop.usage.inputTokens,
-      outputTokens: loop.usage.outputTokens,
-      ms: Date.now() - started,
-    },
-  });
-  if (!committed.ok) {
-    lane.markLost(`commit ${committed.reason}`);
-    if (committed.reason === 'missing') {
-      logger.error({ detail: committed.detail }, 'inbox entry already consumed; turn discarded');
-    }
-    return { status: 'lost', runId };
-  }
-  if (committed.released) lane.committedAndReleased(committed.pending);
-  await deps
-    .afterCommit?.(chatKey, committed.tokens, budget)
-    .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
-  logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
-  return {
-    status: 'done',
-    runId,
-    pending: 0,
-    consumed: consumed.length,
-    merged,
-    sent: sendState.sent.length,
-  };
+  }).then((loop) => commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }));
 }
 
 /**

@@ -49,7 +49,8 @@ async function acquireLane(store: ChatStore): Promise<Lane> {
 
 async function trackedLane(store: ChatStore, running: RunningTurns) {
   const lane = await acquireLane(store);
-  return { lane, untrack: running.track(lane) };
+  running.track(lane);
+  return { lane, untrack: () => running.untrack(lane) };
 }
 
 describe('turn lease renewal', () => {

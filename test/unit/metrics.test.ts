@@ -1,4 +1,4 @@
-import { generateText } from 'ai';
+import { generateText, type LanguageModel } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { DelayedError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -52,6 +52,28 @@ describe('meteredModel', () => {
     expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'output' })).toBe(5);
     expect(meteredModel('some-model-id', metrics)).toBe('some-model-id');
   });
+
+  it('meters a model that throws before returning a promise as a failed call, and rejects', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    // Not MockLanguageModelV3: it wraps doGenerate in an async function, so nothing it is given throws.
+    const throwing = () => {
+      throw new Error('bad request');
+    };
+    const inner: LanguageModel = {
+      specificationVersion: 'v3',
+      provider: 'p',
+      modelId: 'm',
+      supportedUrls: {},
+      doGenerate: throwing,
+      doStream: throwing,
+    };
+    const model = meteredModel(inner, metrics);
+    if (typeof model === 'string' || model.specificationVersion !== 'v3') throw new Error('not a v3 model');
+    const call = model.doGenerate({ prompt: [] });
+    await expect(call).rejects.toThrow('bad request');
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'error' })).toBe(1);
+  });
 });
 
 describe('instrumentTurnProcessor', () => {
@@ -89,6 +111,21 @@ describe('instrumentTurnProcessor', () => {
     expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'busy' })).toBe(1);
     expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'failed' })).toBe(1);
     expect(sampleValue(text, 'chatlane_fence_rejections_total')).toBe(0);
+  });
+
+  it('counts a processor that throws before returning a promise as failed, and rejects', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const run = instrumentTurnProcessor(
+      (): Promise<unknown> => {
+        throw new Error('bad job');
+      },
+      metrics,
+      'turns',
+    );
+    const turn = run(job());
+    await expect(turn).rejects.toThrow('bad job');
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_turn_duration_seconds_count', { outcome: 'failed' })).toBe(1);
   });
 
   it('observes queue wait from job.timestamp to job.processedOn on the first start only', async () => {

@@ -75,8 +75,11 @@ interface Merge<T> extends MergePoint<T> {
  * handed to the model as ordinary user messages. The SDK rebuilds each step's messages from
  * the initial ones plus responses, so every step re-inserts all earlier merges at the
  * positions where they first appeared.
+ *
+ * Not an async function: what follows the SDK's loop is chained to its promise, so no frame
+ * of ours (generator, registers, await closures) is held through every model call of the turn.
  */
-export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
+export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const merges: Merge<T>[] = [];
   let merged = 0;
   const initialLength = input.messages.length;
@@ -117,40 +120,39 @@ export async function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     return { messages: base ? [...base, ...out.slice(initialLength)] : out };
   };
 
-  let result: Awaited<ReturnType<typeof generateText<ToolSet>>>;
-  try {
-    result = await generateText({
-      model: input.model,
-      system: input.system,
-      messages: input.messages,
-      tools: input.tools,
-      ...(input.activeTools && { activeTools: input.activeTools }),
-      ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
-      stopWhen: stepCountIs(input.maxSteps),
-      prepareStep,
-      abortSignal: deadline?.signal ?? input.abortSignal,
-      ...(deadline && { onStepFinish: () => deadline.disarm() }),
-      maxRetries: input.maxRetries ?? 2,
-      // Step results would otherwise keep every request and response body until the turn
-      // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
-      experimental_include: { requestBody: false, responseBody: false },
-      ...(input.download && { experimental_download: input.download }),
-    });
-  } catch (err) {
-    if (input.abortSignal.aborted) throw input.abortSignal.reason ?? err;
-    throw err;
-  } finally {
-    deadline?.dispose();
-  }
-  if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
-
-  const { steps, totalUsage: usage } = result;
-  const last = steps.at(-1);
-  return {
-    response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
-    merges: merges.map(({ stepNumber, items }) => ({ stepNumber, items })),
-    finalText: last?.text ?? '',
-    steps: steps.length,
-    usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 },
-  };
+  return generateText({
+    model: input.model,
+    system: input.system,
+    messages: input.messages,
+    tools: input.tools,
+    ...(input.activeTools && { activeTools: input.activeTools }),
+    ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
+    stopWhen: stepCountIs(input.maxSteps),
+    prepareStep,
+    abortSignal: deadline?.signal ?? input.abortSignal,
+    ...(deadline && { onStepFinish: () => deadline.disarm() }),
+    maxRetries: input.maxRetries ?? 2,
+    // Step results would otherwise keep every request and response body until the turn
+    // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
+    experimental_include: { requestBody: false, responseBody: false },
+    ...(input.download && { experimental_download: input.download }),
+  }).then(
+    (result) => {
+      deadline?.dispose();
+      if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
+      const { steps, totalUsage: usage } = result;
+      const last = steps.at(-1);
+      return {
+        response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
+        merges: merges.map(({ stepNumber, items }) => ({ stepNumber, items })),
+        finalText: last?.text ?? '',
+        steps: steps.length,
+        usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 },
+      };
+    },
+    (err: unknown) => {
+      deadline?.dispose();
+      throw input.abortSignal.aborted ? (input.abortSignal.reason ?? err) : err;
+    },
+  );
 }

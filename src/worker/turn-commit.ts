@@ -1,0 +1,142 @@
+import type { Logger } from '../shared/logger.js';
+import type { ChatMessage } from '../shared/messages.js';
+import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
+import { withTokens } from '../shared/tokens.js';
+import type { TurnMessages } from './agent/earlier-sends.js';
+import { interleave } from './agent/interleave.js';
+import type { LoopResult } from './agent/loop.js';
+import { type ChatSendState, send } from './agent/tools/chat-send.js';
+import type { ToolTurn } from './agent/tools/tool-turn.js';
+import type { Lane } from './lane.js';
+
+/** What committing a turn needs of the turn's dependencies. */
+export interface CommitDeps {
+  store: ChatStore;
+  settings: { maxCharsPerMessage: number };
+  workerId: string;
+  /**
+   * After a commit, with the history's token total and the token budget this turn had for
+   * messages (after the system prompt): the compaction trigger. Must not throw.
+   */
+  afterCommit?: (chatKey: string, historyTokens: number, messageBudget: number) => Promise<void>;
+}
+
+/** The turn, as its commit sees it. */
+export interface CommitRun {
+  deps: CommitDeps;
+  lane: Lane;
+  logger: Logger;
+  sent: ChatSendState;
+}
+
+export type CommittedTurn =
+  | { status: 'lost'; runId: string }
+  | {
+      status: 'done';
+      runId: string;
+      pending: number;
+      consumed: number;
+      merged: number;
+      sent: number;
+    };
+
+/** What of the attempt's input its commit reads. */
+export interface AttemptInput {
+  /** When the attempt started reading. */
+  started: number;
+  /** The pending messages the attempt started from: their entries are consumed. */
+  pending: InboxEntry[];
+  /** What the turn answers (the pending messages with an earlier run's replies in place). */
+  turn: TurnMessages;
+  /** The tools' state for the turn: the fallback reply is sent through it. */
+  toolTurnState: ToolTurn;
+  /** Messages in the model's input. */
+  inputMessages: number;
+  /** The token budget the attempt had for messages. */
+  budget: number;
+}
+
+/** After the tool loop: the fallback reply, then the fenced commit of the turn's messages. */
+export async function commitTurn(
+  run: CommitRun,
+  loop: LoopResult<InboxEntry>,
+  input: AttemptInput,
+): Promise<CommittedTurn> {
+  const { deps, lane, logger, sent: sendState } = run;
+  const { store, settings } = deps;
+  const { chatKey, runId, fence } = lane;
+  const { started, pending, turn, toolTurnState, budget } = input;
+
+  // The model answered in text only: deliver that text rather than stay silent. Not when an
+  // earlier run's replies already answered everything: the text is a remark after them.
+  const answered = turn.answeredAll && loop.merges.length === 0;
+  if (sendState.sent.length === 0 && !answered && loop.finalText.trim()) {
+    await send(toolTurnState, loop.finalText.trim());
+  }
+  if (lane.lost) return { status: 'lost', runId };
+
+  const now = Date.now();
+  const toCommit: ChatMessage[] = [...turn.messages];
+  const consumed = pending.map((e) => e.streamId);
+  let segment = 0;
+  for (const seg of interleave(loop.response.parts, loop.merges)) {
+    if (seg.kind === 'user') {
+      toCommit.push(...seg.items.map((e) => e.message));
+      consumed.push(...seg.items.map((e) => e.streamId));
+    } else {
+      toCommit.push(
+        await withTokens(
+          {
+            id: `${runId}-a${segment++}`,
+            role: 'assistant',
+            parts: seg.parts,
+            metadata: { ts: now, chatKey, runId, kind: 'normal' },
+          },
+          settings.maxCharsPerMessage,
+        ),
+      );
+    }
+  }
+
+  const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
+  // One event per turn, written atomically with the commit, and the lease released by the
+  // same script: one round trip for all three.
+  lane.endRenewals();
+  const committed = await store.commit(chatKey, fence, {
+    runId,
+    consumed,
+    messages: toCommit,
+    releaseAs: lane.owner,
+    event: {
+      worker: deps.workerId,
+      steps: loop.steps,
+      merged,
+      sent: sendState.sent.length,
+      ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
+      inputMessages: input.inputMessages,
+      inputTokens: loop.usage.inputTokens,
+      outputTokens: loop.usage.outputTokens,
+      ms: Date.now() - started,
+    },
+  });
+  if (!committed.ok) {
+    lane.markLost(`commit ${committed.reason}`);
+    if (committed.reason === 'missing') {
+      logger.error({ detail: committed.detail }, 'inbox entry already consumed; turn discarded');
+    }
+    return { status: 'lost', runId };
+  }
+  if (committed.released) lane.committedAndReleased(committed.pending);
+  await deps
+    .afterCommit?.(chatKey, committed.tokens, budget)
+    .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
+  logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
+  return {
+    status: 'done',
+    runId,
+    pending: 0,
+    consumed: consumed.length,
+    merged,
+    sent: sendState.sent.length,
+  };
+}
