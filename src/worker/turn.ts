@@ -283,6 +283,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     rebase: async (contextMessages) => {
       const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
       control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
+      // Later requests carry the new context, not the input the turn started with.
+      mergeRoom.rebase(fixedTokens - settings.reserveTokens + next.report.keptTokens);
     },
   });
 

@@ -208,6 +208,36 @@ describe('context tools in a turn', () => {
     expect(snap).toMatchObject({ title: 'old stuff', reason: 'unrelated', messageCount: 6 });
   });
 
+  it('after chat_context_new a message arriving mid-turn gets the room the archived context took', async () => {
+    // ~600 tokens of old topic fit the first request; counted on top of it, a ~400-token
+    // arrival would not fit what is left (passes from 900 to 1,100 tokens; fails at each without the fix).
+    const old = Array.from({ length: 6 }, (_, i) =>
+      (i % 2 === 0 ? userMessage : assistantMessage)('c1', `old-${i}`, `old ${i} ${'filler '.repeat(95)}`),
+    );
+    const big = `late ${'word '.repeat(400)}`;
+    let deps!: ReturnType<typeof turnDeps>;
+    const { model, prompts } = scriptedModel(async (prompt, call) => {
+      if (call === 0) {
+        await deps.store.ingest('c1', userMessage('c1', 'late', big), {
+          maxPending: 10,
+          dedupWindowMs: 60_000,
+        });
+        return { toolCalls: [{ name: 'chat_context_new', input: { title: 'old stuff' } }] };
+      }
+      return echoScript(prompt, call, {} as never);
+    });
+    deps = turnDeps(redis, prefix, model, { maxInputTokens: 1_000, reserveTokens: 50 });
+    await commit('c1', old);
+    await deps.store.ingest('c1', userMessage('c1', 'now', 'a new subject'), {
+      maxPending: 10,
+      dedupWindowMs: 60_000,
+    });
+    const outcome = await runTurn(deps, 'c1');
+    expect(promptTranscript(prompts[0]!).join('\n')).toContain('old 0');
+    expect(outcome).toMatchObject({ status: 'done', merged: 1, pending: 0 });
+    expect(promptTranscript(prompts[1]!).join('\n')).toContain('user: late word');
+  });
+
   it('after chat_context_load the turn continues with the loaded context, marked as earlier material', async () => {
     await commit('c1', topic('c1', 'garden', 4));
     await operatorSwitch('c1', { op: 'new', title: 'Garden plans', runId: 'r' });

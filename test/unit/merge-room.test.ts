@@ -33,4 +33,13 @@ describe('merge room', () => {
     responses.push({ role: 'assistant', content: 'plain text' });
     expect(room.left(responses)).toBe(5_900 - responseTokens(responses));
   });
+
+  it('after a context switch counts the new input in place of the one the turn started with', () => {
+    const room = createMergeRoom(10_000, 4_000);
+    const responses: ModelMessage[] = [call('a'), result('a', 'switched')];
+    room.take(100);
+    room.rebase(1_000);
+    // The responses and earlier merges still ride on every request; only the input changed.
+    expect(room.left(responses)).toBe(10_000 - 1_000 - 100 - responseTokens(responses));
+  });
 });

@@ -12,9 +12,15 @@ export interface MergeRoom {
   left(responses: readonly ModelMessage[]): number;
   /** Record tokens merged. */
   take(tokens: number): void;
+  /**
+   * The turn's input was replaced (a context switch: chat_context_new or chat_context_load)
+   * by one of `assembledTokens`: later requests carry it in place of the input counted so far.
+   */
+  rebase(assembledTokens: number): void;
 }
 
 export function createMergeRoom(maxInputTokens: number, assembledTokens: number): MergeRoom {
+  let input = assembledTokens;
   let merged = 0;
   // Step responses only grow (the SDK appends each step's own; merges are not among them):
   // count each one once, not per merge.
@@ -24,10 +30,13 @@ export function createMergeRoom(maxInputTokens: number, assembledTokens: number)
     left: (responses) => {
       countedTokens += responseTokens(responses.slice(counted));
       counted = responses.length;
-      return maxInputTokens - assembledTokens - merged - countedTokens;
+      return maxInputTokens - input - merged - countedTokens;
     },
     take: (tokens) => {
       merged += tokens;
+    },
+    rebase: (tokens) => {
+      input = tokens;
     },
   };
 }
