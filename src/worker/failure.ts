@@ -82,7 +82,7 @@ export function classifyTurnError(err: unknown): TurnFailure {
       return { kind: 'message', code: 'INVALID_MESSAGE' };
     }
     const name = (e as { name?: unknown }).name;
-    // LLM_TIMEOUT_MS: a step that takes longer is aborted (agent/step-deadline.ts).
+    // LLM_TIMEOUT_MS: a step that takes longer is aborted (agent/turn-abort.ts).
     if (name === 'TimeoutError') return { kind: 'model', errorKind: 'timeout' };
     // A socket error reaching the turn is the model's: workers' Redis commands wait for a
     // reconnect instead of failing with one (src/shared/redis.ts).

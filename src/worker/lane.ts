@@ -1,6 +1,7 @@
 import { TurnAbortedError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../shared/store/chat-store.js';
+import { TurnAbort } from './agent/turn-abort.js';
 import { renewAfter, renewalInterval } from './liveness.js';
 
 /** What a renewal check that sends nothing answers. */
@@ -9,10 +10,11 @@ const NOTHING_SENT: Promise<void> = Promise.resolve();
 /**
  * A held turn lease on one chat. The lease only keeps other workers politely away; what
  * actually protects the chat is the fence every write script checks. When a renewal finds
- * the fence gone, `signal` aborts so the turn stops calling the model.
+ * the fence gone, `signal` aborts so the turn stops calling the model. The lane is the turn's
+ * one AbortController (TurnAbort): its signal also aborts when a model step runs past
+ * LLM_TIMEOUT_MS, which leaves the lane neither lost nor stopped.
  */
-export class Lane {
-  private readonly controller = new AbortController();
+export class Lane extends TurnAbort {
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
   /** The turn is committing or done: no renewal may follow its commit, which may release the lease. */
@@ -48,6 +50,7 @@ export class Lane {
     input: TurnInput,
     leaseSetAt: number,
   ) {
+    super();
     this.input = input;
     this.leaseSetAt = leaseSetAt;
   }
@@ -97,13 +100,9 @@ export class Lane {
     return input;
   }
 
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  /** Another turn took the chat: nothing more may be written. */
+  /** Another turn took the chat: nothing more may be written. (A step's timeout is not that.) */
   get lost(): boolean {
-    return this.controller.signal.aborted && !this.stoppedHere;
+    return this.ended !== undefined && !this.stoppedHere;
   }
 
   /** This process stopped the turn (shutdown); the lease is still ours to release. */
@@ -113,17 +112,17 @@ export class Lane {
 
   /** Stop the turn from this side: the model call is aborted, the lease stays ours until release(). */
   stop(reason: string): void {
-    if (this.controller.signal.aborted) return;
+    if (this.ended) return;
     this.stoppedHere = true;
     this.logger.warn({ reason, fence: this.fence }, 'turn stopped');
-    this.controller.abort(new TurnAbortedError(reason));
+    this.end(new TurnAbortedError(reason));
   }
 
   /** Called when any fenced write was rejected: stop the turn at once. */
   markLost(reason: string): void {
-    if (!this.controller.signal.aborted) {
+    if (!this.ended) {
       this.logger.warn({ reason, fence: this.fence }, 'lane lost');
-      this.controller.abort(new Error(`lane lost: ${reason}`));
+      this.end(new Error(`lane lost: ${reason}`));
     }
     this.stopRenewing();
   }

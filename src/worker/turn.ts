@@ -299,7 +299,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
-    abortSignal: lane.signal,
+    abort: lane,
     control,
     responseId: `${runId}-a`,
     logger,

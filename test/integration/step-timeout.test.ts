@@ -5,6 +5,7 @@ import { ModelUnavailableError, TurnAbortedError } from '../../src/shared/errors
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { runLoop } from '../../src/worker/agent/loop.js';
+import { TurnAbort } from '../../src/worker/agent/turn-abort.js';
 import { RunningTurns } from '../../src/worker/running-turns.js';
 import { runTurn } from '../../src/worker/turn.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -128,7 +129,7 @@ describe('LLM_TIMEOUT_MS bounds each model step', () => {
     const { model } = scriptedModel((prompt) =>
       prompt.at(-1)?.role === 'tool' ? { text: 'done' } : { toolCalls: [{ name: 'slow', input: {} }] },
     );
-    const turn = new AbortController();
+    const turn = new TurnAbort();
     const err = await runLoop({
       model,
       system: 's',
@@ -136,7 +137,7 @@ describe('LLM_TIMEOUT_MS bounds each model step', () => {
       tools: { slow },
       maxSteps: 4,
       maxMerges: 0,
-      abortSignal: turn.signal,
+      abort: turn,
       responseId: 'r',
       logger: silentLogger(),
       nextArrivals: async () => [],
@@ -145,6 +146,7 @@ describe('LLM_TIMEOUT_MS bounds each model step', () => {
     }).catch((e: unknown) => e);
     expect((toolSaw as DOMException).name).toBe('TimeoutError');
     expect(err).toBe(toolSaw);
-    expect(turn.signal.aborted).toBe(false);
+    expect(turn.timedOut).toBe(true);
+    expect(turn.ended).toBeUndefined();
   });
 });

@@ -114,6 +114,31 @@ describe('turn lease renewal', () => {
     expect(lane.signal.aborted).toBe(true);
   });
 
+  it('a step that timed out leaves the lane neither lost nor stopped and still renewing; a later loss or stop is still told apart', async () => {
+    const { lease, store } = leaseStore();
+    const running = new RunningTurns();
+    const { lane } = await trackedLane(store, running);
+    lane.armStep(1000);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect((lane.signal.reason as DOMException).name).toBe('TimeoutError');
+    expect(lane.lost).toBe(false);
+    expect(lane.stopped).toBe(false);
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 2);
+    expect(lease.renewals).toBeGreaterThan(0);
+
+    running.stopAll('worker shutting down');
+    expect(lane.stopped).toBe(true);
+    expect(lane.lost).toBe(false);
+    expect(lane.ended?.name).toBe('TurnAbortedError');
+
+    const other = await acquireLane(store);
+    other.armStep(1000);
+    await vi.advanceTimersByTimeAsync(1000);
+    other.markLost('renew rejected');
+    expect(other.lost).toBe(true);
+    expect(other.ended?.message).toBe('lane lost: renew rejected');
+  });
+
   it('a turn running for six leases keeps its lease, renewed about every quarter lease, never lapsing', async () => {
     const { lease, store } = leaseStore();
     const running = new RunningTurns();

@@ -9,7 +9,7 @@ import {
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
 import type { MergePoint } from './interleave.js';
-import { StepDeadline } from './step-deadline.js';
+import type { TurnAbort } from './turn-abort.js';
 import { stepsToUIParts } from './ui-parts.js';
 
 export interface LoopInput<T> {
@@ -23,7 +23,11 @@ export interface LoopInput<T> {
   toolContext?: unknown;
   maxSteps: number;
   maxMerges: number;
-  abortSignal: AbortSignal;
+  /**
+   * The turn's one AbortController: its signal is the SDK's; it is ended when the lane is lost
+   * or stopped, and the loop times each step on it (`stepTimeoutMs`).
+   */
+  abort: TurnAbort;
   responseId: string;
   logger: Logger;
   /**
@@ -85,14 +89,15 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const initialLength = input.messages.length;
   let base: ModelMessage[] | undefined;
 
-  // The SDK's abort signal: the turn's own, or with a step timeout one that also aborts when a
-  // step runs past it. Every check below reads the turn's signal: a timed-out step is thrown
-  // by the SDK as the model's error, never mistaken for a lost or stopped lane.
-  const deadline = input.stepTimeoutMs ? new StepDeadline(input.abortSignal, input.stepTimeoutMs) : undefined;
+  // The SDK's abort signal is the turn's, which a step running past stepTimeoutMs aborts too.
+  // Every check below reads whether the turn was *ended* (lost or stopped): a timed-out step is
+  // thrown by the SDK as the model's error, never mistaken for a lost or stopped lane.
+  const { abort, stepTimeoutMs } = input;
+  abort.beginLoop();
 
   const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
-    deadline?.arm();
-    if (stepNumber > 0 && merged < input.maxMerges && !input.abortSignal.aborted) {
+    if (stepTimeoutMs) abort.armStep(stepTimeoutMs);
+    if (stepNumber > 0 && merged < input.maxMerges && !abort.ended) {
       try {
         const items = await input.nextArrivals(input.maxMerges - merged, messages.slice(initialLength));
         if (items.length > 0) {
@@ -129,8 +134,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
     stopWhen: stepCountIs(input.maxSteps),
     prepareStep,
-    abortSignal: deadline?.signal ?? input.abortSignal,
-    ...(deadline && { onStepFinish: () => deadline.disarm() }),
+    abortSignal: abort.signal,
+    ...(stepTimeoutMs && { onStepFinish: () => abort.disarmStep() }),
     maxRetries: input.maxRetries ?? 2,
     // Step results would otherwise keep every request and response body until the turn
     // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
@@ -138,8 +143,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     ...(input.download && { experimental_download: input.download }),
   }).then(
     (result) => {
-      deadline?.dispose();
-      if (input.abortSignal.aborted) throw input.abortSignal.reason ?? new Error('turn aborted');
+      abort.disarmStep();
+      if (abort.ended) throw abort.ended;
       const { steps, totalUsage: usage } = result;
       const last = steps.at(-1);
       return {
@@ -151,8 +156,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       };
     },
     (err: unknown) => {
-      deadline?.dispose();
-      throw input.abortSignal.aborted ? (input.abortSignal.reason ?? err) : err;
+      abort.disarmStep();
+      throw abort.ended ?? err;
     },
   );
 }
