@@ -121,6 +121,29 @@ describe('DefaultAssembler system prompt', () => {
     expect(summarizedTokens - plainTokens).toBe(countTextTokens(summarized) - countTextTokens(plain));
   });
 
+  it('counts exactly the tokens of the system prompt it sends, in every variant', () => {
+    const options = [
+      { maxSendsPerTurn: 3 },
+      {
+        maxSendsPerTurn: 3,
+        operatorPrompt: 'Be brief.\nAnswer in the language of the user',
+        profile: 'I am Ada.',
+        skills: [{ name: 'weather', description: 'Answer weather questions.' }],
+      },
+    ];
+    const contexts: RuntimeContext[] = [
+      context,
+      { chatKey: 'k1', now: new Date(0) },
+      { ...context, memory: 'likes tea\n\n- and cake' },
+      { ...context, summarized: true, offered: ['chat_send', 'chat_memory_update'] },
+      { ...context, memory: 'x', offered: ['chat_send', 'chat_context_new', 'chat_history_search'] },
+    ];
+    for (const opts of options) {
+      const a = new DefaultAssembler(opts);
+      for (const c of contexts) expect(a.systemTokens(c)).toBe(countTextTokens(a.systemPrompt(c)));
+    }
+  });
+
   it('puts the static sections first and the per-turn ones last, the budget line at the end', () => {
     const a = new DefaultAssembler({
       operatorPrompt: 'Be brief.',

@@ -35,6 +35,10 @@ const WORKING_CONTEXT: ReadonlyArray<{ tools: readonly ChatToolName[]; line: str
   },
 ];
 
+/** The per-turn part's first line: what every static part is followed by. */
+const RUNTIME_HEADING = '## Runtime context';
+const RUNTIME_HEADING_TOKENS = countTextTokens(RUNTIME_HEADING);
+
 /** The variant key's bit for the summary rule, above one bit per WORKING_CONTEXT line. */
 const SUMMARY_BIT = 1 << WORKING_CONTEXT.length;
 
@@ -65,7 +69,7 @@ export class DefaultAssembler implements Assembler {
 
   /**
    * The static part with the summary rule and the working-context guidance for one set of
-   * offered tools, and its tokens: built and counted once per set (at most 2^4 per
+   * offered tools, and its tokens with the separator after it: built and counted once per set (at most 2^4 per
    * process), not per turn.
    */
   private readonly variants = new Map<number, { text: string; tokens: number }>();
@@ -107,7 +111,11 @@ export class DefaultAssembler implements Assembler {
     const lines = WORKING_CONTEXT.filter((_g, i) => key & (1 << i)).map((g) => g.line);
     if (lines.length > 0) sections.push(['## Working context', ...lines].join('\n'));
     const text = sections.join('\n\n');
-    const variant = { text, tokens: countTextTokens(text) };
+    // Counted with the separator and the runtime context's heading that always follow it,
+    // less the heading: the tokenizer may merge the separator into the part's last token,
+    // so the part and what follows cannot be counted apart and added up.
+    const tokens = countTextTokens(`${text}\n\n${RUNTIME_HEADING}`) - RUNTIME_HEADING_TOKENS;
+    const variant = { text, tokens };
     this.variants.set(key, variant);
     return variant;
   }
@@ -123,7 +131,7 @@ export class DefaultAssembler implements Assembler {
         `User: ${[context.username, context.userId && `(id ${context.userId})`].filter(Boolean).join(' ')}`,
       `Time: ${context.now.toISOString().slice(0, 19)}Z`,
     ].filter(Boolean);
-    return `## Runtime context\n${runtime.join('\n')}`;
+    return `${RUNTIME_HEADING}\n${runtime.join('\n')}`;
   }
 
   /** The per-turn sections: runtime context, then the chat's memory when it has one. */
@@ -143,12 +151,12 @@ export class DefaultAssembler implements Assembler {
   }
 
   /**
-   * Tokens of `systemPrompt(context)` (without the budget line: see BUDGET_LINE_TOKENS);
-   * only the short per-turn sections are counted per turn.
+   * Tokens of `systemPrompt(context)`, exactly (without the budget line: see
+   * BUDGET_LINE_TOKENS); only the short per-turn sections are counted per turn.
    */
   systemTokens(context: RuntimeContext): number {
-    const perTurn = this.perTurn(context);
-    return this.staticPart(context).tokens + countTextTokens(perTurn.join('\n\n')) + 2 * perTurn.length;
+    // The per-turn sections follow the static part in one run, as they are sent.
+    return this.staticPart(context).tokens + countTextTokens(this.perTurn(context).join('\n\n'));
   }
 
   async assemble(input: AssembleInput): Promise<Assembled> {
