@@ -150,3 +150,37 @@ describe('LLM_TIMEOUT_MS bounds each model step', () => {
     expect(turn.ended).toBeUndefined();
   });
 });
+
+describe('a loop after a timed-out one on the same turn (the retry after a context overflow)', () => {
+  it('runs with a signal that is not aborted, so its model call is made and the loop answers', async () => {
+    // Call 0 runs past the step time; call 1 is the retry's, which a provider would refuse
+    // at once (as fetch does) if it were handed the first loop's aborted signal.
+    const { model, calls } = scriptedModel((_prompt, call, options) =>
+      call === 0 || options.abortSignal?.aborted ? untilAborted(options) : { text: 'done' },
+    );
+    const turn = new TurnAbort();
+    const loop = () =>
+      runLoop({
+        model,
+        system: 's',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: {},
+        maxSteps: 2,
+        maxMerges: 0,
+        abort: turn,
+        responseId: 'r',
+        logger: silentLogger(),
+        nextArrivals: async () => [],
+        toModel: async () => [],
+        stepTimeoutMs: STEP_MS,
+      });
+    const first = await loop().catch((e: unknown) => e);
+    expect((first as DOMException).name).toBe('TimeoutError');
+    expect(turn.timedOut).toBe(true);
+
+    const retry = await loop();
+    expect(retry.finalText).toBe('done');
+    expect(calls()).toBe(2);
+    expect(turn.signal.aborted).toBe(false);
+  });
+});
