@@ -5,7 +5,7 @@ import { withTokens } from '../shared/tokens.js';
 import type { TurnMessages } from './agent/earlier-sends.js';
 import { interleave } from './agent/interleave.js';
 import type { LoopResult } from './agent/loop.js';
-import { type ChatSendState, send } from './agent/tools/chat-send.js';
+import { send } from './agent/tools/chat-send.js';
 import type { ToolTurn } from './agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
 
@@ -26,7 +26,6 @@ export interface CommitRun {
   deps: CommitDeps;
   lane: Lane;
   logger: Logger;
-  sent: ChatSendState;
 }
 
 export type CommittedTurn =
@@ -48,7 +47,7 @@ export interface AttemptInput {
   pending: InboxEntry[];
   /** What the turn answers (the pending messages with an earlier run's replies in place). */
   turn: TurnMessages;
-  /** The tools' state for the turn: the fallback reply is sent through it. */
+  /** The tools' state for the turn: its sends are counted, the fallback reply is sent through it. */
   toolTurnState: ToolTurn;
   /** Messages in the model's input. */
   inputMessages: number;
@@ -62,10 +61,11 @@ export async function commitTurn(
   loop: LoopResult<InboxEntry>,
   input: AttemptInput,
 ): Promise<CommittedTurn> {
-  const { deps, lane, logger, sent: sendState } = run;
+  const { deps, lane, logger } = run;
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const { started, pending, turn, toolTurnState, budget } = input;
+  const sendState = toolTurnState.sends;
 
   // The model answered in text only: deliver that text rather than stay silent. Not when an
   // earlier run's replies already answered everything: the text is a remark after them.

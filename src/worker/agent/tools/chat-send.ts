@@ -4,8 +4,6 @@ import { writeOutbox } from '../../outbox.js';
 import { toolInput } from './input.js';
 import { type ToolTurn, turnOf } from './tool-turn.js';
 
-export type { ChatSendState } from './tool-turn.js';
-
 export const CHAT_SEND_MAX_CHARS = 8000;
 
 const REFUSED_AS_SENT =
