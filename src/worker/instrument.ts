@@ -3,6 +3,7 @@ import type { LanguageModel } from 'ai';
 import type { Job } from 'bullmq';
 import { DelayedError } from '../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/metrics.js';
+import type { GenerateResult, ModelV3 } from './agent/model.js';
 
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
@@ -10,8 +11,6 @@ import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/
  * processor in a timer (duration by outcome, queue wait). Turns and compaction call the
  * model through generateText, so only doGenerate is metered.
  */
-
-type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
 
 /**
  * The model with call latency and token counters. A class of its own rather than an AI SDK
@@ -44,9 +43,7 @@ class MeteredModel implements ModelV3 {
    * suspended frame here (its generator, registers and await closures) would be held for the
    * whole model call, a second at 2,000 turns in flight.
    */
-  doGenerate(
-    options: Parameters<ModelV3['doGenerate']>[0],
-  ): Promise<Awaited<ReturnType<ModelV3['doGenerate']>>> {
+  doGenerate(options: Parameters<ModelV3['doGenerate']>[0]): Promise<GenerateResult> {
     const started = performance.now();
     const metrics = this.metrics;
     let call: ReturnType<ModelV3['doGenerate']>;

@@ -2,8 +2,9 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModel } from 'ai';
 import type { ModelConfig } from '../../shared/config.js';
 
-type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
-type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
+/** A model object of the AI SDK's current specification (what createModel returns). */
+export type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
+export type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
 
 /**
  * A model call's result without the request's JSON and the parsed response body. generateText
@@ -12,7 +13,7 @@ type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
  * more, as many small strings) and the response as parsed; the step results drop both
  * anyway (`experimental_include` in loop.ts) and nothing else reads them.
  */
-export function withoutBodies(result: GenerateResult): GenerateResult {
+function withoutBodies(result: GenerateResult): GenerateResult {
   delete result.request;
   if (result.response) delete result.response.body;
   return result;
