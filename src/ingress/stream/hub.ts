@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { chatKeys } from '../../shared/keys.js';
+import { lazyChatKeys } from '../../shared/keys.js';
 import type { Logger } from '../../shared/logger.js';
 import type { RedisClient } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
@@ -156,7 +156,7 @@ export class StreamHub {
   private watch(chatKey: string): Channel {
     const existing = this.channels.get(chatKey);
     if (existing) return existing;
-    const k = chatKeys(this.opts.prefix, chatKey);
+    const k = lazyChatKeys(this.opts.prefix, chatKey);
     const channel: Channel = {
       keys: { outbox: k.outbox, events: k.events },
       cursor: { outbox: '0-0', events: '0-0' },

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Config } from '../config.js';
-import { chatKeys, contactKey, contactName, contactsIndexKey } from '../keys.js';
+import { contactKey, contactName, contactsIndexKey } from '../keys.js';
 import type { ChatMessage } from '../messages.js';
 import { type ChatStore, type FencedResult, fieldsOf, type StreamEntry } from './chat-store.js';
 import { scripts } from './scripts.js';
@@ -155,7 +155,7 @@ export class ContactBook {
     text: string,
     ts = Date.now(),
   ): Promise<ContactSendResult> {
-    const k = chatKeys(this.store.prefix, from.chatKey);
+    const k = this.store.keys(from.chatKey);
     const sendId = randomUUID();
     const raw = (await scripts.contactSend.run(
       this.redis,
@@ -174,7 +174,7 @@ export class ContactBook {
   private async relay(fromChatKey: string, [entryId, fields]: StreamEntry) {
     const f = fieldsOf(fields);
     const to = f.get('to') ?? '';
-    const t = chatKeys(this.store.prefix, to);
+    const t = this.store.keys(to);
     const raw = (await scripts.contactReceive.run(
       this.redis,
       [t.meta, t.outbox, t.events, t.relayed],
@@ -189,14 +189,14 @@ export class ContactBook {
         this.options.dedupWindowMs,
       ],
     )) as [string, string, number];
-    await this.redis.xdel(chatKeys(this.store.prefix, fromChatKey).relay, entryId);
+    await this.redis.xdel(this.store.keys(fromChatKey).relay, entryId);
     return { to, itemId: raw[0] === 'ok' ? String(raw[1]) : undefined, routed: Number(raw[2]) === 1 };
   }
 
   /** Finish sends a crash left in a chat's relay; returns the target chats written. */
   async relayPending(chatKey: string): Promise<Array<{ to: string; routed: boolean }>> {
     const entries = (await this.redis.xrange(
-      chatKeys(this.store.prefix, chatKey).relay,
+      this.store.keys(chatKey).relay,
       '-',
       '+',
       'COUNT',

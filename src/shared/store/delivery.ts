@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { decodeRoute, type ReplyRoute } from '../delivery/route.js';
-import { chatKeys } from '../keys.js';
+import { lazyChatKeys } from '../keys.js';
 import { type OutboxItem, outboxItemOf, type StreamEntry } from './chat-store.js';
 import { type RedisClient, scripts } from './scripts.js';
 
@@ -39,7 +39,7 @@ export class DeliveryStore {
 
   /** Take the delivery lease and read up to `max` items after the cursor. */
   async claim(chatKey: string, owner: string, leaseMs: number, max: number): Promise<ClaimResult> {
-    const k = chatKeys(this.prefix, chatKey);
+    const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(
       await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox], [owner, leaseMs, max]),
     );
@@ -80,7 +80,7 @@ export class DeliveryStore {
     leaseMs: number,
     failed?: Record<string, unknown>,
   ): Promise<AdvanceResult> {
-    const k = chatKeys(this.prefix, chatKey);
+    const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(
       await scripts.deliveryAdvance.run(
         this.redis,
@@ -94,20 +94,20 @@ export class DeliveryStore {
 
   /** Count a failed attempt at `itemId` and release the lease; returns the attempts so far. */
   async defer(chatKey: string, owner: string, itemId: string): Promise<number | undefined> {
-    const k = chatKeys(this.prefix, chatKey);
+    const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(await scripts.deliveryDefer.run(this.redis, [k.meta], [owner, itemId]));
     return raw[0] === 'ok' ? Number(raw[1]) : undefined;
   }
 
   async release(chatKey: string, owner: string): Promise<boolean> {
-    const k = chatKeys(this.prefix, chatKey);
+    const k = lazyChatKeys(this.prefix, chatKey);
     return Number(await scripts.deliveryRelease.run(this.redis, [k.meta], [owner])) === 1;
   }
 
   /** The route and cursor as stored (inspection and tests). */
   async state(chatKey: string): Promise<{ route: ReplyRoute | undefined; deliveredTo: string | undefined }> {
     const [route, deliveredTo] = await this.redis.hmget(
-      chatKeys(this.prefix, chatKey).meta,
+      lazyChatKeys(this.prefix, chatKey).meta,
       'route',
       'deliveredTo',
     );
