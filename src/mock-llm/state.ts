@@ -325,9 +325,9 @@ export class MockLlmState {
 
   /**
    * The hold gate first, then the latency, so a released request still pays its latency.
-   * `index` is the request's place among its chat's (`begin`'s), 1 when not given.
+   * `index` is the request's place among its chat's (`begin`'s).
    */
-  async delay(chatKey: string, signal?: AbortSignal, index = 1): Promise<void> {
+  async delay(chatKey: string, signal: AbortSignal | undefined, index: number): Promise<void> {
     const gate = this.gates.get(chatKey);
     if (gate) await untilOrAbort(gate.promise, signal);
     if (signal?.aborted) return;
