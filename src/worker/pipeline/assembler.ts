@@ -64,36 +64,12 @@ export interface AssemblerOptions {
 export class DefaultAssembler implements Assembler {
   constructor(private readonly opts: AssemblerOptions) {}
 
-  /** The sections of the static part that do not depend on the turn's tools: built once. */
-  private staticParts: { head: string[]; rules: string[]; last: string } | undefined;
-
   /**
    * The static part with the summary rule and the working-context guidance for one set of
    * offered tools, and its tokens with the separator after it: built and counted once per set (at most 2^4 per
-   * process), not per turn.
+   * process), not per turn. Only these texts are kept, not the sections they were joined from.
    */
   private readonly variants = new Map<number, { text: string; tokens: number }>();
-
-  private statics() {
-    if (this.staticParts) return this.staticParts;
-    // Every line is as short as its meaning allows: each byte is in every request body, held
-    // about three times per model call in flight (docs/BENCHMARKS.md §7b).
-    const head = ['You are an assistant talking with people in one chat; never mix chats.'];
-    const profile = profileSection(this.opts.profile);
-    if (profile) head.push(profile);
-    const skills = skillsSection(this.opts.skills ?? []);
-    if (skills) head.push(skills);
-    if (this.opts.operatorPrompt?.trim()) head.push(`## Instructions\n${this.opts.operatorPrompt.trim()}`);
-    const rules = [
-      '## Output rules',
-      '- The user sees only what you send with `chat_send`; call it for every reply.',
-      `- Send at most ${this.opts.maxSendsPerTurn} messages per turn, never the same text twice.`,
-      '- User messages may arrive while you work, as ordinary messages; answer them too.',
-    ];
-    const last = '- Once you have replied, stop: call no tool without a reason.';
-    this.staticParts = { head, rules, last };
-    return this.staticParts;
-  }
 
   /** The static part for `context` (all the guidance when it does not say what it offers). */
   private staticPart(context: RuntimeContext): { text: string; tokens: number } {
@@ -104,13 +80,7 @@ export class DefaultAssembler implements Assembler {
     });
     const known = this.variants.get(key);
     if (known) return known;
-    const { head, rules, last } = this.statics();
-    // The summary rule only with a summary to explain: a line about something absent misleads.
-    const summaryRule = key & SUMMARY_BIT ? [SUMMARY_RULE] : [];
-    const sections = [...head, [...rules, ...summaryRule, last].join('\n')];
-    const lines = WORKING_CONTEXT.filter((_g, i) => key & (1 << i)).map((g) => g.line);
-    if (lines.length > 0) sections.push(['## Working context', ...lines].join('\n'));
-    const text = sections.join('\n\n');
+    const text = this.staticText(key);
     // Counted with the separator and the runtime context's heading that always follow it,
     // less the heading: the tokenizer may merge the separator into the part's last token,
     // so the part and what follows cannot be counted apart and added up.
@@ -118,6 +88,33 @@ export class DefaultAssembler implements Assembler {
     const variant = { text, tokens };
     this.variants.set(key, variant);
     return variant;
+  }
+
+  /** The static part of variant `key` (see `staticPart`). */
+  private staticText(key: number): string {
+    // Every line is as short as its meaning allows: each byte is in every request body, held
+    // about three times per model call in flight (docs/BENCHMARKS.md §7b).
+    const sections = ['You are an assistant talking with people in one chat; never mix chats.'];
+    const profile = profileSection(this.opts.profile);
+    if (profile) sections.push(profile);
+    const skills = skillsSection(this.opts.skills ?? []);
+    if (skills) sections.push(skills);
+    const instructions = this.opts.operatorPrompt?.trim();
+    if (instructions) sections.push(`## Instructions\n${instructions}`);
+    sections.push(
+      [
+        '## Output rules',
+        '- The user sees only what you send with `chat_send`; call it for every reply.',
+        `- Send at most ${this.opts.maxSendsPerTurn} messages per turn, never the same text twice.`,
+        '- User messages may arrive while you work, as ordinary messages; answer them too.',
+        // The summary rule only with a summary to explain: a line about something absent misleads.
+        ...(key & SUMMARY_BIT ? [SUMMARY_RULE] : []),
+        '- Once you have replied, stop: call no tool without a reason.',
+      ].join('\n'),
+    );
+    const lines = WORKING_CONTEXT.filter((_g, i) => key & (1 << i)).map((g) => g.line);
+    if (lines.length > 0) sections.push(['## Working context', ...lines].join('\n'));
+    return sections.join('\n\n');
   }
 
   private runtimeSection(context: RuntimeContext): string {
