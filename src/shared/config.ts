@@ -86,10 +86,7 @@ const configSchema = () =>
     // Bull Board at /admin/queues: mounted only when both are set (basic auth).
     ADMIN_USER: optionalString,
     ADMIN_PASSWORD: optionalString,
-    ADMIN_READ_ONLY: z
-      .enum(['true', 'false', '1', '0'])
-      .default('false')
-      .transform((v) => v === 'true' || v === '1'),
+    ADMIN_READ_ONLY: flag('false'),
     // Worker / compactor side port for /metrics, /healthz, /readyz. Unset: DEFAULT_METRICS_PORT
     // if it is free, else any free port (so several processes share a host with no setup).
     // Set: exactly that port (0 = any free port); a taken one stops the process.
@@ -173,10 +170,7 @@ const configSchema = () =>
     COMPACTION_MODEL: optionalString,
     COMPACTION_MAX_TOKENS: int(1500, 64),
     COMPACTION_CONCURRENCY: int(4, 1),
-    ARCHIVE_ON_COMPACT: z
-      .enum(['true', 'false', '1', '0'])
-      .default('true')
-      .transform((v) => v === 'true' || v === '1'),
+    ARCHIVE_ON_COMPACT: flag('true'),
 
     // Delivery of outbox items to chats with a reply route (platforms, generic webhooks).
     // The worker process runs the delivery worker too unless this is false (then run
