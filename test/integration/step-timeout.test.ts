@@ -1,4 +1,4 @@
-import { tool } from 'ai';
+import { type LanguageModel, type ToolSet, tool } from 'ai';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ModelUnavailableError, TurnAbortedError } from '../../src/shared/errors.js';
@@ -24,6 +24,24 @@ afterAll(async () => {
 });
 
 const STEP_MS = 300;
+
+/** A bare tool loop on `turn` with STEP_MS per step: one user message, no merges. */
+function loopOf(turn: TurnAbort, model: LanguageModel, tools: ToolSet, maxSteps: number) {
+  return runLoop({
+    model,
+    system: 's',
+    messages: [{ role: 'user', content: 'hi' }],
+    tools,
+    maxSteps,
+    maxMerges: 0,
+    abort: turn,
+    responseId: 'r',
+    logger: silentLogger(),
+    nextArrivals: async () => [],
+    toModel: async () => [],
+    stepTimeoutMs: STEP_MS,
+  });
+}
 
 describe('LLM_TIMEOUT_MS bounds each model step', () => {
   it('a step past it fails the turn as the model’s timeout: nothing written, messages kept pending, the call not retried, the lease released', async () => {
@@ -130,20 +148,7 @@ describe('LLM_TIMEOUT_MS bounds each model step', () => {
       prompt.at(-1)?.role === 'tool' ? { text: 'done' } : { toolCalls: [{ name: 'slow', input: {} }] },
     );
     const turn = new TurnAbort();
-    const err = await runLoop({
-      model,
-      system: 's',
-      messages: [{ role: 'user', content: 'hi' }],
-      tools: { slow },
-      maxSteps: 4,
-      maxMerges: 0,
-      abort: turn,
-      responseId: 'r',
-      logger: silentLogger(),
-      nextArrivals: async () => [],
-      toModel: async () => [],
-      stepTimeoutMs: STEP_MS,
-    }).catch((e: unknown) => e);
+    const err = await loopOf(turn, model, { slow }, 4).catch((e: unknown) => e);
     expect((toolSaw as DOMException).name).toBe('TimeoutError');
     expect(err).toBe(toolSaw);
     expect(turn.timedOut).toBe(true);
@@ -159,21 +164,7 @@ describe('a loop after a timed-out one on the same turn (the retry after a conte
       call === 0 || options.abortSignal?.aborted ? untilAborted(options) : { text: 'done' },
     );
     const turn = new TurnAbort();
-    const loop = () =>
-      runLoop({
-        model,
-        system: 's',
-        messages: [{ role: 'user', content: 'hi' }],
-        tools: {},
-        maxSteps: 2,
-        maxMerges: 0,
-        abort: turn,
-        responseId: 'r',
-        logger: silentLogger(),
-        nextArrivals: async () => [],
-        toModel: async () => [],
-        stepTimeoutMs: STEP_MS,
-      });
+    const loop = () => loopOf(turn, model, {}, 2);
     const first = await loop().catch((e: unknown) => e);
     expect((first as DOMException).name).toBe('TimeoutError');
     expect(turn.timedOut).toBe(true);
