@@ -18,9 +18,9 @@ import { countTextTokens } from '../src/shared/tokens.js';
 import { type CompactionResult, compactChat } from '../src/worker/compaction/compact.js';
 import { createCompactionWorker } from '../src/worker/compaction/compactor.js';
 import { compactionDepsFromConfig } from '../src/worker/compaction/main.js';
-import { turnDepsFromConfig } from '../src/worker/main.js';
-import { runTurn, type TurnDeps, type TurnOutcome } from '../src/worker/turn.js';
-import { createTurnWorker } from '../src/worker/turn-worker.js';
+import { turnDepsFromConfig } from '../src/worker/process/main.js';
+import { runTurn, type TurnDeps, type TurnOutcome } from '../src/worker/turn/turn.js';
+import { createTurnWorker } from '../src/worker/turn/turn-worker.js';
 import { echoModel, usage } from './echo-model.js';
 import {
   adminRedis,
@@ -353,7 +353,7 @@ async function conversation(
       model,
       afterCommit: async (_chatKey, tokens) => {
         historyTokens.push(tokens);
-        // As src/worker/main.ts decides it; the compaction itself runs below, between turns.
+        // As src/worker/process/main.ts decides it; the compaction itself runs below, between turns.
         if (mode === 'compactionOn' && tokens >= config.COMPACT_AT_TOKENS) due = true;
       },
     };
@@ -442,7 +442,7 @@ async function tokensPerTurn(opts: CompactionOptions) {
       'chat_send with an echo, then stop) before the next message. Tokens = what the model receives on each ' +
       "turn's first step (system prompt + messages; text, tool-call input and tool-result output JSON through " +
       'gpt-tokenizer, + 4 per message; tool definitions not counted). compactionOn: afterCommit flags the chat ' +
-      'when the history total ≥ COMPACT_AT_TOKENS (as src/worker/main.ts) and compactChat then runs synchronously ' +
+      'when the history total ≥ COMPACT_AT_TOKENS (as src/worker/process/main.ts) and compactChat then runs synchronously ' +
       'before the next message (a compactor that always keeps up), with a zero-latency mock summariser. ' +
       'hardCutOnly: no compaction, the TokenBudgetCompressor cuts. unbounded: MAX_INPUT_TOKENS 10,000,000 and ' +
       `HISTORY_WINDOW_MESSAGES ${opts.unboundedWindowMessages}; unboundedDefaultWindow: the same budget with the ` +
@@ -612,7 +612,7 @@ async function measureLatency(
       model,
       ...(mode === 'on'
         ? {
-            // As src/worker/main.ts wires it.
+            // As src/worker/process/main.ts wires it.
             afterCommit: async (chatKey: string, historyTokens: number) => {
               if (historyTokens >= config.COMPACT_AT_TOKENS) {
                 compactionsEnqueued++;
@@ -908,7 +908,7 @@ async function turnLatency(opts: CompactionOptions) {
       `previous turn's outcome is reported). createTurnWorker (concurrency ${opts.concurrency}, echo model with ` +
       `${opts.turnModelLatencyMs} ms per call, 2 calls per turn) and, in mode on, createCompactionWorker ` +
       `(concurrency ${opts.compactionConcurrency}, summariser ${opts.summariserLatencyMs} ms) in the same process, ` +
-      'afterCommit enqueueing compactions as src/worker/main.ts does. Latency = job processedOn → turn outcome. ' +
+      'afterCommit enqueueing compactions as src/worker/process/main.ts does. Latency = job processedOn → turn outcome. ' +
       `Modes alternate order per run; a discarded warm-up (${opts.warmupChats} chats × ${opts.warmupMessages} ` +
       'messages, both modes) precedes run 1.',
     runs,

@@ -5,8 +5,8 @@ import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { countTextTokens } from '../src/shared/tokens.js';
-import { turnDepsFromConfig } from '../src/worker/main.js';
 import type { RuntimeContext } from '../src/worker/pipeline/types.js';
+import { turnDepsFromConfig } from '../src/worker/process/main.js';
 import { echoModel } from './echo-model.js';
 import {
   adminRedis,

@@ -6,10 +6,10 @@ import { queuePrefix } from '../src/shared/keys.js';
 import { silentLogger } from '../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { bullmqLockRenewTime } from '../src/worker/liveness.js';
-import { turnDepsFromConfig } from '../src/worker/main.js';
-import type { TurnOutcome } from '../src/worker/turn.js';
-import { createTurnWorker } from '../src/worker/turn-worker.js';
+import { turnDepsFromConfig } from '../src/worker/process/main.js';
+import { bullmqLockRenewTime } from '../src/worker/turn/liveness.js';
+import type { TurnOutcome } from '../src/worker/turn/turn.js';
+import { createTurnWorker } from '../src/worker/turn/turn-worker.js';
 import { echoModel } from './echo-model.js';
 import {
   adminRedis,

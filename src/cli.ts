@@ -2,8 +2,8 @@
 import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
-import { SHUTDOWN_BACKSTOP_MS } from './worker/grace.js';
-import type { Prepared } from './worker/startup.js';
+import { SHUTDOWN_BACKSTOP_MS } from './worker/process/grace.js';
+import type { Prepared } from './worker/process/startup.js';
 
 const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
@@ -25,7 +25,7 @@ interface Closable {
 type PreparedRole = Prepared<Closable>;
 
 /**
- * The startup order for a process of one or more roles (see src/worker/startup.ts): every
+ * The startup order for a process of one or more roles (see src/worker/process/startup.ts): every
  * role is prepared — configuration checked, connected, ports bound — before any of them
  * runs, so a failure in any role stops the process before it took a job. On failure, what
  * was prepared is closed again.
@@ -56,11 +56,11 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       return [await startIngress(config, logger)];
     }
     case 'worker': {
-      const { prepareWorker } = await import('./worker/main.js');
+      const { prepareWorker } = await import('./worker/process/main.js');
       return startInOrder([() => prepareWorker(config, logger)]);
     }
     case 'all': {
-      const { prepareWorker } = await import('./worker/main.js');
+      const { prepareWorker } = await import('./worker/process/main.js');
       const { startIngress } = await import('./ingress/main.js');
       const { prepareCompactor } = await import('./worker/compaction/main.js');
       return startInOrder([

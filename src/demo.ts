@@ -10,7 +10,7 @@ import { loadConfig } from './shared/config.js';
 import { silentLogger } from './shared/logger.js';
 import type { ChatMessage } from './shared/messages.js';
 import { createRedisClient } from './shared/redis.js';
-import { startWorker } from './worker/main.js';
+import { startWorker } from './worker/process/main.js';
 
 /**
  * `chatlane demo`: the whole path on one machine — local Redis, the mock model, ingress and

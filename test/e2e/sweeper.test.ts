@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockLlm } from '../../src/mock-llm/server.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { SWEEPER_SCHEDULER_ID } from '../../src/worker/sweeper.js';
+import { SWEEPER_SCHEDULER_ID } from '../../src/worker/upkeep/sweeper.js';
 import { userMessage } from '../helpers/messages.js';
 import { type RoleProcess, startRole } from '../helpers/processes.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';

@@ -8,7 +8,7 @@ import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import type { DeliverySettings } from '../../src/worker/delivery/deliver.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
-import { writeOutbox } from '../../src/worker/outbox.js';
+import { writeOutbox } from '../../src/worker/turn/outbox.js';
 
 export interface TestDelivery {
   queue: Queue<DeliveryJob>;

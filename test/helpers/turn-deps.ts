@@ -6,7 +6,7 @@ import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
 import { RedisProvider } from '../../src/worker/pipeline/provider.js';
-import type { TurnDeps, TurnSettings } from '../../src/worker/turn.js';
+import type { TurnDeps, TurnSettings } from '../../src/worker/turn/turn.js';
 import { userMessage } from './messages.js';
 
 export function turnDeps(

@@ -3,7 +3,7 @@ import type { Queue, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeEach } from 'vitest';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { createTurnWorker } from '../../src/worker/turn-worker.js';
+import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { deletePrefix, randomPrefix, testRedis } from './redis.js';
 import { turnDeps } from './turn-deps.js';
 

@@ -7,7 +7,7 @@ import { readMemory, writeMemory } from '../../src/shared/store/memory.js';
 import { createSkillsTool, loadSkills } from '../../src/worker/agent/skills.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { BUDGET_LINE, BUDGET_LINE_FRESH } from '../../src/worker/pipeline/sections.js';
-import { runTurn } from '../../src/worker/turn.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, type Script, scriptedModel } from '../helpers/scripted-model.js';

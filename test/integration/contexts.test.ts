@@ -9,7 +9,7 @@ import {
   switchContext,
 } from '../../src/shared/store/contexts.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
-import { runTurn } from '../../src/worker/turn.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { echoScript, promptTranscript, scriptedModel } from '../helpers/scripted-model.js';

@@ -2,8 +2,8 @@ import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import { RunningTurns } from '../../src/worker/running-turns.js';
-import { runTurn, type TurnOutcome } from '../../src/worker/turn.js';
+import { RunningTurns } from '../../src/worker/turn/running-turns.js';
+import { runTurn, type TurnOutcome } from '../../src/worker/turn/turn.js';
 import { textOf } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import {

@@ -4,7 +4,7 @@ import { waitReady } from '../../src/shared/redis.js';
 import { readArchive } from '../../src/shared/store/archive.js';
 import { listContexts } from '../../src/shared/store/contexts.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
-import { runTurn } from '../../src/worker/turn.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { textOf } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';

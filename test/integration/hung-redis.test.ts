@@ -8,7 +8,7 @@ import { type OwnRedis, ownRedis } from '../../scripts/chaos/redis-server.js';
 import { REDIS_UNAVAILABLE_MESSAGE } from '../../src/ingress/validation.js';
 import type { TurnJob } from '../../src/shared/jobs.js';
 import { closeRedis, createRedisClient, type RedisClient, waitReady } from '../../src/shared/redis.js';
-import { createTurnWorker } from '../../src/worker/turn-worker.js';
+import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { waitFor } from '../helpers/redis.js';
 import { echoScript, scriptedModel } from '../helpers/scripted-model.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import { McpTools } from '../../src/worker/mcp/mcp-tools.js';
-import { runTurn } from '../../src/worker/turn.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';

@@ -8,7 +8,7 @@ import { ContactBook } from '../../src/shared/store/contacts.js';
 import { createSkillsTool, loadSkills } from '../../src/worker/agent/skills.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
-import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
+import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, type Script, scriptedModel } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';

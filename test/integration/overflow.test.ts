@@ -4,7 +4,7 @@ import type { ChatMessage } from '../../src/shared/messages.js';
 import { readArchive } from '../../src/shared/store/archive.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { createModel } from '../../src/worker/agent/model.js';
-import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
+import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { turnDeps, withOverflowCompaction } from '../helpers/turn-deps.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FileRefusedError } from '../../src/shared/errors.js';
 import type { ResolveAll } from '../../src/shared/webhooks/reply-url.js';
 import { createSafeDownload } from '../../src/worker/agent/safe-download.js';
-import { runTurn, type TurnDeps } from '../../src/worker/turn.js';
+import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, scriptedModel } from '../helpers/scripted-model.js';

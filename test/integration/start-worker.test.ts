@@ -6,7 +6,7 @@ import { ConfigError } from '../../src/shared/config.js';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { startWorker } from '../../src/worker/main.js';
+import { startWorker } from '../../src/worker/process/main.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';

@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { createQueue, type DeliveryJob, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { sweepChat, sweepCursorKey, sweepOnce } from '../../src/worker/sweeper.js';
+import { sweepChat, sweepCursorKey, sweepOnce } from '../../src/worker/upkeep/sweeper.js';
 import { userMessage } from '../helpers/messages.js';
 import { waitFor } from '../helpers/redis.js';
 import { echoScript, scriptedModel } from '../helpers/scripted-model.js';

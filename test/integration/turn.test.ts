@@ -1,8 +1,8 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { RunningTurns } from '../../src/worker/running-turns.js';
-import { runTurn } from '../../src/worker/turn.js';
+import { RunningTurns } from '../../src/worker/turn/running-turns.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { textOf } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import {

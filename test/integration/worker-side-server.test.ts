@@ -5,9 +5,13 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import { waitReady } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { meteredModel } from '../../src/worker/instrument.js';
-import { type SideServerHandle, sideServerRoutes, startSideServer } from '../../src/worker/side-server.js';
-import { createTurnWorker } from '../../src/worker/turn-worker.js';
+import { meteredModel } from '../../src/worker/process/instrument.js';
+import {
+  type SideServerHandle,
+  sideServerRoutes,
+  startSideServer,
+} from '../../src/worker/process/side-server.js';
+import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';

@@ -1,8 +1,8 @@
 import { APICallError, DownloadError, RetryError } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { FileRefusedError } from '../../src/shared/errors.js';
-import { classifyTurnError } from '../../src/worker/failure.js';
-import { ModelHealth, modelRetryDelay } from '../../src/worker/model-health.js';
+import { classifyTurnError } from '../../src/worker/turn/failure.js';
+import { ModelHealth, modelRetryDelay } from '../../src/worker/turn/model-health.js';
 
 const apiError = (statusCode: number | undefined, message = 'error', cause?: unknown) =>
   new APICallError({

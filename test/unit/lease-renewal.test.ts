@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { Lane } from '../../src/worker/lane.js';
-import { maxRenewalGap, renewalInterval } from '../../src/worker/liveness.js';
-import { RunningTurns } from '../../src/worker/running-turns.js';
+import { Lane } from '../../src/worker/turn/lane.js';
+import { maxRenewalGap, renewalInterval } from '../../src/worker/turn/liveness.js';
+import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 
 const LEASE_MS = 10_000;
 

@@ -5,7 +5,7 @@ import {
   maxRenewalGap,
   renewAfter,
   renewalInterval,
-} from '../../src/worker/liveness.js';
+} from '../../src/worker/turn/liveness.js';
 
 /**
  * The arithmetic of docs/DESIGN.md "Recovery" on the default settings: the e2e tests

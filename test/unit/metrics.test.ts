@@ -10,7 +10,7 @@ import {
   recordCompactionRun,
   recordDeliveryFailure,
 } from '../../src/shared/metrics.js';
-import { instrumentTurnProcessor, meteredModel } from '../../src/worker/instrument.js';
+import { instrumentTurnProcessor, meteredModel } from '../../src/worker/process/instrument.js';
 import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
 import { usage } from '../helpers/scripted-model.js';
 

@@ -3,7 +3,7 @@ import { MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js'
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
-import { bullmqLockRenewTime } from '../liveness.js';
+import { bullmqLockRenewTime } from '../turn/liveness.js';
 import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
 
 export interface CompactorOptions {

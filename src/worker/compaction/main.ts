@@ -7,9 +7,9 @@ import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/re
 import { storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { createModel } from '../agent/model.js';
-import { meteredModel } from '../instrument.js';
-import { startRoleSideServer } from '../side-server.js';
-import { Opened, type Prepared, runPrepared } from '../startup.js';
+import { meteredModel } from '../process/instrument.js';
+import { startRoleSideServer } from '../process/side-server.js';
+import { Opened, type Prepared, runPrepared } from '../process/startup.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
 

@@ -9,7 +9,7 @@ import {
 } from '../../shared/jobs.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
-import { bullmqLockRenewTime } from '../liveness.js';
+import { bullmqLockRenewTime } from '../turn/liveness.js';
 import { type DeliveryDeps, type DeliveryOutcome, deliverChat } from './deliver.js';
 
 export interface DeliveryWorkerOptions {

@@ -8,8 +8,8 @@ import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, type RedisClient } from '../../shared/redis.js';
 import { DeliveryStore } from '../../shared/store/delivery.js';
-import { startRoleSideServer } from '../side-server.js';
-import { Opened, type Prepared, runPrepared } from '../startup.js';
+import { startRoleSideServer } from '../process/side-server.js';
+import { Opened, type Prepared, runPrepared } from '../process/startup.js';
 import { DELIVERY_DEFAULTS, type DeliverySettings } from './deliver.js';
 import { createDeliveryWorker } from './delivery-worker.js';
 

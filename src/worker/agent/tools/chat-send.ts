@@ -1,6 +1,6 @@
 import { tool } from 'ai';
 import { z } from 'zod';
-import { writeOutbox } from '../../outbox.js';
+import { writeOutbox } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
 import { type ToolTurn, turnOf } from './tool-turn.js';
 

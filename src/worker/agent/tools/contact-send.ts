@@ -1,7 +1,7 @@
 import { tool } from 'ai';
 import { z } from 'zod';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
-import { triggerDelivery } from '../../outbox.js';
+import { triggerDelivery } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
 import { turnOf } from './tool-turn.js';
 

@@ -1,7 +1,7 @@
 import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
-import type { DeliveryTrigger } from '../../outbox.js';
+import type { DeliveryTrigger } from '../../turn/outbox.js';
 
 /**
  * What chatlane's tools need of the turn calling them. The tools are built once per process

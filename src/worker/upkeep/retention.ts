@@ -1,9 +1,9 @@
 import type { Queue } from 'bullmq';
-import { LIVE_JOB_STATES } from '../shared/jobs.js';
-import { allChatKeys, chatsIndexKey } from '../shared/keys.js';
-import type { Logger } from '../shared/logger.js';
-import type { ChatStore } from '../shared/store/chat-store.js';
-import { scripts } from '../shared/store/scripts.js';
+import { LIVE_JOB_STATES } from '../../shared/jobs.js';
+import { allChatKeys, chatsIndexKey } from '../../shared/keys.js';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatStore } from '../../shared/store/chat-store.js';
+import { scripts } from '../../shared/store/scripts.js';
 
 /**
  * Whole-chat expiry (CHAT_TTL_DAYS): a maintenance job deletes chats idle for the TTL, oldest

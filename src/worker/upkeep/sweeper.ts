@@ -1,5 +1,5 @@
 import type { ConnectionOptions, Queue } from 'bullmq';
-import { MetricsTime, UnrecoverableError, Worker } from '../shared/bullmq.js';
+import { MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js';
 import {
   createQueue,
   type DeliveryJob,
@@ -10,11 +10,11 @@ import {
   queueOptions,
   type TurnJob,
   turnJobSchema,
-} from '../shared/jobs.js';
-import { chatsIndexKey } from '../shared/keys.js';
-import type { Logger } from '../shared/logger.js';
-import type { ChatStore } from '../shared/store/chat-store.js';
-import type { ContactBook } from '../shared/store/contacts.js';
+} from '../../shared/jobs.js';
+import { chatsIndexKey } from '../../shared/keys.js';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatStore } from '../../shared/store/chat-store.js';
+import type { ContactBook } from '../../shared/store/contacts.js';
 import { expireIdleChats } from './retention.js';
 
 /**
@@ -38,7 +38,7 @@ import { expireIdleChats } from './retention.js';
 
 export const SWEEPER_SCHEDULER_ID = 'sweeper';
 export const SWEEP_JOB_NAME = 'sweep';
-/** Whole-chat expiry (CHAT_TTL_DAYS, src/worker/retention.ts) runs on the same queue. */
+/** Whole-chat expiry (CHAT_TTL_DAYS, src/worker/upkeep/retention.ts) runs on the same queue. */
 export const EXPIRY_SCHEDULER_ID = 'chat-expiry';
 export const EXPIRY_JOB_NAME = 'expire';
 

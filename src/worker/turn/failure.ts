@@ -6,9 +6,9 @@ import {
   MessageConversionError,
   RetryError,
 } from 'ai';
-import { FileRefusedError, type MessageFailureCode } from '../shared/errors.js';
-import { isRedisUnavailable } from '../shared/redis-errors.js';
-import { isContextOverflowError } from './compaction/overflow.js';
+import { FileRefusedError, type MessageFailureCode } from '../../shared/errors.js';
+import { isRedisUnavailable } from '../../shared/redis-errors.js';
+import { isContextOverflowError } from '../compaction/overflow.js';
 
 /**
  * What a failed turn says about its messages (README "When a message fails"):

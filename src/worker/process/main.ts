@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
-import { type Config, ConfigError, requireModel } from '../shared/config.js';
-import { createSenders } from '../shared/delivery/senders.js';
-import { TypingIndicator } from '../shared/delivery/typing.js';
+import { type Config, ConfigError, requireModel } from '../../shared/config.js';
+import { createSenders } from '../../shared/delivery/senders.js';
+import { TypingIndicator } from '../../shared/delivery/typing.js';
 import {
   type CompactionJob,
   createQueue,
@@ -12,34 +12,34 @@ import {
   enqueueDelivery,
   QUEUES,
   type TurnJob,
-} from '../shared/jobs.js';
-import type { Logger } from '../shared/logger.js';
-import { type Metrics, processMetrics } from '../shared/metrics.js';
-import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
-import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
-import { ChatStore } from '../shared/store/chat-store.js';
-import { contactBookFromConfig } from '../shared/store/contacts.js';
-import { createModel } from './agent/model.js';
-import { loadProfile } from './agent/profile.js';
-import { createSafeDownload } from './agent/safe-download.js';
-import { createSkillsTool, loadSkills, type Skill } from './agent/skills.js';
-import { compactChat } from './compaction/compact.js';
-import { compactionThreshold } from './compaction/cut.js';
-import { compactionDepsFromConfig } from './compaction/main.js';
-import { buildDeliveryWorker, type DeliveryParts } from './delivery/main.js';
+} from '../../shared/jobs.js';
+import type { Logger } from '../../shared/logger.js';
+import { type Metrics, processMetrics } from '../../shared/metrics.js';
+import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
+import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
+import { ChatStore } from '../../shared/store/chat-store.js';
+import { contactBookFromConfig } from '../../shared/store/contacts.js';
+import { createModel } from '../agent/model.js';
+import { loadProfile } from '../agent/profile.js';
+import { createSafeDownload } from '../agent/safe-download.js';
+import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
+import { compactChat } from '../compaction/compact.js';
+import { compactionThreshold } from '../compaction/cut.js';
+import { compactionDepsFromConfig } from '../compaction/main.js';
+import { buildDeliveryWorker, type DeliveryParts } from '../delivery/main.js';
+import { loadMcpConfig } from '../mcp/mcp-config.js';
+import { DefaultAssembler } from '../pipeline/assembler.js';
+import { TokenBudgetCompressor } from '../pipeline/compressor.js';
+import { RedisProvider } from '../pipeline/provider.js';
+import { ModelHealth } from '../turn/model-health.js';
+import { RunningTurns } from '../turn/running-turns.js';
+import type { TurnDeps } from '../turn/turn.js';
+import { createTurnWorker } from '../turn/turn-worker.js';
+import { prepareSweeper } from '../upkeep/sweeper.js';
 import { settleWithin } from './grace.js';
 import { meteredModel } from './instrument.js';
-import { loadMcpConfig } from './mcp/mcp-config.js';
-import { ModelHealth } from './model-health.js';
-import { DefaultAssembler } from './pipeline/assembler.js';
-import { TokenBudgetCompressor } from './pipeline/compressor.js';
-import { RedisProvider } from './pipeline/provider.js';
-import { RunningTurns } from './running-turns.js';
 import { startRoleSideServer } from './side-server.js';
 import { Opened, type Prepared, runPrepared } from './startup.js';
-import { prepareSweeper } from './sweeper.js';
-import type { TurnDeps } from './turn.js';
-import { createTurnWorker } from './turn-worker.js';
 
 export interface WorkerHandle {
   worker: Worker<TurnJob>;
@@ -127,7 +127,7 @@ export function turnDepsFromConfig(
 
 /** `@ai-sdk/mcp` (and its own copy of the provider utilities) is imported only when MCP_CONFIG is set. */
 async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
-  const { McpTools } = await import('./mcp/mcp-tools.js');
+  const { McpTools } = await import('../mcp/mcp-tools.js');
   const metrics = processMetrics();
   const mcp = new McpTools(
     file,

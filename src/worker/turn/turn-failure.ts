@@ -1,9 +1,9 @@
-import { type MessageFailureCode, ModelUnavailableError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
-import type { Metrics } from '../shared/metrics.js';
-import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
-import { failBatch, markFailed } from '../shared/store/failures.js';
-import { withTokens } from '../shared/tokens.js';
+import { type MessageFailureCode, ModelUnavailableError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Metrics } from '../../shared/metrics.js';
+import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
+import { failBatch, markFailed } from '../../shared/store/failures.js';
+import { withTokens } from '../../shared/tokens.js';
 import { classifyTurnError, errorDetail } from './failure.js';
 import type { Lane } from './lane.js';
 import type { ModelHealth } from './model-health.js';

@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import type { LanguageModel } from 'ai';
 import type { Job } from 'bullmq';
-import { DelayedError } from '../shared/bullmq.js';
-import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../shared/metrics.js';
-import type { GenerateResult, ModelV3 } from './agent/model.js';
+import { DelayedError } from '../../shared/bullmq.js';
+import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../../shared/metrics.js';
+import type { GenerateResult, ModelV3 } from '../agent/model.js';
 
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per

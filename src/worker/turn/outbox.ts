@@ -1,5 +1,5 @@
-import type { Logger } from '../shared/logger.js';
-import type { ChatStore, FencedResult } from '../shared/store/chat-store.js';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatStore, FencedResult } from '../../shared/store/chat-store.js';
 
 /**
  * Asks for the chat's delivery (BullMQ `deliveries`, deduplicated by chatKey). Must not throw

@@ -1,12 +1,12 @@
-import type { Logger } from '../shared/logger.js';
-import type { ChatMessage } from '../shared/messages.js';
-import type { ChatStore, InboxEntry } from '../shared/store/chat-store.js';
-import { withTokens } from '../shared/tokens.js';
-import type { TurnMessages } from './agent/earlier-sends.js';
-import { interleave } from './agent/interleave.js';
-import type { LoopResult } from './agent/loop.js';
-import { send } from './agent/tools/chat-send.js';
-import type { ToolTurn } from './agent/tools/tool-turn.js';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatMessage } from '../../shared/messages.js';
+import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
+import { withTokens } from '../../shared/tokens.js';
+import type { TurnMessages } from '../agent/earlier-sends.js';
+import { interleave } from '../agent/interleave.js';
+import type { LoopResult } from '../agent/loop.js';
+import { send } from '../agent/tools/chat-send.js';
+import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
 
 /** What committing a turn needs of the turn's dependencies. */

@@ -1,7 +1,7 @@
-import { TurnAbortedError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
-import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../shared/store/chat-store.js';
-import { TurnAbort } from './agent/turn-abort.js';
+import { TurnAbortedError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../../shared/store/chat-store.js';
+import { TurnAbort } from '../agent/turn-abort.js';
 import { renewAfter, renewalInterval } from './liveness.js';
 
 /** What a renewal check that sends nothing answers. */

@@ -1,4 +1,4 @@
-import type { Metrics } from '../shared/metrics.js';
+import type { Metrics } from '../../shared/metrics.js';
 import type { ModelErrorKind } from './failure.js';
 
 export type ModelStatus =
