@@ -45,6 +45,8 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** As OpenAI reports prompt-cache reads (prompt-cache.ts). */
+  prompt_tokens_details: { cached_tokens: number };
 }
 
 const CHAT_KEY_LINE = /^ChatKey:[ \t]*(\S+)/m;
@@ -84,11 +86,15 @@ export function toolNames(request: ChatCompletionRequest): string[] {
 
 export function promptTokens(request: ChatCompletionRequest): number {
   let total = 0;
-  for (const message of request.messages) {
-    total += countTokens(messageText(message));
-    for (const call of message.tool_calls ?? []) {
-      total += countTokens(call.function.name + (call.function.arguments ?? ''));
-    }
+  for (const message of request.messages) total += messageTokens(message);
+  return total;
+}
+
+/** One message's share of `promptTokens`. */
+export function messageTokens(message: Message): number {
+  let total = countTokens(messageText(message));
+  for (const call of message.tool_calls ?? []) {
+    total += countTokens(call.function.name + (call.function.arguments ?? ''));
   }
   return total;
 }
@@ -163,16 +169,21 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
   return { kind: 'text', content: `echo: ${lastUserText}` };
 }
 
-function usageOf(prompt: number, reply: MockReply): Usage {
+function usageOf(prompt: number, reply: MockReply, cached: number): Usage {
   const completion = completionTokens(reply);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
 }
 
 function finishReason(reply: MockReply): 'stop' | 'tool_calls' {
   return reply.kind === 'tool' ? 'tool_calls' : 'stop';
 }
 
-export function completionBody(model: string, prompt: number, reply: MockReply) {
+export function completionBody(model: string, prompt: number, reply: MockReply, cached = 0) {
   const message =
     reply.kind === 'text'
       ? { role: 'assistant' as const, content: reply.content }
@@ -193,7 +204,7 @@ export function completionBody(model: string, prompt: number, reply: MockReply) 
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(reply) }],
-    usage: usageOf(prompt, reply),
+    usage: usageOf(prompt, reply, cached),
   };
 }
 
@@ -206,7 +217,13 @@ function pieces(text: string, size = 8): string[] {
 }
 
 /** The SSE `data:` payloads for one streamed answer, in order, without the `[DONE]` sentinel. */
-export function completionChunks(model: string, prompt: number, reply: MockReply, includeUsage: boolean) {
+export function completionChunks(
+  model: string,
+  prompt: number,
+  reply: MockReply,
+  includeUsage: boolean,
+  cached = 0,
+) {
   const id = nextId('chatcmpl-');
   const created = Math.floor(Date.now() / 1000);
   // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
@@ -246,7 +263,7 @@ export function completionChunks(model: string, prompt: number, reply: MockReply
       created,
       model,
       choices: [],
-      usage: usageOf(prompt, reply),
+      usage: usageOf(prompt, reply, cached),
     });
   }
   return chunks;
