@@ -50,6 +50,8 @@ export interface Usage {
 }
 
 const CHAT_KEY_LINE = /^ChatKey:[ \t]*(\S+)/m;
+/** The context block chatlane starts a user message with (when, from whom): not the user's words. */
+const CONTEXT_BLOCK = /^\[sent [^\]\n]*\]\n?/;
 const SUMMARY_HINT = /summar/i;
 const SUMMARY_CHARS = 300;
 const CHAT_SEND = 'chat_send';
@@ -115,7 +117,12 @@ function freshUserTexts(messages: Message[], end = messages.length): string[] {
   return messages
     .slice(lastAssistant + 1, end)
     .filter((m) => m.role === 'user')
-    .map(messageText);
+    .map(userText);
+}
+
+/** What the user wrote: the text without chatlane's context block. */
+function userText(message: Message): string {
+  return messageText(message).replace(CONTEXT_BLOCK, '');
 }
 
 function toolCall(name: string, args: unknown): MockReply {
@@ -157,7 +164,7 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
 
   const system = messages.filter(isSystem).map(messageText).join('\n');
   const lastUser = messages.findLast((m) => m.role === 'user');
-  const lastUserText = lastUser ? messageText(lastUser) : '';
+  const lastUserText = lastUser ? userText(lastUser) : '';
   if (SUMMARY_HINT.test(system) || SUMMARY_HINT.test(lastUserText)) {
     const dialogue = messages
       .filter((m) => m.role === 'user' || m.role === 'assistant')

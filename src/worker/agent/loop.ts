@@ -3,6 +3,7 @@ import {
   type LanguageModel,
   type ModelMessage,
   type PrepareStepFunction,
+  type SystemModelMessage,
   stepCountIs,
   type ToolSet,
   type UIMessage,
@@ -14,8 +15,11 @@ import { stepsToUIParts } from './ui-parts.js';
 
 export interface LoopInput<T> {
   model: LanguageModel;
-  system: string;
+  /** One text, or system messages (each may carry provider options: a cache point). */
+  system: string | SystemModelMessage[];
   messages: ModelMessage[];
+  /** Call-level provider options (the prompt cache key). */
+  providerOptions?: SystemModelMessage['providerOptions'];
   tools: ToolSet;
   /** The names of `tools` the model is offered (all when absent); fixed for the whole loop. */
   activeTools?: string[];
@@ -132,6 +136,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     tools: input.tools,
     ...(input.activeTools && { activeTools: input.activeTools }),
     ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
+    ...(input.providerOptions && { providerOptions: input.providerOptions }),
     stopWhen: stepCountIs(input.maxSteps),
     prepareStep,
     abortSignal: abort.signal,

@@ -31,6 +31,7 @@ import { loadMcpConfig } from '../mcp/mcp-config.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { RedisProvider } from '../pipeline/provider.js';
+import { contextBlockTokens } from '../pipeline/request-cache.js';
 import { ModelHealth } from '../turn/model-health.js';
 import { RunningTurns } from '../turn/running-turns.js';
 import type { TurnDeps } from '../turn/turn.js';
@@ -94,7 +95,10 @@ export function turnDepsFromConfig(
       maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
       maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
     }),
-    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE }),
+    compressor: new TokenBudgetCompressor({
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      overheadTokens: contextBlockTokens,
+    }),
     assembler: new DefaultAssembler({
       operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
