@@ -319,6 +319,7 @@ export async function benchPromptCache(opts: PromptCacheOptions) {
       'Modes: defaults (HISTORY_WINDOW_MESSAGES 200, never outgrown) and smallWindow (a window the chat outgrows, no compaction).',
     target: CACHED_SHARE_TARGET,
     modes,
-    meetsTarget: modes.every((m) => m.meetsTarget),
+    // The target is the defaults' figure: smallWindow's window steps break the prefix on purpose.
+    meetsTarget: modes[0]!.meetsTarget,
   };
 }
