@@ -21,7 +21,23 @@ describe("a user message's context block", () => {
     expect(contextBlock(userMessage(chatKey, 'u2', 'hi', { ts: at }))).toBe('[sent 2026-11-26T07:08:09Z]');
     // The same message gives the same block whenever it is shown: in this turn and every later one.
     expect(contextBlock(structuredClone(m))).toBe(contextBlock(m));
-    expect(contextBlockTokens(m)).toBe(countTextTokens(contextBlock(m)!) + 1);
+  });
+
+  it("bounds the block's tokens from above, closely, without tokenizing it per message", () => {
+    const senders = [
+      {},
+      { username: 'alice' },
+      { userId: '1001' },
+      { username: 'Zoë Ünal-Smith', userId: 'U0123ABCD' },
+    ];
+    for (const [i, who] of senders.entries()) {
+      for (const ts of [0, at, at + 37 * 86_400_123, Date.UTC(2099, 11, 31, 23, 59, 59)]) {
+        const m = userMessage(chatKey, `u${i}`, 'hi', { ts, ...who });
+        const exact = countTextTokens(contextBlock(m)!) + 1;
+        expect(contextBlockTokens(m)).toBeGreaterThanOrEqual(exact);
+        expect(contextBlockTokens(m)).toBeLessThanOrEqual(exact + 4);
+      }
+    }
   });
 
   it('is not added to assistant messages nor to a summary', () => {

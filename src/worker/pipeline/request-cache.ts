@@ -34,14 +34,46 @@ export function cacheKeyOptions(chatKey: string): ProviderOptions {
  */
 export function contextBlock(message: ChatMessage): string | undefined {
   if (message.role !== 'user' || isSummary(message)) return undefined;
-  const { ts, username, userId } = message.metadata;
+  const { ts } = message.metadata;
   const time = Number.isFinite(ts) ? `sent ${new Date(ts).toISOString().slice(0, 19)}Z` : 'sent';
-  const who = [username, userId && `(id ${userId})`].filter(Boolean).join(' ');
+  const who = senderOf(message);
   return `[${time}${who ? ` by ${who}` : ''}]`;
 }
 
-/** Tokens the context block adds to `message` (its text and the line break after it). */
+function senderOf(message: ChatMessage): string {
+  const { username, userId } = message.metadata;
+  return [username, userId && `(id ${userId})`].filter(Boolean).join(' ');
+}
+
+/**
+ * The time part's tokens, bracket and line break included: the same layout for every time,
+ * so counted once (the most any of these takes, plus one) instead of per message per turn.
+ */
+const TIME_TOKENS =
+  Math.max(
+    ...['2026-11-26T07:08:09', '1999-01-01T00:00:00', '2038-12-31T23:59:59', '2100-10-10T10:10:10'].map((t) =>
+      countTextTokens(`[sent ${t}Z]`),
+    ),
+  ) + 2;
+
+/** Senders' tokens by text: a chat has few senders, and each is counted once. */
+const senderTokens = new Map<string, number>();
+const MAX_SENDERS = 10_000;
+
+/**
+ * Tokens the context block adds to `message` (at least its text's and the line break's):
+ * counted for every message of every turn's window, so the block is not tokenized each
+ * time (that was ~30 µs a message) but bounded from its parts.
+ */
 export function contextBlockTokens(message: ChatMessage): number {
-  const block = contextBlock(message);
-  return block === undefined ? 0 : countTextTokens(block) + 1;
+  if (message.role !== 'user' || isSummary(message)) return 0;
+  const who = senderOf(message);
+  if (!who) return TIME_TOKENS;
+  let n = senderTokens.get(who);
+  if (n === undefined) {
+    if (senderTokens.size >= MAX_SENDERS) senderTokens.clear();
+    n = countTextTokens(` by ${who}`);
+    senderTokens.set(who, n);
+  }
+  return TIME_TOKENS + n;
 }
