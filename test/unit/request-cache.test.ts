@@ -63,6 +63,29 @@ describe("a user message's context block", () => {
   });
 });
 
+describe('the hard token cut', () => {
+  it('moves in steps: while the chat grows, the first kept message changes only every few turns, within the budget', () => {
+    const stepped = new TokenBudgetCompressor({ maxCharsPerMessage: 4000, cutStep: 8 });
+    const least = new TokenBudgetCompressor({ maxCharsPerMessage: 4000 });
+    const all = Array.from({ length: 80 }, (_, i) =>
+      counted(userMessage(chatKey, `u${i}`, `message number ${i}`)),
+    );
+    const budget = all.slice(0, 20).reduce((s, m) => s + (m.metadata.tokens ?? 0), 0);
+    const firsts = new Set<string>();
+    const leastFirsts = new Set<string>();
+    for (let n = 30; n <= 80; n++) {
+      const out = stepped.compress(all.slice(0, n), budget);
+      expect(out.report.keptTokens).toBeLessThanOrEqual(budget);
+      expect(out.messages.at(-1)!.id).toBe(`u${n - 1}`);
+      expect(Number(out.messages[0]!.id.slice(1)) % 8).toBe(0);
+      firsts.add(out.messages[0]!.id);
+      leastFirsts.add(least.compress(all.slice(0, n), budget).messages[0]!.id);
+    }
+    expect(leastFirsts.size).toBe(51);
+    expect(firsts.size).toBeLessThanOrEqual(8);
+  });
+});
+
 describe('the assembled request', () => {
   const a = new DefaultAssembler({ maxSendsPerTurn: 3 });
   const context = { chatKey, channel: 'telegram', chatId: '42' };

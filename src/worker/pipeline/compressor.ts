@@ -29,6 +29,12 @@ export interface TokenBudgetCompressorOptions {
   maxCharsPerMessage: number;
   /** Tokens the model view adds to a message beyond its stored count (its context block). */
   overheadTokens?: (message: ChatMessage) => number;
+  /**
+   * A cut drops the oldest messages in multiples of this many (counted from the start of the
+   * input after its summary): the turns between two steps start alike, and a provider's
+   * prompt cache serves them (docs/prompt-caching.md). 1 (the default): the least cut.
+   */
+  cutStep?: number;
 }
 
 /** The worker records a `context.compressed` event only when the model sees less than was stored. */
@@ -59,10 +65,12 @@ export class SimpleCompressor implements Compressor {
 export class TokenBudgetCompressor implements Compressor {
   private readonly maxChars: number;
   private readonly overhead: ((message: ChatMessage) => number) | undefined;
+  private readonly cutStep: number;
 
   constructor(options: TokenBudgetCompressorOptions) {
     this.maxChars = limit('maxCharsPerMessage', options.maxCharsPerMessage, 0);
     this.overhead = options.overheadTokens;
+    this.cutStep = limit('cutStep', options.cutStep ?? 1, 1);
   }
 
   compress(messages: ChatMessage[], budget: number): BudgetResult {
@@ -84,6 +92,12 @@ export class TokenBudgetCompressor implements Compressor {
         kept.push(item);
       }
       kept.reverse();
+      // A cut only ever drops more (within the budget), up to the next step, the newest kept.
+      const first = rest.length - kept.length;
+      if (first > 0 && this.cutStep > 1) {
+        const stepped = Math.min(Math.ceil(first / this.cutStep) * this.cutStep, rest.length - 1);
+        kept.splice(0, stepped - first);
+      }
       return head ? [head, ...kept] : kept;
     });
   }

@@ -56,6 +56,12 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
 const STOP_WAIT_MS = 3000;
 
+/**
+ * The hard token cut (a chat compaction has not shortened in time) drops messages in steps of
+ * this many, not one per turn: the turns in between keep their cached prefix.
+ */
+const CUT_STEP_MESSAGES = 8;
+
 /** Tool schemas and message framing the tokenizer does not see in the messages. */
 const RESERVE_TOKENS = 400;
 
@@ -98,6 +104,7 @@ export function turnDepsFromConfig(
     compressor: new TokenBudgetCompressor({
       maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
       overheadTokens: contextBlockTokens,
+      cutStep: CUT_STEP_MESSAGES,
     }),
     assembler: new DefaultAssembler({
       operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
