@@ -117,7 +117,7 @@ const configSchema = () =>
     CHAT_SEND_MAX_PER_TURN: int(5, 1),
     SYSTEM_PROMPT_FILE: optionalString,
 
-    // Agent capabilities (README, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in
+    // Agent capabilities (docs/agent.md, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in
     // the Claude Desktop `mcpServers` format; checked at start, a bad file stops the worker.
     MCP_CONFIG: optionalString,
     MCP_TOOL_TIMEOUT_MS: int(30_000, 100),
@@ -132,7 +132,7 @@ const configSchema = () =>
     // The per-chat memory document (chat_memory_update, /v1/chats/:chatKey/memory) is capped at this.
     MEMORY_MAX_TOKENS: int(1000, 1),
 
-    // Liveness (docs/DESIGN.md, "Recovery"): lease and job lock are renewed ~10× per period, so
+    // Liveness (docs/design.md, "Recovery"): lease and job lock are renewed ~10× per period, so
     // a worker stalled up to ~7 s keeps its turns while a dead one's chats are taken over
     // within about JOB_LOCK_MS + STALLED_INTERVAL_MS.
     TURN_LEASE_MS: int(10_000, 100),
@@ -215,7 +215,7 @@ const configSchema = () =>
     CONTACTS_RETENTION_DAYS: int(90, 1),
     CONTACT_SEND: z.enum(['on', 'off']).default('off'),
 
-    // File parts (README "File parts"): at ingest only https: URLs and data: URLs up to
+    // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
     // `family/*`); the worker fetches https: files itself, after DNS, refusing private addresses,
     // at most FILE_FETCH_MAX_BYTES within FILE_FETCH_TIMEOUT_MS.
@@ -238,7 +238,7 @@ const configSchema = () =>
     FILE_FETCH_MAX_BYTES: int(10 * 1024 * 1024, 1),
     FILE_FETCH_TIMEOUT_MS: int(10_000, 100),
 
-    // When a message itself cannot be processed (README "When a message fails") the chat gets
+    // When a message itself cannot be processed (docs/agent.md "When a message fails") the chat gets
     // this one notice and the message is kept in history marked failed.
     FAILURE_NOTICE: z
       .string()

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Retention: how much of a chat Redis keeps (README "Retention"). Redis runs `noeviction`,
+ * Retention: how much of a chat Redis keeps (docs/redis.md "Retention"). Redis runs `noeviction`,
  * so every per-chat structure that grows with use has a cap, enforced by the script that
  * appends to it (atomically, in the chat's slot). The variables are parsed in config.ts.
  */

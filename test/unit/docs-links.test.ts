@@ -31,7 +31,8 @@ function broken(path: string, text: string): string[] {
       problems.push(`${path}: ${target}: an anchor into a file that is not Markdown`);
       continue;
     }
-    if (!anchors(readFileSync(resolved, 'utf8')).has(anchor)) {
+    const page = file === '' ? text : readFileSync(resolved, 'utf8');
+    if (!anchors(page).has(anchor)) {
       problems.push(`${path}: ${target}: no heading with that anchor`);
     }
   }

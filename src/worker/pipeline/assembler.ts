@@ -141,7 +141,7 @@ export class DefaultAssembler implements Assembler {
     const offered = context.offered;
     const budgetLine = !offered || offered.includes('chat_context_new') ? BUDGET_LINE : BUDGET_LINE_FRESH;
     // The static part first and whole: every chat and turn with the same offered tools shares
-    // it byte for byte, so a provider's prefix cache covers it (docs/DESIGN.md).
+    // it byte for byte, so a provider's prefix cache covers it (docs/design.md).
     return [this.staticPart(context).text, ...this.perTurn(context), nearlyFull ? budgetLine : undefined]
       .filter(Boolean)
       .join('\n\n');
