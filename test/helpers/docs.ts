@@ -60,7 +60,9 @@ export function docBlock(lang: string, marker: string): Block {
 
 /** Markdown with fenced blocks and inline code spans blanked, so their text is not read as links. */
 export function prose(text: string): string {
-  return text.replace(/^```[\s\S]*?^```/gm, (m) => m.replace(/[^\n]/g, ' ')).replace(/`[^`\n]*`/g, (m) => ' '.repeat(m.length));
+  return text
+    .replace(/^```[\s\S]*?^```/gm, (m) => m.replace(/[^\n]/g, ' '))
+    .replace(/`[^`\n]*`/g, (m) => ' '.repeat(m.length));
 }
 
 /**

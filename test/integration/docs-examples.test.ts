@@ -4,8 +4,8 @@ import { GenericWebhookSender } from '../../src/shared/delivery/generic-sender.j
 import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';
-import { docBlock, repoRoot as root } from '../helpers/docs.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
+import { docBlock, repoRoot as root } from '../helpers/docs.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { freePort } from '../helpers/ports.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';

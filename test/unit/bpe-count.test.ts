@@ -34,7 +34,13 @@ function corpus(): Array<[string, string]> {
   }
   const root = new URL('../../', import.meta.url);
   // The README and the pages it was cut into: about as much Markdown as the README alone held.
-  const markdown = ['README.md', 'docs/http-api.md', 'docs/agent.md', 'docs/operations.md', 'docs/platforms.md']
+  const markdown = [
+    'README.md',
+    'docs/http-api.md',
+    'docs/agent.md',
+    'docs/operations.md',
+    'docs/platforms.md',
+  ]
     .map((file) => readFileSync(new URL(file, root), 'utf8'))
     .join('\n');
   add('markdown', slices(markdown, 47));
