@@ -67,7 +67,7 @@ const nameList = (pattern: RegExp, what: string) =>
 /**
  * The environment's schema, built for the one parse at boot and then dropped: held in a
  * module constant, its zod objects (each carrying its own methods) would stay on every
- * process's heap for good (see docs/benchmarks.md, the idle heap). Every variable carries a
+ * process's heap for good (see docs/benchmarks.md, "Wrapper overhead"). Every variable carries a
  * one-line meaning (`.describe`): config-reference.ts builds its own copy of the schema to
  * generate docs/configuration.md and `chatlane config` from them, and names each one's roles.
  */
