@@ -167,7 +167,7 @@ export const configSchema = () =>
     HISTORY_KEEP_LAST_MESSAGES: int(30, 1).describe('recent messages compaction always keeps verbatim'),
     HISTORY_WINDOW_MESSAGES: int(200, 1).describe('newest history messages a turn reads'),
     MAX_CHARS_PER_MESSAGE: int(4000, 100).describe(
-      'text parts of one message beyond this are cut (with a note) before they reach the model; history keeps them whole',
+      'text parts of one message beyond this are cut (with a note) before they reach the model, and counted as cut; history keeps them whole',
     ),
     CHAT_SEND_MAX_PER_TURN: int(5, 1).describe('chat_send calls allowed in one turn'),
     SYSTEM_PROMPT_FILE: optionalString.describe("file with the operator's system prompt (Agent.md style)"),
@@ -203,7 +203,7 @@ export const configSchema = () =>
     // a worker stalled up to ~7 s keeps its turns while a dead one's chats are taken over
     // within about JOB_LOCK_MS + STALLED_INTERVAL_MS.
     TURN_LEASE_MS: int(10_000, 100).describe(
-      "a running turn's lease on its chat; renewed once a quarter of it has passed",
+      "a running turn's lease on its chat, checked every twentieth of it and renewed once a quarter of it has passed (shorter turns never renew)",
     ),
     JOB_LOCK_MS: int(10_000, 100).describe(
       'BullMQ job lock of a running turn, compaction or delivery; renewed every fifth to tenth of it',
@@ -221,7 +221,7 @@ export const configSchema = () =>
     // Graceful shutdown: running turns get this long to finish. Keep it below the orchestrator's
     // kill deadline (docker-compose stop_grace_period: 40s for workers).
     SHUTDOWN_GRACE_MS: int(25_000, 0).describe(
-      "how long a stopping process lets running work finish; plus 5 s it must stay below the orchestrator's kill deadline",
+      "how long a stopping process lets running work finish; plus 5 s it must stay below the orchestrator's kill deadline (compose: 40 s)",
     ),
     // Turns running at once across the whole fleet (BullMQ global concurrency on `turns`):
     // unset leaves the value stored in Redis alone, 0 removes the cap.
@@ -263,7 +263,7 @@ export const configSchema = () =>
     ),
     // Requests one connection may carry before the server closes it (0 = no limit).
     HTTP_MAX_REQUESTS_PER_SOCKET: int(0, 0).describe(
-      'ingress: requests per connection before the server closes it (0 = no limit)',
+      'ingress: requests per connection before the server closes it (0 = no limit, right behind a balancer that pools connections)',
     ),
 
     // Compaction (DESIGN §7). Token thresholds default to fractions of MAX_INPUT_TOKENS.
@@ -394,7 +394,7 @@ export const configSchema = () =>
     // Model unreachable or refusing our credentials: the chat's turn waits this long, doubling
     // per consecutive failure of this worker's model calls up to the max, then tries again.
     MODEL_RETRY_BACKOFF_MS: int(2000, 10).describe(
-      "after a model error the chat's turn waits this long, doubling per retry; its messages stay pending",
+      "after a model error (unreachable, 401/403, 404, 429, 5xx, timeout) the chat's turn waits this long, doubling per retry; its messages stay pending",
     ),
     MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10).describe('cap of the model retry wait'),
     ...retentionShape(),
@@ -405,11 +405,11 @@ export const configSchema = () =>
       .enum(['all', 'mentions'])
       .default('mentions')
       .describe(
-        'platforms: in group chats ingest only messages that mention the bot (mentions) or every message (all)',
+        'platforms: in group chats ingest only messages that mention the bot (mentions) or every message (all); private chats always',
       ),
     // How long one poller holds a platform's fleet-wide polling lease without renewing it.
     POLLER_LEASE_MS: int(15_000, 1000).describe(
-      'platforms in polling mode: how long the fleet-wide poller lease lives without renewal',
+      "platforms in polling mode: how long the fleet-wide poller lease lives without renewal (a dead poller's successor takes over after it)",
     ),
   });
 
