@@ -1,68 +1,18 @@
 import { z } from 'zod';
+import { type GenericSource, genericSources } from './config-secrets.js';
+import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
 import { retentionShape } from './retention.js';
 
+export { type GenericSource, genericSecretsVariable } from './config-secrets.js';
+export type { ClusterNode } from './config-values.js';
+
 /**
  * The one place that reads the environment. Parsed once at boot; a bad value stops the
  * process with a message naming the variable (see `ConfigError`).
  */
-
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-const optionalString = z
-  .string()
-  .optional()
-  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
-
-export interface ClusterNode {
-  host: string;
-  port: number;
-}
-
-/** `host:port,host:port` (IPv6 as `[::1]:7000`): startup nodes of a Redis Cluster. */
-const clusterNodes = z
-  .string()
-  .optional()
-  .transform((v, ctx): ClusterNode[] | undefined => {
-    if (v === undefined || v.trim() === '') return undefined;
-    const nodes: ClusterNode[] = [];
-    for (const item of v.split(',').map((s) => s.trim())) {
-      const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(item);
-      const port = Number(m?.[3]);
-      if (!m || port < 1 || port > 65535) {
-        ctx.addIssue({ code: 'custom', message: `'${item}' is not host:port (comma-separated list)` });
-        return z.NEVER;
-      }
-      nodes.push({ host: (m[1] ?? m[2])!, port });
-    }
-    return nodes;
-  });
-
-/** A flag variable: true/false/1/0. */
-const flag = (def: 'true' | 'false') =>
-  z
-    .enum(['true', 'false', '1', '0'])
-    .default(def)
-    .transform((v) => v === 'true' || v === '1');
-
-/** Comma-separated names matching `pattern`, without repeats; unset = none. */
-const nameList = (pattern: RegExp, what: string) =>
-  z
-    .string()
-    .optional()
-    .transform((v, ctx): string[] => {
-      const names = (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
-      for (const name of names) {
-        if (!pattern.test(name)) ctx.addIssue({ code: 'custom', message: `'${name}' is not ${what}` });
-      }
-      if (new Set(names).size !== names.length)
-        ctx.addIssue({ code: 'custom', message: 'lists a name twice' });
-      return names;
-    });
 
 /**
  * The environment's schema, built for the one parse at boot and then dropped: held in a
@@ -423,58 +373,6 @@ export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'>
   PLATFORMS: EnabledPlatform[];
 };
 
-/** A generic webhook source: its name and its Standard Webhooks secrets, current first. */
-export interface GenericSource {
-  name: string;
-  secrets: string[];
-}
-
-/** The variable holding a source's secrets: GENERIC_WEBHOOK_SECRETS_<NAME> ('-' becomes '_'). */
-export function genericSecretsVariable(source: string): string {
-  return `GENERIC_WEBHOOK_SECRETS_${source.toUpperCase().replace(/-/g, '_')}`;
-}
-
-const WHSEC = /^(?:whsec_)?([A-Za-z0-9+/]+={0,2})$/;
-
-/**
- * Each source's secrets: whitespace- or comma-separated Standard Webhooks secrets
- * (`whsec_` + base64 of 24-64 bytes). Several at once for rotation: every one verifies
- * incoming webhooks and signs replies (one signature each); put the newest first.
- */
-function genericSources(
-  names: string[],
-  env: Record<string, string>,
-): { sources: GenericSource[]; issues: string[] } {
-  const sources: GenericSource[] = [];
-  const issues: string[] = [];
-  const seen = new Map<string, string>();
-  for (const name of names) {
-    const variable = genericSecretsVariable(name);
-    const other = seen.get(variable);
-    if (other) {
-      issues.push(`  GENERIC_WEBHOOK_SOURCES: '${other}' and '${name}' both read ${variable}`);
-      continue;
-    }
-    seen.set(variable, name);
-    const secrets = (env[variable] ?? '').split(/[\s,]+/).filter(Boolean);
-    if (secrets.length === 0) {
-      issues.push(`  ${variable}: missing: source '${name}' needs at least one signing secret`);
-      continue;
-    }
-    secrets.forEach((secret, i) => {
-      const m = WHSEC.exec(secret);
-      const bytes = m ? Buffer.from(m[1]!, 'base64').length : 0;
-      if (bytes < 24 || bytes > 64) {
-        issues.push(
-          `  ${variable}: secret ${i + 1} is not whsec_ followed by the base64 of 24-64 random bytes`,
-        );
-      }
-    });
-    sources.push({ name, secrets });
-  }
-  return { sources, issues };
-}
-
 /** Values that default to a share of another one. */
 function derive(raw: RawConfig, sources: GenericSource[], platforms: EnabledPlatform[]): Config {
   return {
@@ -554,22 +452,6 @@ export function requireModel(config: Config): ModelConfig {
 // Kept apart from `configSchema` because it runs as its own process and must not
 // require the ingress/worker variables.
 // ---------------------------------------------------------------------------
-
-/** '250' or '100-400' (milliseconds); unset or blank means no added latency. */
-const latencyRange = z
-  .string()
-  .optional()
-  .transform((v, ctx): [number, number] => {
-    if (v === undefined || v.trim() === '') return [0, 0];
-    const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(v);
-    const min = Number(m?.[1]);
-    const max = m?.[2] === undefined ? min : Number(m[2]);
-    if (!m || !Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max) {
-      ctx.addIssue({ code: 'custom', message: "must be 'n' or 'min-max' in ms with min <= max" });
-      return z.NEVER;
-    }
-    return [min, max];
-  });
 
 /** Built when read, like `configSchema`: other processes load this module too. */
 export const mockLlmConfigSchema = () =>
