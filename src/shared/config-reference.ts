@@ -267,8 +267,9 @@ export function configurationMarkdown(docs: VariableDoc[] = configReference()): 
 chatlane reads its configuration from the environment only, parsed once at boot by one zod
 schema (src/shared/config.ts); a bad value stops the process with a message naming the
 variable, before it binds a port or takes a job. An empty variable counts as unset. Every
-role parses every variable; **roles** says whose behaviour a variable changes (\`all\` runs
-ingress, worker and compactor in one process and reads what they read).
+role parses every variable of the main schema (the mock model only its own \`MOCK_LLM_*\`);
+**roles** says whose behaviour a variable changes (\`all\` runs ingress, worker and compactor in
+one process and reads what they read).
 
 \`chatlane config\` prints this table, \`chatlane config --role worker\` one role's part of it,
 and \`chatlane <role> --help\` says what a role does and which variables it reads. This page is
