@@ -15,7 +15,7 @@ export type Role = (typeof ROLES)[number];
 /** What each role does, for `chatlane <role> --help`. `all` runs ingress, worker and compactor. */
 export const ROLE_SUMMARY: Record<Role | 'all', string> = {
   ingress:
-    'HTTP API and webhooks: stores each message in Redis and enqueues its chat’s turn; serves the live stream, /metrics, /healthz, /readyz and Bull Board.',
+    'HTTP API and webhooks: stores each message in Redis and enqueues the turn of its chat; serves the live stream, /metrics, /healthz, /readyz and Bull Board.',
   worker:
     'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_BASE_URL and LLM_MODEL.',
   compactor:
