@@ -11,6 +11,10 @@ export const DEFAULT_FAIL_CODE = 'context_length_exceeded';
 
 export interface RecordedRequest {
   chatKey: string;
+  /** The wire protocol it came in (chat-completions, responses, anthropic-messages, gemini). */
+  protocol: string;
+  /** The model it named. */
+  model: string;
   at: number;
   stream: boolean;
   /** The request's `messages`, exactly as received. */
@@ -39,6 +43,8 @@ export interface FailNextInput {
   chatKey?: string;
   /** Only requests whose messages contain this text match (a message the model always refuses). */
   contains?: string;
+  /** Only requests naming this model match (an outage of one model, for fallback). */
+  model?: string;
   count: number;
   status?: number;
   message?: string;
@@ -54,6 +60,7 @@ export interface Failure {
 interface FailRule extends Failure {
   chatKey: string | undefined;
   contains: string | undefined;
+  model: string | undefined;
   remaining: number;
 }
 
@@ -234,6 +241,7 @@ export class MockLlmState {
     this.failRules.push({
       chatKey: input.chatKey,
       contains: input.contains,
+      model: input.model,
       remaining: input.count,
       status: input.status ?? 400,
       message: input.message ?? DEFAULT_FAIL_MESSAGE,
@@ -308,7 +316,7 @@ export class MockLlmState {
       this.pushBounded(this.violationList, { chatKey, inFlight: live, at: entry.at }, MAX_VIOLATIONS);
 
     this.pushBounded(this.recordings, entry, this.maxRecorded);
-    const failure = this.takeFailure(chatKey, entry.messages);
+    const failure = this.takeFailure(entry);
     this.notifyWaiters(chatKey, arrived);
 
     let ended = false;
@@ -342,10 +350,11 @@ export class MockLlmState {
     return min + Math.random() * (max - min);
   }
 
-  private takeFailure(chatKey: string, messages: unknown[]): Failure | undefined {
+  private takeFailure({ chatKey, model, messages }: RecordedRequest): Failure | undefined {
     let text: string | undefined;
     const index = this.failRules.findIndex((r) => {
       if (r.chatKey !== undefined && r.chatKey !== chatKey) return false;
+      if (r.model !== undefined && r.model !== model) return false;
       if (r.contains === undefined) return true;
       text ??= JSON.stringify(messages);
       return text.includes(r.contains);
