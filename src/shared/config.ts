@@ -39,6 +39,26 @@ const clusterNodes = z
     return nodes;
   });
 
+const httpUrl = optionalString.pipe(z.string().url().optional());
+
+/** Comma-separated `provider:model` names (see `parseModelId`), without repeats; unset = none. */
+const modelList = z
+  .string()
+  .optional()
+  .transform((v, ctx): string[] => {
+    const ids = (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    for (const id of ids) {
+      const problem = modelIdProblem(id);
+      if (problem) ctx.addIssue({ code: 'custom', message: `'${id}': ${problem}` });
+    }
+    if (new Set(ids.map((id) => parseModelId(id).id)).size !== ids.length)
+      ctx.addIssue({ code: 'custom', message: 'lists a model twice' });
+    return ids;
+  });
+
 /** A flag variable: true/false/1/0. */
 const flag = (def: 'true' | 'false') =>
   z
@@ -100,10 +120,25 @@ const configSchema = () =>
       .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
+    // LLM_MODEL (and COMPACTION_MODEL, LLM_FALLBACK_MODELS) name `provider:model`; no known
+    // prefix means openai-compatible at LLM_BASE_URL (see `requireModel`).
     LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
     LLM_API_KEY: optionalString,
     LLM_MODEL: optionalString,
     LLM_TIMEOUT_MS: int(120_000, 1000),
+    LLM_FALLBACK_MODELS: modelList.describe(
+      'Comma list of provider:model tried in order when a model call fails for an outage (5xx, timeout, refused connection, 429 after its retries)',
+    ),
+    OPENAI_API_KEY: optionalString.describe('API key of the openai: provider (OpenAI Responses API)'),
+    OPENAI_BASE_URL: httpUrl.describe('Base URL of the openai: provider (default https://api.openai.com/v1)'),
+    ANTHROPIC_API_KEY: optionalString.describe('API key of the anthropic: provider (Anthropic Messages API)'),
+    ANTHROPIC_BASE_URL: httpUrl.describe(
+      'Base URL of the anthropic: provider (default https://api.anthropic.com/v1)',
+    ),
+    GOOGLE_GENERATIVE_AI_API_KEY: optionalString.describe('API key of the google: provider (Gemini API)'),
+    GOOGLE_GENERATIVE_AI_BASE_URL: httpUrl.describe(
+      'Base URL of the google: provider (default https://generativelanguage.googleapis.com/v1beta)',
+    ),
 
     WORKER_CONCURRENCY: int(32, 1),
     MAX_STEPS: int(16, 1),
@@ -374,23 +409,149 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return config;
 }
 
-export interface ModelConfig {
+/** The AI SDK providers `provider:model` may name (the provider registry's ids). */
+export const PROVIDERS = ['openai', 'anthropic', 'google', 'openai-compatible'] as const;
+export type ProviderName = (typeof PROVIDERS)[number];
+
+/** A model as configured: `id` is `provider:model`, the prefix always written out. */
+export interface ModelSpec {
+  id: `${ProviderName}:${string}`;
+  provider: ProviderName;
+  model: string;
+}
+
+/** A provider's endpoint and key, read here and handed to its AI SDK package. */
+export interface ProviderSettings {
   baseURL: string;
   apiKey: string | undefined;
-  model: string;
+}
+
+export interface ModelConfig {
+  /** The models in the order a step tries them: the role's model, then LLM_FALLBACK_MODELS. */
+  models: ModelSpec[];
+  /** Settings of exactly the providers `models` name. */
+  providers: Partial<Record<ProviderName, ProviderSettings>>;
+}
+
+/**
+ * `provider:model` by the first colon when the prefix is a known provider; anything else is an
+ * openai-compatible model id as a whole (Ollama's `llama3:8b` stays one id, as before).
+ */
+export function parseModelId(value: string): ModelSpec {
+  const at = value.indexOf(':');
+  const prefix = at === -1 ? '' : value.slice(0, at);
+  const provider = (PROVIDERS as readonly string[]).includes(prefix) ? (prefix as ProviderName) : undefined;
+  const model = provider ? value.slice(at + 1) : value;
+  const name = provider ?? 'openai-compatible';
+  return { id: `${name}:${model}`, provider: name, model };
+}
+
+function modelIdProblem(value: string): string | undefined {
+  return parseModelId(value).model.trim() === ''
+    ? `no model after the provider (provider:model, provider one of ${PROVIDERS.join(', ')})`
+    : undefined;
+}
+
+interface ProviderVariables {
+  key: keyof Config;
+  url: keyof Config;
+  defaultURL: string | undefined;
+  /** openai-compatible: the endpoint is what must be set, the key is optional. */
+  required: 'key' | 'url';
+}
+
+/** The variables each AI SDK provider package documents (LLM_* for openai-compatible, ours). */
+const PROVIDER_VARIABLES: Record<ProviderName, ProviderVariables> = {
+  openai: {
+    key: 'OPENAI_API_KEY',
+    url: 'OPENAI_BASE_URL',
+    defaultURL: 'https://api.openai.com/v1',
+    required: 'key',
+  },
+  anthropic: {
+    key: 'ANTHROPIC_API_KEY',
+    url: 'ANTHROPIC_BASE_URL',
+    defaultURL: 'https://api.anthropic.com/v1',
+    required: 'key',
+  },
+  google: {
+    key: 'GOOGLE_GENERATIVE_AI_API_KEY',
+    url: 'GOOGLE_GENERATIVE_AI_BASE_URL',
+    defaultURL: 'https://generativelanguage.googleapis.com/v1beta',
+    required: 'key',
+  },
+  'openai-compatible': { key: 'LLM_API_KEY', url: 'LLM_BASE_URL', defaultURL: undefined, required: 'url' },
+};
+
+const NO_MODEL_HINT =
+  'LLM_MODEL is provider:model (openai:, anthropic:, google:, or openai-compatible: — the default, ' +
+  'at LLM_BASE_URL with LLM_API_KEY if the endpoint needs one), e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 ' +
+  'LLM_MODEL=mock with `chatlane mock-llm` for local runs';
+
+function stringOf(config: Config, key: keyof Config): string | undefined {
+  const value = config[key];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The models of a role and their providers' settings. Every model of the chain needs its
+ * provider's key (or, for openai-compatible, LLM_BASE_URL): a half configuration stops the
+ * process at its start, naming the variable, not at its first model call.
+ */
+function modelsOf(config: Config, first: { variable: string; value: string }): ModelConfig {
+  const named = [
+    { variable: first.variable, id: first.value },
+    ...config.LLM_FALLBACK_MODELS.map((id) => ({ variable: 'LLM_FALLBACK_MODELS', id })),
+  ];
+  const models: ModelSpec[] = [];
+  const providers: ModelConfig['providers'] = {};
+  const problems: string[] = [];
+  for (const { variable, id } of named) {
+    const spec = parseModelId(id);
+    const problem = modelIdProblem(id);
+    if (problem) {
+      problems.push(`  ${variable}: '${id}': ${problem}`);
+      continue;
+    }
+    if (models.some((m) => m.id === spec.id)) continue;
+    models.push(spec);
+    const vars = PROVIDER_VARIABLES[spec.provider];
+    const apiKey = stringOf(config, vars.key);
+    const baseURL = stringOf(config, vars.url) ?? vars.defaultURL;
+    const missing =
+      vars.required === 'key' ? (apiKey ? undefined : vars.key) : baseURL ? undefined : vars.url;
+    if (missing) {
+      if (!problems.some((p) => p.startsWith(`  ${missing}:`))) {
+        problems.push(
+          `  ${missing}: missing: ${variable} '${id}' uses the ${spec.provider} provider, which needs it`,
+        );
+      }
+      continue;
+    }
+    providers[spec.provider] = { baseURL: baseURL!, apiKey };
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid model configuration:\n${problems.join('\n')}`);
+  return { models, providers };
 }
 
 /** Workers cannot run without a model: there is no simulation mode. */
 export function requireModel(config: Config): ModelConfig {
-  const missing = (['LLM_BASE_URL', 'LLM_MODEL'] as const).filter((k) => !config[k]);
-  if (missing.length > 0 || !config.LLM_BASE_URL || !config.LLM_MODEL) {
-    throw new ConfigError(
-      `no model configured: set ${missing.join(' and ')} (and LLM_API_KEY if the endpoint needs one) ` +
-        'to an OpenAI-compatible endpoint, e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 LLM_MODEL=mock ' +
-        'with `chatlane mock-llm` for local runs',
-    );
+  if (!config.LLM_MODEL) {
+    // Unprefixed is openai-compatible, so LLM_BASE_URL is named too when it is missing as well.
+    const missing = config.LLM_BASE_URL ? 'LLM_MODEL' : 'LLM_BASE_URL and LLM_MODEL';
+    throw new ConfigError(`no model configured: set ${missing} (${NO_MODEL_HINT})`);
   }
-  return { baseURL: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL };
+  const spec = parseModelId(config.LLM_MODEL);
+  if (spec.provider === 'openai-compatible' && !config.LLM_BASE_URL && !modelIdProblem(config.LLM_MODEL)) {
+    throw new ConfigError(`no model configured: set LLM_BASE_URL (${NO_MODEL_HINT})`);
+  }
+  return modelsOf(config, { variable: 'LLM_MODEL', value: config.LLM_MODEL });
+}
+
+/** The compactor's models: COMPACTION_MODEL (a cheaper one, say) or LLM_MODEL, then the fallbacks. */
+export function requireCompactionModel(config: Config): ModelConfig {
+  if (!config.COMPACTION_MODEL) return requireModel(config);
+  return modelsOf(config, { variable: 'COMPACTION_MODEL', value: config.COMPACTION_MODEL });
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startMockLlm } from '../../src/mock-llm/server.js';
 import { createModel } from '../../src/worker/agent/model.js';
+import { mockModelConfig } from '../helpers/worker-config.js';
 
 let url: string;
 let close: () => Promise<void>;
@@ -18,7 +19,7 @@ afterAll(async () => {
 type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
 
 function model(): ModelV3 {
-  const m = createModel({ baseURL: url, apiKey: undefined, model: 'mock' });
+  const m = createModel(mockModelConfig(url));
   if (typeof m === 'string' || m.specificationVersion !== 'v3') throw new Error('expected a v3 model');
   return m;
 }
