@@ -38,11 +38,15 @@ export async function answer<B>(
     end();
   });
 
-  let out: { status: number; json: unknown } | { status: 200; sse: string };
+  let out: { status: number; json: unknown; retryAfterMs?: number } | { status: 200; sse: string };
   try {
     await state.delay(chatKey, gone.signal, index);
     if (failure) {
-      out = { status: failure.status, json: failureBody(protocol as Protocol<unknown>, failure) };
+      out = {
+        status: failure.status,
+        json: failureBody(protocol as Protocol<unknown>, failure),
+        retryAfterMs: failure.retryAfterMs,
+      };
     } else {
       const decided = decideReply(request.messages, request.tools);
       const usage = usageOf(prompt, decided);
@@ -63,7 +67,10 @@ export async function answer<B>(
     reply.raw.destroy();
     return reply;
   }
-  if ('json' in out) return reply.code(out.status).send(out.json);
+  if ('json' in out) {
+    if (out.retryAfterMs !== undefined) reply.header('retry-after-ms', String(out.retryAfterMs));
+    return reply.code(out.status).send(out.json);
+  }
   // All events in one write: the event boundaries are what SSE clients parse, and
   // nothing here benefits from trickling them out.
   reply.hijack();

@@ -71,6 +71,7 @@ const controlSchema = z.strictObject({
       code: z.string().optional(),
       contains: z.string().min(1).optional(),
       model: z.string().min(1).optional(),
+      retryAfterMs: msSchema.optional(),
     })
     .optional(),
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.

@@ -49,12 +49,15 @@ export interface FailNextInput {
   status?: number;
   message?: string;
   code?: string;
+  /** Sent as `retry-after-ms` (a rate limit saying when to come back; clients' retries honour it). */
+  retryAfterMs?: number;
 }
 
 export interface Failure {
   status: number;
   message: string;
   code: string;
+  retryAfterMs?: number;
 }
 
 interface FailRule extends Failure {
@@ -246,6 +249,7 @@ export class MockLlmState {
       status: input.status ?? 400,
       message: input.message ?? DEFAULT_FAIL_MESSAGE,
       code: input.code ?? DEFAULT_FAIL_CODE,
+      ...(input.retryAfterMs !== undefined && { retryAfterMs: input.retryAfterMs }),
     });
   }
 
@@ -363,7 +367,12 @@ export class MockLlmState {
     if (!rule) return undefined;
     rule.remaining -= 1;
     if (rule.remaining <= 0) this.failRules.splice(index, 1);
-    return { status: rule.status, message: rule.message, code: rule.code };
+    return {
+      status: rule.status,
+      message: rule.message,
+      code: rule.code,
+      ...(rule.retryAfterMs !== undefined && { retryAfterMs: rule.retryAfterMs }),
+    };
   }
 
   private notifyWaiters(chatKey: string, arrived: number): void {
