@@ -47,8 +47,15 @@ function toMock(role: 'user' | 'assistant', content: string | Block[]): MockMess
   if (typeof content === 'string') return [{ role, text: content }];
   const results = content.filter((b) => b.type === 'tool_result');
   const calls = content.filter((b) => b.type === 'tool_use');
-  const text = partsText(content);
   const out: MockMessage[] = results.map((b) => ({ role: 'tool', text: partsText(b.content) }));
+  // Anthropic wants roles to alternate, so the SDK joins consecutive user messages into one
+  // message of several text blocks: each block is a user message of its own again here.
+  if (role === 'user' && calls.length === 0) {
+    for (const b of content) if (b.type === 'text') out.push({ role, text: b.text ?? '' });
+    if (out.length === 0) out.push({ role, text: '' });
+    return out;
+  }
+  const text = partsText(content);
   if (text !== '' || calls.length > 0 || results.length === 0) {
     out.push({
       role,

@@ -22,13 +22,21 @@ describe('chatlane CLI', () => {
   // (before it even connects to Redis), naming the variable to set.
   const halfConfigured: [string, Record<string, string>, string][] = [
     ['openai: without OPENAI_API_KEY', { LLM_MODEL: 'openai:gpt-5-mini' }, 'OPENAI_API_KEY: missing'],
-    ['anthropic: without ANTHROPIC_API_KEY', { LLM_MODEL: 'anthropic:claude-haiku-4-5' }, 'ANTHROPIC_API_KEY: missing'],
+    [
+      'anthropic: without ANTHROPIC_API_KEY',
+      { LLM_MODEL: 'anthropic:claude-haiku-4-5' },
+      'ANTHROPIC_API_KEY: missing',
+    ],
     [
       'google: without GOOGLE_GENERATIVE_AI_API_KEY',
       { LLM_MODEL: 'google:gemini-2.5-flash' },
       'GOOGLE_GENERATIVE_AI_API_KEY: missing',
     ],
-    ['openai-compatible: without LLM_BASE_URL', { LLM_MODEL: 'openai-compatible:mock' }, 'set LLM_BASE_URL ('],
+    [
+      'openai-compatible: without LLM_BASE_URL',
+      { LLM_MODEL: 'openai-compatible:mock' },
+      'set LLM_BASE_URL (',
+    ],
     [
       'a fallback model without its key',
       { LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'mock', LLM_FALLBACK_MODELS: 'openai:gpt-5-nano' },
@@ -36,7 +44,11 @@ describe('chatlane CLI', () => {
     ],
     [
       'a COMPACTION_MODEL without its key',
-      { LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'mock', COMPACTION_MODEL: 'anthropic:claude-haiku-4-5' },
+      {
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        LLM_MODEL: 'mock',
+        COMPACTION_MODEL: 'anthropic:claude-haiku-4-5',
+      },
       "ANTHROPIC_API_KEY: missing: COMPACTION_MODEL 'anthropic:claude-haiku-4-5'",
     ],
   ];

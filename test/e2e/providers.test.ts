@@ -54,7 +54,8 @@ async function outboxTexts(stack: Stack, chatKey: string): Promise<string[]> {
 async function answered(stack: Stack, chatKey: string, count: number): Promise<void> {
   await waitFor(
     async () =>
-      (await stack.store.pendingCount(chatKey)) === 0 && (await committedEvents(stack, chatKey)).length >= count,
+      (await stack.store.pendingCount(chatKey)) === 0 &&
+      (await committedEvents(stack, chatKey)).length >= count,
     { what: `${chatKey}: ${count} turn(s) committed`, timeoutMs: 20_000 },
   );
 }
@@ -154,7 +155,8 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
     const history = await stack.store.readHistory(chat);
     expect(history[0]?.metadata.kind).toBe('summary');
     expect(textOf(history[0]!)).toContain('## Summary');
-    for (const r of stack.mock.state.recorded(chat)) expect(r.promptTokens).toBeLessThanOrEqual(MAX_INPUT_TOKENS);
+    for (const r of stack.mock.state.recorded(chat))
+      expect(r.promptTokens).toBeLessThanOrEqual(MAX_INPUT_TOKENS);
   }, 90_000);
 
   it('falls back to the next model on an outage (503, and 429 after its retries), and shows the model down', async () => {
@@ -167,7 +169,9 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
     expect(event?.data).toMatchObject({ models: [backup, backup] });
 
     const metrics = workerMetricsUrl(stack);
-    const ready = (await (await fetch(`${metrics}/readyz`)).json()) as { models: Record<string, { status: string }> };
+    const ready = (await (await fetch(`${metrics}/readyz`)).json()) as {
+      models: Record<string, { status: string }>;
+    };
     expect(ready.models[primary]).toMatchObject({ status: 'failing', kind: 'server' });
     expect(ready.models[backup]).toEqual({ status: 'ok' });
     const text = await (await fetch(`${metrics}/metrics`)).text();
@@ -190,14 +194,22 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
     ]);
     const [limited] = await committedEvents(stack, 'limited');
     expect(limited?.data).toMatchObject({ models: [backup, primary] });
-    const after = (await (await fetch(`${metrics}/readyz`)).json()) as { models: Record<string, { status: string }> };
+    const after = (await (await fetch(`${metrics}/readyz`)).json()) as {
+      models: Record<string, { status: string }>;
+    };
     expect(after.models[primary]).toEqual({ status: 'ok' });
   }, 30_000);
 
   it('does not fall back when the model refuses the content (400): the message fails with the notice', async () => {
     const { state } = stack.mock;
     state.reset();
-    state.failNext({ contains: 'forbidden words', count: 1000, status: 400, message: 'content refused', code: 'refused' });
+    state.failNext({
+      contains: 'forbidden words',
+      count: 1000,
+      status: 400,
+      message: 'content refused',
+      code: 'refused',
+    });
     await postMessage(stack.ingressUrl(), 'refused', 'f1', 'some forbidden words');
     await waitFor(async () => (await outboxTexts(stack, 'refused')).length === 1, {
       what: 'failure notice',

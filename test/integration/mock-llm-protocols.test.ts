@@ -1,7 +1,7 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createGoogle } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
-import { APICallError, generateText, type LanguageModel, stepCountIs, streamText, tool } from 'ai';
+import { APICallError, generateText, isStepCount, type LanguageModel, streamText, tool } from 'ai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEFAULT_FAIL_MESSAGE, type MockLlmState, startMockLlm } from '../../src/mock-llm/server.js';
@@ -77,10 +77,10 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
     const chatKey = `json-${protocol}`;
     const result = await generateText({
       model: model(),
-      system: system(chatKey),
+      instructions: system(chatKey),
       messages: history,
       tools,
-      stopWhen: stepCountIs(4),
+      stopWhen: isStepCount(4),
     });
     expect(sent).toEqual(['echo: first | second']);
     expect(result.steps.map((s) => s.finishReason)).toEqual(['tool-calls', 'stop']);
@@ -100,10 +100,10 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
     const chatKey = `sse-${protocol}`;
     const result = streamText({
       model: model(),
-      system: system(chatKey),
+      instructions: system(chatKey),
       messages: history,
       tools,
-      stopWhen: stepCountIs(4),
+      stopWhen: isStepCount(4),
     });
     await result.consumeStream();
     expect(sent).toEqual(['echo: first | second']);
@@ -124,22 +124,26 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
     });
     await generateText({
       model: model(),
-      system: system(`skill-${protocol}`),
+      instructions: system(`skill-${protocol}`),
       prompt: 'skill: weather in Oslo?',
       tools: { ...tools, skills_load },
-      stopWhen: stepCountIs(5),
+      stopWhen: isStepCount(5),
     });
     expect(sent).toEqual(['echo: skill: weather in Oslo? (with skill weather)']);
   });
 
   it('answers text without tools, and a summary when asked to summarize', async () => {
-    const echo = await generateText({ model: model(), system: system(`text-${protocol}`), prompt: 'ping' });
+    const echo = await generateText({
+      model: model(),
+      instructions: system(`text-${protocol}`),
+      prompt: 'ping',
+    });
     expect(echo.text).toBe('echo: ping');
-    const streamed = streamText({ model: model(), system: system(`text-${protocol}`), prompt: 'pong' });
+    const streamed = streamText({ model: model(), instructions: system(`text-${protocol}`), prompt: 'pong' });
     expect(await streamed.text).toBe('echo: pong');
     const summary = await generateText({
       model: model(),
-      system: `Summarize the conversation.\nChatKey: text-${protocol}`,
+      instructions: `Summarize the conversation.\nChatKey: text-${protocol}`,
       messages: [
         { role: 'user', content: 'hi there' },
         { role: 'assistant', content: 'hello!' },
@@ -152,7 +156,7 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
   it("fails with the injected error in the protocol's own shape: a 400 the client cannot retry, a 503 it can", async () => {
     const chatKey = `fail-${protocol}`;
     const call = () =>
-      generateText({ model: model(), system: system(chatKey), prompt: 'hello', maxRetries: 0 }).catch(
+      generateText({ model: model(), instructions: system(chatKey), prompt: 'hello', maxRetries: 0 }).catch(
         (e: unknown) => e,
       );
     state.failNext({ chatKey, count: 1 });
@@ -173,7 +177,12 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
 
   it('fails only the model a failure names (an outage of one model)', async () => {
     state.failNext({ model: 'some-other-model', count: 1, status: 503 });
-    const ok = await generateText({ model: model(), system: system(`model-${protocol}`), prompt: 'x', maxRetries: 0 });
+    const ok = await generateText({
+      model: model(),
+      instructions: system(`model-${protocol}`),
+      prompt: 'x',
+      maxRetries: 0,
+    });
     expect(ok.text).toBe('echo: x');
   });
 });

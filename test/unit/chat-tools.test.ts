@@ -69,8 +69,8 @@ describe('offered tools', () => {
   });
 
   it('fails a tool call that comes without its turn: a wiring bug, not a guess', () => {
-    expect(() => turnOf({})).toThrow(/experimental_context/);
-    expect(() => turnOf({ experimental_context: { chatKey: 'c1' } })).toThrow(/experimental_context/);
+    expect(() => turnOf({})).toThrow(/toolsContext/);
+    expect(() => turnOf({ context: { chatKey: 'c1' } })).toThrow(/toolsContext/);
   });
 });
 

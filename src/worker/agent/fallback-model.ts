@@ -1,5 +1,5 @@
 import { APICallError } from 'ai';
-import type { ModelV3 } from './model.js';
+import type { ModelV4 } from './model.js';
 
 /** What the fallback needs to know about errors and time; the worker builds it (process/main.ts). */
 export interface FallbackPolicy {
@@ -17,7 +17,7 @@ export interface FallbackPolicy {
   onFallback?(from: string, to: string, err: unknown): void;
 }
 
-type CallOptions = Parameters<ModelV3['doGenerate']>[0];
+type CallOptions = Parameters<ModelV4['doGenerate']>[0];
 
 const MAX_RETRY_AFTER_MS = 60_000;
 
@@ -57,12 +57,12 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * An async method, unlike the single model's path (model.ts): its frame waits through the
  * call. Only a worker with fallback models pays for it.
  */
-export class FallbackModel implements ModelV3 {
-  readonly specificationVersion = 'v3';
+export class FallbackModel implements ModelV4 {
+  readonly specificationVersion = 'v4';
   readonly provider = 'chatlane.fallback';
 
   constructor(
-    private readonly models: readonly ModelV3[],
+    private readonly models: readonly ModelV4[],
     private readonly ids: readonly string[],
     private readonly policy: FallbackPolicy,
   ) {}
@@ -71,20 +71,20 @@ export class FallbackModel implements ModelV3 {
     return this.ids[0] ?? '';
   }
 
-  get supportedUrls(): ModelV3['supportedUrls'] {
+  get supportedUrls(): ModelV4['supportedUrls'] {
     return this.models[0]!.supportedUrls;
   }
 
-  doGenerate(options: CallOptions): ReturnType<ModelV3['doGenerate']> {
+  doGenerate(options: CallOptions): ReturnType<ModelV4['doGenerate']> {
     return this.run(options, (model, o) => model.doGenerate(o));
   }
 
   /** Falls back only while the stream is being opened (an error answer); not once it flows. */
-  doStream(options: CallOptions): ReturnType<ModelV3['doStream']> {
+  doStream(options: CallOptions): ReturnType<ModelV4['doStream']> {
     return this.run(options, (model, o) => model.doStream(o));
   }
 
-  private async run<R>(options: CallOptions, call: (model: ModelV3, options: CallOptions) => PromiseLike<R>) {
+  private async run<R>(options: CallOptions, call: (model: ModelV4, options: CallOptions) => PromiseLike<R>) {
     const { policy } = this;
     const retries = policy.rateLimitRetries ?? 2;
     const last = this.models.length - 1;
@@ -108,9 +108,9 @@ export class FallbackModel implements ModelV3 {
 
   /** One model call, on a signal of its own when calls have a deadline. */
   private attempt<R>(
-    model: ModelV3,
+    model: ModelV4,
     options: CallOptions,
-    call: (model: ModelV3, options: CallOptions) => PromiseLike<R>,
+    call: (model: ModelV4, options: CallOptions) => PromiseLike<R>,
   ): Promise<R> {
     const ms = this.policy.attemptTimeoutMs;
     if (!ms) return Promise.resolve(call(model, options));

@@ -4,8 +4,8 @@ import { FallbackModel, type FallbackPolicy } from './fallback-model.js';
 import { BUILT_IN_PROVIDERS, type ProviderFactories, registryOf } from './providers.js';
 
 /** A model object of the AI SDK's current specification (what createModel returns). */
-export type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
-export type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
+export type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
+export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
 
 /** Told the outcome of every call of each configured model (ModelHealth: which models are down). */
 export interface ModelCallObserver {
@@ -26,7 +26,7 @@ export interface ModelOptions {
  * keeps a step's result until the next step's call has returned, so a turn in its second
  * model call held its first call's request JSON (the system prompt and tool definitions once
  * more, as many small strings) and the response as parsed; the step results drop both
- * anyway (`experimental_include` in loop.ts) and nothing else reads them. The response's
+ * anyway (`include` in loop.ts) and nothing else reads them. The response's
  * model id becomes the configured `provider:model`, so each step says which model served it.
  */
 function asServedBy(result: GenerateResult, id: string): GenerateResult {
@@ -44,7 +44,7 @@ function asServedBy(result: GenerateResult, id: string): GenerateResult {
  * The provider's model with its own doGenerate replaced, not a delegating wrapper: no second
  * object, and no frame of ours waits through the call (the promise's reactions are all it adds).
  */
-function served(model: ModelV3, id: string, observer: ModelCallObserver | undefined): ModelV3 {
+function served(model: ModelV4, id: string, observer: ModelCallObserver | undefined): ModelV4 {
   const generate = model.doGenerate.bind(model);
   model.doGenerate = observer
     ? (options) =>
@@ -69,7 +69,7 @@ function served(model: ModelV3, id: string, observer: ModelCallObserver | undefi
 export function createModel(config: ModelConfig, options: ModelOptions = {}): LanguageModel {
   const registry = registryOf(config, options.providers ?? BUILT_IN_PROVIDERS);
   const models = config.models.map((spec) =>
-    served(registry.languageModel(spec.id) as ModelV3, spec.id, options.observer),
+    served(registry.languageModel(spec.id) as ModelV4, spec.id, options.observer),
   );
   if (models.length === 1) return models[0]!;
   if (!options.fallback)

@@ -55,7 +55,7 @@ export interface ChatToolsOptions {
 
 /**
  * Every tool a worker process has, built once: chatlane's own (their per-turn state comes with
- * each call as `experimental_context`, see tool-turn.ts), skills, contact send, and the
+ * each call as their `context`, see tool-turn.ts), skills, contact send, and the
  * operator's MCP tools (which change when a server connects or drops). A turn gets the whole
  * set with the names it offers as `activeTools`: the SDK sends only those to the model.
  */
