@@ -161,7 +161,13 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
 
   it('falls back to the next model on an outage (503, and 429 after its retries), and shows the model down', async () => {
     const { state } = stack.mock;
-    state.failNext({ model: 'mock-primary', count: 1000, status: 503, message: 'overloaded' });
+    state.failNext({
+      model: 'mock-primary',
+      count: 1000,
+      status: 503,
+      message: 'overloaded',
+      code: 'server_error',
+    });
     await postMessage(stack.ingressUrl(), 'outage', 'o1', 'are you there');
     await answered(stack, 'outage', 1);
     expect(await outboxTexts(stack, 'outage')).toEqual(['echo: are you there']);
@@ -182,7 +188,14 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
     // A rate limit: the same model is retried twice (as its answer asks), then the next one
     // serves the step; the step after that is the first model's again, which is back.
     state.reset();
-    state.failNext({ model: 'mock-primary', count: 3, status: 429, message: 'slow down', retryAfterMs: 10 });
+    state.failNext({
+      model: 'mock-primary',
+      count: 3,
+      status: 429,
+      message: 'slow down',
+      code: 'rate_limit_exceeded',
+      retryAfterMs: 10,
+    });
     await postMessage(stack.ingressUrl(), 'limited', 'r1', 'hi again');
     await answered(stack, 'limited', 1);
     expect(state.recorded('limited').map((r) => r.model)).toEqual([

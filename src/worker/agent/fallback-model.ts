@@ -1,5 +1,7 @@
-import { APICallError } from 'ai';
-import type { ModelV4 } from './model.js';
+import { APICallError, type LanguageModel } from 'ai';
+
+// As model.ts has it; declared here too, since model.ts builds this class.
+type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 
 /** What the fallback needs to know about errors and time; the worker builds it (process/main.ts). */
 export interface FallbackPolicy {
