@@ -46,19 +46,20 @@ function asServedBy(result: GenerateResult, id: string): GenerateResult {
  */
 function served(model: ModelV4, id: string, observer: ModelCallObserver | undefined): ModelV4 {
   const generate = model.doGenerate.bind(model);
-  model.doGenerate = observer
-    ? (options) =>
-        generate(options).then(
-          (result) => {
-            observer.served(id);
-            return asServedBy(result, id);
-          },
-          (err: unknown) => {
-            observer.callFailed(id, err);
-            throw err;
-          },
-        )
-    : (options) => generate(options).then((result) => asServedBy(result, id));
+  // The reactions are built once per model, not per call.
+  const ok = observer
+    ? (result: GenerateResult) => {
+        observer.served(id);
+        return asServedBy(result, id);
+      }
+    : (result: GenerateResult) => asServedBy(result, id);
+  const failed = observer
+    ? (err: unknown) => {
+        observer.callFailed(id, err);
+        throw err;
+      }
+    : undefined;
+  model.doGenerate = (options) => generate(options).then(ok, failed);
   return model;
 }
 

@@ -10,6 +10,7 @@ import { loadProviders, type ProviderFactories } from '../agent/providers.js';
 import { roleModel } from '../process/models.js';
 import { startRoleSideServer } from '../process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../process/startup.js';
+import type { ModelHealth } from '../turn/model-health.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
 
@@ -18,9 +19,9 @@ export function compactionDepsFromConfig(
   store: ChatStore,
   logger: Logger,
   providers?: ProviderFactories,
-): CompactionDeps {
+): CompactionDeps & { modelHealth: ModelHealth } {
   const models = requireCompactionModel(config);
-  const { model } = roleModel(models, {
+  const { model, health } = roleModel(models, {
     metrics: processMetrics(),
     logger,
     timeoutMs: config.LLM_TIMEOUT_MS,
@@ -30,6 +31,7 @@ export function compactionDepsFromConfig(
     store,
     model,
     modelName: models.models[0]!.id,
+    modelHealth: health,
     logger,
     settings: {
       keepLast: config.HISTORY_KEEP_LAST_MESSAGES,
@@ -76,7 +78,8 @@ export async function prepareCompactor(
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
   });
-  const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger, providers), {
+  const deps = compactionDepsFromConfig(config, store, logger, providers);
+  const worker = createCompactionWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
     connection,
     concurrency: config.COMPACTION_CONCURRENCY,
@@ -99,6 +102,7 @@ export async function prepareCompactor(
           redis: connection,
           isRunning: () => worker.isRunning() && !worker.closing,
           logger,
+          detail: () => ({ models: deps.modelHealth.models() }),
         }),
       )
     : undefined;
