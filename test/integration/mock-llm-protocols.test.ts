@@ -213,6 +213,19 @@ describe('mock-llm wire details', () => {
     expect((await post('/v1beta/models/m:countTokens', { contents })).status).toBe(404);
   });
 
+  it('takes a failure for one model, with its retry-after-ms, over POST /control', async () => {
+    const control = await post('/control', {
+      failNext: { model: 'down', count: 1, status: 429, retryAfterMs: 7, code: 'rate_limit_exceeded' },
+    });
+    expect(control.status).toBe(200);
+    const input = [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }];
+    expect((await post('/v1/responses', { model: 'up', input })).status).toBe(200);
+    const limited = await post('/v1/responses', { model: 'down', input });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after-ms')).toBe('7');
+    expect(await limited.json()).toMatchObject({ error: { code: 'rate_limit_exceeded' } });
+  });
+
   it('rejects malformed requests with a 400 in each protocol and records nothing', async () => {
     const anthropic = await post('/v1/messages', { model: 'm', messages: [] });
     expect(anthropic.status).toBe(400);
