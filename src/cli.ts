@@ -11,8 +11,8 @@ type Role = (typeof ROLES)[number];
 const USAGE = `usage: chatlane <role> [--help]
        chatlane config [--role <role>] [--markdown]
   ingress    HTTP API and webhooks
-  worker     turn worker (needs LLM_BASE_URL and LLM_MODEL)
-  compactor  history compaction worker (needs LLM_BASE_URL and LLM_MODEL)
+  worker     turn worker (needs LLM_MODEL, provider:model: see docs/models.md)
+  compactor  history compaction worker (needs LLM_MODEL or COMPACTION_MODEL)
   delivery   reply delivery only (workers deliver too unless DELIVERY_IN_WORKER=false)
   all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo

@@ -6,8 +6,9 @@
  *
  * Deterministic and exact at message granularity: a provider caches the longest identical
  * prefix in the order tools → system → messages, so the cached tokens are those of the
- * leading messages (system ones included) that are byte-identical, as JSON, to the previous
- * request's, counted as `prompt_tokens` counts them — and nothing when the tool definitions
+ * leading messages (system ones included) that are identical, as JSON of the conversation the
+ * mock reads out of any protocol (role, text, tool calls), to the previous request's, counted
+ * as `prompt_tokens` counts them — and nothing when the tool definitions
  * differ. A message that differs counts as not cached even where its first bytes match, and
  * there is no 1,024-token minimum nor 128-token rounding (OpenAI has both): the figures show
  * the request layout, not one provider's block size.

@@ -1,52 +1,47 @@
-import { z } from 'zod';
 import { countTextTokens as countTokens } from '../shared/tokens.js';
 import { NO_CHAT_KEY } from './state.js';
 
 /**
- * The deterministic "model": request schema, what to answer, and the OpenAI Chat
- * Completions wire shapes of that answer (one JSON body, or SSE chunks).
+ * The deterministic "model" every wire protocol shares: what to answer a conversation, in
+ * a form of its own that each protocol adapter (chat-completions.ts, responses.ts,
+ * anthropic.ts, gemini.ts) converts its request to and its answer from. The scripted
+ * behaviour (reply through chat_send, skills, summaries) lives only here.
  */
 
-// Loose on purpose: real clients send fields we do not care about, and a mock that
-// rejects them would fail in ways a real endpoint does not.
-const contentPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
-const contentSchema = z.union([z.string(), z.array(contentPartSchema)]).nullish();
+export interface MockToolCall {
+  name: string;
+  /** The call's arguments as JSON text. */
+  arguments: string;
+}
 
-const toolCallSchema = z.looseObject({
-  id: z.string().optional(),
-  type: z.string().optional(),
-  function: z.looseObject({ name: z.string(), arguments: z.string().optional() }),
-});
+/** One message of a conversation, whatever protocol carried it. */
+export interface MockMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  text: string;
+  toolCalls?: MockToolCall[];
+}
 
-const messageSchema = z.looseObject({
-  role: z.string().min(1),
-  content: contentSchema,
-  tool_calls: z.array(toolCallSchema).nullish(),
-});
-
-export const chatCompletionRequestSchema = z.looseObject({
-  model: z.string(),
-  messages: z.array(messageSchema).min(1),
-  tools: z
-    .array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }).optional() }))
-    .nullish(),
-  stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
-});
-
-export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
-type Message = ChatCompletionRequest['messages'][number];
+/** What a protocol adapter reads out of a request. */
+export interface MockRequest {
+  model: string;
+  messages: MockMessage[];
+  /** Names of the function tools offered. */
+  tools: string[];
+  stream: boolean;
+  /** The request's messages exactly as received, for the recordings. */
+  raw: unknown[];
+}
 
 export type MockReply =
   | { kind: 'text'; content: string }
   | { kind: 'tool'; id: string; name: string; arguments: string };
 
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-  /** As OpenAI reports prompt-cache reads (prompt-cache.ts). */
-  prompt_tokens_details: { cached_tokens: number };
+/** Token counts of one answer; each protocol names them its own way. */
+export interface MockUsage {
+  input: number;
+  output: number;
+  /** Input tokens the chat's previous request had as a prefix (prompt-cache.ts). */
+  cachedInput: number;
 }
 
 const CHAT_KEY_LINE = /^ChatKey:[ \t]*(\S+)/m;
@@ -59,45 +54,25 @@ const SKILLS_LOAD = 'skills_load';
 /** A user asking for a skill by name ("… skill: weather …") makes the mock load it first. */
 const SKILL_REQUEST = /\bskill:\s*([A-Za-z0-9_-]+)/i;
 
-export function messageText(message: Message): string {
-  const { content } = message;
-  if (content == null) return '';
-  if (typeof content === 'string') return content;
-  return content
-    .filter((p) => p.type === 'text' && typeof p.text === 'string')
-    .map((p) => p.text)
-    .join('\n');
-}
-
-function isSystem(message: Message): boolean {
-  return message.role === 'system' || message.role === 'developer';
-}
-
-export function chatKeyOf(request: ChatCompletionRequest): string {
-  for (const message of request.messages) {
-    if (!isSystem(message)) continue;
-    const match = CHAT_KEY_LINE.exec(messageText(message));
+export function chatKeyOf(messages: readonly MockMessage[]): string {
+  for (const message of messages) {
+    if (message.role !== 'system') continue;
+    const match = CHAT_KEY_LINE.exec(message.text);
     if (match?.[1]) return match[1];
   }
   return NO_CHAT_KEY;
 }
 
-export function toolNames(request: ChatCompletionRequest): string[] {
-  return (request.tools ?? []).flatMap((t) => (t.type === 'function' && t.function ? [t.function.name] : []));
-}
-
-export function promptTokens(request: ChatCompletionRequest): number {
+export function promptTokens(messages: readonly MockMessage[]): number {
   let total = 0;
-  for (const message of request.messages) total += messageTokens(message);
+  for (const message of messages) total += messageTokens(message);
   return total;
 }
 
 /** One message's share of `promptTokens`. */
-export function messageTokens(message: Message): number {
-  let total = countTokens(messageText(message));
-  for (const call of message.tool_calls ?? []) {
-    total += countTokens(call.function.name + (call.function.arguments ?? ''));
-  }
+export function messageTokens(message: MockMessage): number {
+  let total = countTokens(message.text);
+  for (const call of message.toolCalls ?? []) total += countTokens(call.name + call.arguments);
   return total;
 }
 
@@ -105,14 +80,31 @@ export function completionTokens(reply: MockReply): number {
   return reply.kind === 'text' ? countTokens(reply.content) : countTokens(reply.name + reply.arguments);
 }
 
+export function usageOf(prompt: number, reply: MockReply, cached = 0): MockUsage {
+  return { input: prompt, output: completionTokens(reply), cachedInput: cached };
+}
+
 let idCounter = 0;
-function nextId(prefix: string): string {
+export function nextId(prefix: string): string {
   idCounter += 1;
   return `${prefix}${Date.now().toString(36)}${idCounter.toString(36)}`;
 }
 
+/** Splits into a few pieces so clients exercise their delta accumulation. */
+export function pieces(text: string, size = 8): string[] {
+  if (text === '') return [];
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+/** JSON text of a tool call's arguments, for protocols that carry them as an object. */
+export function argumentsObject(reply: Extract<MockReply, { kind: 'tool' }>): unknown {
+  return JSON.parse(reply.arguments) as unknown;
+}
+
 /** Texts of the user messages between the assistant message before `end` and `end`. */
-function freshUserTexts(messages: Message[], end = messages.length): string[] {
+function freshUserTexts(messages: readonly MockMessage[], end = messages.length): string[] {
   const lastAssistant = messages.slice(0, end).findLastIndex((m) => m.role === 'assistant');
   return messages
     .slice(lastAssistant + 1, end)
@@ -121,34 +113,37 @@ function freshUserTexts(messages: Message[], end = messages.length): string[] {
 }
 
 /** What the user wrote: the text without chatlane's context block. */
-function userText(message: Message): string {
-  return messageText(message).replace(CONTEXT_BLOCK, '');
+function userText(message: MockMessage): string {
+  return message.text.replace(CONTEXT_BLOCK, '');
 }
 
 function toolCall(name: string, args: unknown): MockReply {
   return { kind: 'tool', id: nextId('call_'), name, arguments: JSON.stringify(args) };
 }
 
-/** The skill a `skills_load` call just answered (the assistant message before the tool result). */
-function loadedSkill(messages: Message[]): string | undefined {
-  const call = messages.at(-2)?.tool_calls?.find((c) => c.function.name === SKILLS_LOAD);
+/**
+ * The skill a `skills_load` call just answered: the assistant message with the call, before
+ * its result(s).
+ */
+function loadedSkill(messages: readonly MockMessage[]): string | undefined {
+  const before = messages.findLastIndex((m) => m.role !== 'tool');
+  const call = messages[before]?.toolCalls?.find((c) => c.name === SKILLS_LOAD);
   if (!call) return undefined;
   try {
-    return String((JSON.parse(call.function.arguments ?? '{}') as { name?: unknown }).name);
+    return String((JSON.parse(call.arguments || '{}') as { name?: unknown }).name);
   } catch {
     return undefined;
   }
 }
 
-export function decideReply(request: ChatCompletionRequest): MockReply {
-  const { messages } = request;
+export function decideReply(messages: readonly MockMessage[], tools: readonly string[]): MockReply {
   const last = messages[messages.length - 1];
-  const tools = toolNames(request);
   if (last?.role === 'tool') {
     // A skill was loaded for the user's messages: now answer them, saying which skill was used.
     const skill = loadedSkill(messages);
     if (skill && tools.includes(CHAT_SEND)) {
-      const fresh = freshUserTexts(messages, messages.length - 2);
+      const callAt = messages.findLastIndex((m) => m.role !== 'tool');
+      const fresh = freshUserTexts(messages, callAt);
       return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')} (with skill ${skill})` });
     }
     // Tool results are back: the model has said what it had to say, the turn ends.
@@ -162,13 +157,16 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
     return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')}` });
   }
 
-  const system = messages.filter(isSystem).map(messageText).join('\n');
+  const system = messages
+    .filter((m) => m.role === 'system')
+    .map((m) => m.text)
+    .join('\n');
   const lastUser = messages.findLast((m) => m.role === 'user');
   const lastUserText = lastUser ? userText(lastUser) : '';
   if (SUMMARY_HINT.test(system) || SUMMARY_HINT.test(lastUserText)) {
     const dialogue = messages
       .filter((m) => m.role === 'user' || m.role === 'assistant')
-      .map(messageText)
+      .map((m) => m.text)
       .filter((t) => t !== '')
       .join('\n');
     return { kind: 'text', content: `## Summary\n${dialogue.slice(0, SUMMARY_CHARS)}` };
@@ -176,102 +174,19 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
   return { kind: 'text', content: `echo: ${lastUserText}` };
 }
 
-function usageOf(prompt: number, reply: MockReply, cached: number): Usage {
-  const completion = completionTokens(reply);
-  return {
-    prompt_tokens: prompt,
-    completion_tokens: completion,
-    total_tokens: prompt + completion,
-    prompt_tokens_details: { cached_tokens: cached },
-  };
-}
-
-function finishReason(reply: MockReply): 'stop' | 'tool_calls' {
-  return reply.kind === 'tool' ? 'tool_calls' : 'stop';
-}
-
-export function completionBody(model: string, prompt: number, reply: MockReply, cached = 0) {
-  const message =
-    reply.kind === 'text'
-      ? { role: 'assistant' as const, content: reply.content }
-      : {
-          role: 'assistant' as const,
-          content: null,
-          tool_calls: [
-            {
-              id: reply.id,
-              type: 'function' as const,
-              function: { name: reply.name, arguments: reply.arguments },
-            },
-          ],
-        };
-  return {
-    id: nextId('chatcmpl-'),
-    object: 'chat.completion' as const,
-    created: Math.floor(Date.now() / 1000),
-    model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(reply) }],
-    usage: usageOf(prompt, reply, cached),
-  };
-}
-
-/** Splits into a few pieces so clients exercise their delta accumulation. */
-function pieces(text: string, size = 8): string[] {
-  if (text === '') return [];
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
-}
-
-/** The SSE `data:` payloads for one streamed answer, in order, without the `[DONE]` sentinel. */
-export function completionChunks(
-  model: string,
-  prompt: number,
-  reply: MockReply,
-  includeUsage: boolean,
-  cached = 0,
-) {
-  const id = nextId('chatcmpl-');
-  const created = Math.floor(Date.now() / 1000);
-  // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
-  const usageField = includeUsage ? { usage: null } : {};
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
-    id,
-    object: 'chat.completion.chunk' as const,
-    created,
-    model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-    ...usageField,
-  });
-
-  const chunks: object[] = [];
-  if (reply.kind === 'text') {
-    chunks.push(chunk({ role: 'assistant', content: '' }));
-    for (const piece of pieces(reply.content)) chunks.push(chunk({ content: piece }));
-  } else {
-    chunks.push(
-      chunk({
-        role: 'assistant',
-        content: null,
-        tool_calls: [
-          { index: 0, id: reply.id, type: 'function', function: { name: reply.name, arguments: '' } },
-        ],
-      }),
-    );
-    for (const piece of pieces(reply.arguments, 16)) {
-      chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
-    }
-  }
-  chunks.push(chunk({}, finishReason(reply)));
-  if (includeUsage) {
-    chunks.push({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model,
-      choices: [],
-      usage: usageOf(prompt, reply, cached),
-    });
-  }
-  return chunks;
+/** Text parts of a content that is a string or a list of `{ type, text }` parts. */
+export function partsText(content: unknown, textTypes: readonly string[] = ['text']): string {
+  if (content == null) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .filter(
+      (p): p is { type: string; text: string } =>
+        typeof p === 'object' &&
+        p !== null &&
+        textTypes.includes((p as { type?: unknown }).type as string) &&
+        typeof (p as { text?: unknown }).text === 'string',
+    )
+    .map((p) => p.text)
+    .join('\n');
 }

@@ -1,25 +1,21 @@
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadMockLlmConfig } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import {
-  type ChatCompletionRequest,
-  chatCompletionRequestSchema,
-  chatKeyOf,
-  completionBody,
-  completionChunks,
-  decideReply,
-  messageTokens,
-  promptTokens,
-  toolNames,
-} from './reply.js';
+import { answer } from './answer.js';
+import { anthropicMessages } from './anthropic.js';
+import { chatCompletions, openAiError } from './chat-completions.js';
+import { gemini } from './gemini.js';
+import type { Protocol, RouteParams } from './protocol.js';
+import { responses } from './responses.js';
 import { type LatencyRange, MockLlmState } from './state.js';
 
 /**
- * The project's own OpenAI-compatible model server: deterministic replies that drive the
- * worker's `chat_send` loop, plus the counters (per-chat concurrency above all) and
+ * The project's own model server: deterministic replies that drive the worker's `chat_send`
+ * loop, in the wire protocols of OpenAI (chat completions and Responses), Anthropic
+ * (Messages) and Gemini (generateContent), streamed or not, plus the counters (per-chat concurrency above all) and
  * controls (latency, injected failures, hold gates) that integration tests and benchmarks
  * need. Not a simulation mode of the worker: the worker talks to it over real HTTP.
  */
@@ -74,6 +70,8 @@ const controlSchema = z.strictObject({
       message: z.string().optional(),
       code: z.string().optional(),
       contains: z.string().min(1).optional(),
+      model: z.string().min(1).optional(),
+      retryAfterMs: msSchema.optional(),
     })
     .optional(),
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.
@@ -83,11 +81,6 @@ const controlSchema = z.strictObject({
 
 const requestsQuerySchema = z.object({ chatKey: z.string().min(1).optional() });
 const statsQuerySchema = z.object({ chatKeyPrefix: z.string().min(1).max(200).optional() });
-
-/** OpenAI's error body; `code` and `message` are what clients and tests look at. */
-function openAiError(message: string, code: string | null) {
-  return { error: { message, type: 'invalid_request_error', param: null, code } };
-}
 
 function zodMessage(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ');
@@ -109,8 +102,24 @@ function errorFields(error: unknown): z.infer<typeof thrownSchema> {
   return parsed.success ? parsed.data : { statusCode: undefined, code: undefined, message: String(error) };
 }
 
-function sseBody(chunks: object[]): string {
-  return `${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`;
+function sendNotFound(reply: FastifyReply, request: FastifyRequest) {
+  return reply.code(404).send(openAiError(`no route ${request.method} ${request.url}`, 'not_found'));
+}
+
+const geminiQuerySchema = z.looseObject({ alt: z.string().optional() });
+const GEMINI_CALL = /^(.+):(generateContent|streamGenerateContent)$/;
+
+/** The model and the kind of call a Gemini path names; undefined for any other call. */
+function geminiRoute(request: FastifyRequest): RouteParams | undefined {
+  const call = (request.params as { call?: unknown }).call;
+  const match = typeof call === 'string' ? GEMINI_CALL.exec(call) : null;
+  if (!match) return undefined;
+  const query = geminiQuerySchema.safeParse(request.query);
+  return {
+    model: match[1],
+    stream: match[2] === 'streamGenerateContent',
+    sse: query.success && query.data.alt === 'sse',
+  };
 }
 
 export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstance; state: MockLlmState } {
@@ -129,9 +138,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     return reply.code(status).send(openAiError(message, errorCode));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(openAiError(`no route ${request.method} ${request.url}`, 'not_found')),
-  );
+  app.setNotFoundHandler((request, reply) => sendNotFound(reply, request));
 
   app.get('/healthz', async () => ({ ok: true }));
 
@@ -174,83 +181,23 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     return { ok: true };
   });
 
-  app.post('/v1/chat/completions', async (request, reply) => {
-    const parsed = chatCompletionRequestSchema.safeParse(request.body);
-    if (!parsed.success) return sendBadRequest(reply, zodMessage(parsed.error));
-    const body: ChatCompletionRequest = parsed.data;
-    const chatKey = chatKeyOf(body);
-    const prompt = promptTokens(body);
-    const stream = body.stream === true;
-    // The raw body, not zod's copy: what a provider caches is the request as sent.
-    const raw = request.body as { tools?: unknown; messages: unknown[] };
-    const cached = state.promptCache.read(chatKey, raw.tools, raw.messages, (i) =>
-      messageTokens(body.messages[i]!),
-    );
-
-    const { end, failure, index } = state.begin({
-      chatKey,
-      at: Date.now(),
-      stream,
-      messages: raw.messages,
-      tools: toolNames(body),
-      promptTokens: prompt,
-      cachedTokens: cached,
-      body: raw,
-    });
-    // A client that gave up is no longer "in flight" from the caller's point of view; a
-    // retry it sends next must not show up as a concurrency violation.
-    const gone = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) gone.abort();
-      end();
-    });
-
-    let answer: { status: number; json: object } | { status: 200; sse: string };
-    try {
-      await state.delay(chatKey, gone.signal, index);
-      if (failure) {
-        answer = { status: failure.status, json: openAiError(failure.message, failure.code) };
-      } else {
-        const decided = decideReply(body);
-        answer = stream
-          ? {
-              status: 200,
-              sse: sseBody(
-                completionChunks(
-                  body.model,
-                  prompt,
-                  decided,
-                  body.stream_options?.include_usage === true,
-                  cached,
-                ),
-              ),
-            }
-          : { status: 200, json: completionBody(body.model, prompt, decided, cached) };
+  const serve =
+    <B>(protocol: Protocol<B>) =>
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const params = protocol === gemini ? geminiRoute(request) : {};
+      if (params === undefined) return sendNotFound(reply, request);
+      const parsed = protocol.schema.safeParse(request.body);
+      if (!parsed.success) {
+        return reply.code(400).send(protocol.error(zodMessage(parsed.error), 'invalid_request', 400));
       }
-    } finally {
-      // Released before the first byte goes out: a client that reacts to this response
-      // with its next request must find the chat idle.
-      end();
-    }
+      return answer(state, protocol, parsed.data, params, reply);
+    };
 
-    if (gone.signal.aborted) {
-      // Nobody is listening; tell Fastify the reply is handled rather than leave it pending.
-      reply.hijack();
-      reply.raw.destroy();
-      return reply;
-    }
-    if ('json' in answer) return reply.code(answer.status).send(answer.json);
-    // All chunks in one write: the chunk boundaries are what SSE clients parse, and
-    // nothing here benefits from trickling them out.
-    reply.hijack();
-    reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-    });
-    reply.raw.end(answer.sse);
-    return reply;
-  });
+  app.post('/v1/chat/completions', serve(chatCompletions));
+  app.post('/v1/responses', serve(responses));
+  app.post('/v1/messages', serve(anthropicMessages));
+  // `{model}:generateContent`: one path segment, split by geminiRoute.
+  app.post('/v1beta/models/:call', serve(gemini));
 
   return { app, state };
 }

@@ -13,6 +13,10 @@ export const DEFAULT_FAIL_CODE = 'context_length_exceeded';
 
 export interface RecordedRequest {
   chatKey: string;
+  /** The wire protocol it came in (chat-completions, responses, anthropic-messages, gemini). */
+  protocol: string;
+  /** The model it named. */
+  model: string;
   at: number;
   stream: boolean;
   /** The request's `messages`, exactly as received. */
@@ -45,21 +49,27 @@ export interface FailNextInput {
   chatKey?: string;
   /** Only requests whose messages contain this text match (a message the model always refuses). */
   contains?: string;
+  /** Only requests naming this model match (an outage of one model, for fallback). */
+  model?: string;
   count: number;
   status?: number;
   message?: string;
   code?: string;
+  /** Sent as `retry-after-ms` (a rate limit saying when to come back; clients' retries honour it). */
+  retryAfterMs?: number;
 }
 
 export interface Failure {
   status: number;
   message: string;
   code: string;
+  retryAfterMs?: number;
 }
 
 interface FailRule extends Failure {
   chatKey: string | undefined;
   contains: string | undefined;
+  model: string | undefined;
   remaining: number;
 }
 
@@ -242,10 +252,12 @@ export class MockLlmState {
     this.failRules.push({
       chatKey: input.chatKey,
       contains: input.contains,
+      model: input.model,
       remaining: input.count,
       status: input.status ?? 400,
       message: input.message ?? DEFAULT_FAIL_MESSAGE,
       code: input.code ?? DEFAULT_FAIL_CODE,
+      ...(input.retryAfterMs !== undefined && { retryAfterMs: input.retryAfterMs }),
     });
   }
 
@@ -317,7 +329,7 @@ export class MockLlmState {
       this.pushBounded(this.violationList, { chatKey, inFlight: live, at: entry.at }, MAX_VIOLATIONS);
 
     this.pushBounded(this.recordings, entry, this.maxRecorded);
-    const failure = this.takeFailure(chatKey, entry.messages);
+    const failure = this.takeFailure(entry);
     this.notifyWaiters(chatKey, arrived);
 
     let ended = false;
@@ -351,10 +363,11 @@ export class MockLlmState {
     return min + Math.random() * (max - min);
   }
 
-  private takeFailure(chatKey: string, messages: unknown[]): Failure | undefined {
+  private takeFailure({ chatKey, model, messages }: RecordedRequest): Failure | undefined {
     let text: string | undefined;
     const index = this.failRules.findIndex((r) => {
       if (r.chatKey !== undefined && r.chatKey !== chatKey) return false;
+      if (r.model !== undefined && r.model !== model) return false;
       if (r.contains === undefined) return true;
       text ??= JSON.stringify(messages);
       return text.includes(r.contains);
@@ -363,7 +376,12 @@ export class MockLlmState {
     if (!rule) return undefined;
     rule.remaining -= 1;
     if (rule.remaining <= 0) this.failRules.splice(index, 1);
-    return { status: rule.status, message: rule.message, code: rule.code };
+    return {
+      status: rule.status,
+      message: rule.message,
+      code: rule.code,
+      ...(rule.retryAfterMs !== undefined && { retryAfterMs: rule.retryAfterMs }),
+    };
   }
 
   private notifyWaiters(chatKey: string, arrived: number): void {

@@ -17,9 +17,9 @@ export const ROLE_SUMMARY: Record<Role | 'all', string> = {
   ingress:
     'HTTP API and webhooks: stores each message in Redis and enqueues the turn of its chat; serves the live stream, /metrics, /healthz, /readyz and Bull Board.',
   worker:
-    'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_BASE_URL and LLM_MODEL.',
+    'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_MODEL (provider:model, docs/models.md) and the key of its provider.',
   compactor:
-    'Summarises the oldest part of long histories in the background so turns stay under MAX_INPUT_TOKENS. Needs LLM_BASE_URL and LLM_MODEL.',
+    'Summarises the oldest part of long histories in the background so turns stay under MAX_INPUT_TOKENS. Needs COMPACTION_MODEL or LLM_MODEL (provider:model, docs/models.md) and the key of its provider.',
   delivery:
     'Sends outbox items to platforms and signed webhook receivers, in order, at least once; for fleets that keep delivery apart from the model workers (DELIVERY_IN_WORKER=false on those).',
   'mock-llm': 'The OpenAI-compatible mock model the tests, the demo and load tests use.',
@@ -55,7 +55,14 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   LLM_BASE_URL: [W, C],
   LLM_API_KEY: [W, C],
   LLM_MODEL: [W, C],
-  LLM_TIMEOUT_MS: [W],
+  LLM_TIMEOUT_MS: [W, C],
+  LLM_FALLBACK_MODELS: [W, C],
+  OPENAI_API_KEY: [W, C],
+  OPENAI_BASE_URL: [W, C],
+  ANTHROPIC_API_KEY: [W, C],
+  ANTHROPIC_BASE_URL: [W, C],
+  GOOGLE_GENERATIVE_AI_API_KEY: [W, C],
+  GOOGLE_GENERATIVE_AI_BASE_URL: [W, C],
   WORKER_CONCURRENCY: [W],
   MAX_STEPS: [W],
   MAX_MERGES_PER_TURN: [W],
@@ -92,7 +99,7 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   HTTP_MAX_REQUESTS_PER_SOCKET: [I],
   COMPACT_AT_TOKENS: [W, C],
   KEEP_RECENT_TOKENS: [C],
-  COMPACTION_MODEL: [C],
+  COMPACTION_MODEL: [W, C],
   COMPACTION_MAX_TOKENS: [C],
   COMPACTION_CONCURRENCY: [C],
   ARCHIVE_ON_COMPACT: [C],

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
 import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
@@ -6,8 +7,18 @@ import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
 import { retentionShape } from './retention.js';
 
+export {
+  type ModelConfig,
+  type ModelSpec,
+  PROVIDERS,
+  type ProviderName,
+  type ProviderSettings,
+  parseModelId,
+} from './config-models.js';
 export { type GenericSource, genericSecretsVariable } from './config-secrets.js';
 export type { ClusterNode } from './config-values.js';
+
+const httpUrl = optionalString.pipe(z.string().url().optional());
 
 /**
  * The one place that reads the environment. Parsed once at boot; a bad value stops the
@@ -87,17 +98,28 @@ export const configSchema = () =>
       .default('info')
       .describe('pino log level'),
 
-    LLM_BASE_URL: optionalString
-      .pipe(z.string().url().optional())
-      .describe(
-        'OpenAI-compatible endpoint of the model; a worker or compactor without it stops with a message naming it',
-      ),
+    LLM_BASE_URL: httpUrl.describe(
+      'endpoint of the openai-compatible provider (models with no provider prefix); a worker or compactor that needs it and lacks it stops naming it',
+    ),
     LLM_API_KEY: optionalString.describe('API key sent to LLM_BASE_URL, if the endpoint needs one'),
     LLM_MODEL: optionalString.describe(
-      'model id for turns (and for summaries unless COMPACTION_MODEL is set)',
+      'provider:model for turns (and for summaries unless COMPACTION_MODEL is set): openai:, anthropic:, google:, or openai-compatible: (the default without a prefix)',
     ),
     LLM_TIMEOUT_MS: int(120_000, 1000).describe(
-      'longest one model step may take before it counts as a model timeout',
+      'longest one model call may take before it counts as a model timeout (a step gets this once per model of the fallback chain)',
+    ),
+    LLM_FALLBACK_MODELS: modelList.describe(
+      'comma list of provider:model tried in order when a model call fails for an outage (5xx, timeout, refused connection, 429 after its retries); never on a refused message',
+    ),
+    OPENAI_API_KEY: optionalString.describe('API key of the openai: provider (OpenAI Responses API)'),
+    OPENAI_BASE_URL: httpUrl.describe('base URL of the openai: provider; default https://api.openai.com/v1'),
+    ANTHROPIC_API_KEY: optionalString.describe('API key of the anthropic: provider (Anthropic Messages API)'),
+    ANTHROPIC_BASE_URL: httpUrl.describe(
+      'base URL of the anthropic: provider; default https://api.anthropic.com/v1',
+    ),
+    GOOGLE_GENERATIVE_AI_API_KEY: optionalString.describe('API key of the google: provider (Gemini API)'),
+    GOOGLE_GENERATIVE_AI_BASE_URL: httpUrl.describe(
+      'base URL of the google: provider; default https://generativelanguage.googleapis.com/v1beta',
     ),
 
     WORKER_CONCURRENCY: int(32, 1).describe(
@@ -231,7 +253,9 @@ export const configSchema = () =>
       .min(0)
       .optional()
       .describe('recent tokens compaction always keeps verbatim; default 0.4 x MAX_INPUT_TOKENS'),
-    COMPACTION_MODEL: optionalString.describe('model for summaries on the same endpoint; default LLM_MODEL'),
+    COMPACTION_MODEL: optionalString.describe(
+      'provider:model for summaries (a cheaper one, say), then LLM_FALLBACK_MODELS; default LLM_MODEL',
+    ),
     COMPACTION_MAX_TOKENS: int(1500, 64).describe('output cap of one summary'),
     COMPACTION_CONCURRENCY: int(4, 1).describe('compactions one compactor process runs at once'),
     ARCHIVE_ON_COMPACT: flag('true').describe(
@@ -428,23 +452,40 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return config;
 }
 
-export interface ModelConfig {
-  baseURL: string;
-  apiKey: string | undefined;
-  model: string;
+const NO_MODEL_HINT =
+  'LLM_MODEL is provider:model (openai:, anthropic:, google:, or openai-compatible: - the default, ' +
+  'at LLM_BASE_URL with LLM_API_KEY if the endpoint needs one), e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 ' +
+  'LLM_MODEL=mock with `chatlane mock-llm` for local runs; see docs/models.md';
+
+/** A role's chain, or a ConfigError naming every variable a model of it still needs. */
+function chainOf(config: Config, variable: string, value: string): ModelConfig {
+  const { config: models, problems } = modelChain(config, { variable, value }, config.LLM_FALLBACK_MODELS);
+  if (problems.length > 0) throw new ConfigError(`invalid model configuration:\n${problems.join('\n')}`);
+  return models;
 }
 
-/** Workers cannot run without a model: there is no simulation mode. */
+/**
+ * Workers cannot run without a model: there is no simulation mode. A half configuration (a
+ * provider's key missing, for the role's model or a fallback) stops the process at its start,
+ * not at its first model call.
+ */
 export function requireModel(config: Config): ModelConfig {
-  const missing = (['LLM_BASE_URL', 'LLM_MODEL'] as const).filter((k) => !config[k]);
-  if (missing.length > 0 || !config.LLM_BASE_URL || !config.LLM_MODEL) {
-    throw new ConfigError(
-      `no model configured: set ${missing.join(' and ')} (and LLM_API_KEY if the endpoint needs one) ` +
-        'to an OpenAI-compatible endpoint, e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 LLM_MODEL=mock ' +
-        'with `chatlane mock-llm` for local runs',
-    );
+  if (!config.LLM_MODEL) {
+    // Unprefixed is openai-compatible, so LLM_BASE_URL is named too when it is missing as well.
+    const missing = config.LLM_BASE_URL ? 'LLM_MODEL' : 'LLM_BASE_URL and LLM_MODEL';
+    throw new ConfigError(`no model configured: set ${missing} (${NO_MODEL_HINT})`);
   }
-  return { baseURL: config.LLM_BASE_URL, apiKey: config.LLM_API_KEY, model: config.LLM_MODEL };
+  const spec = parseModelId(config.LLM_MODEL);
+  if (spec.provider === 'openai-compatible' && !config.LLM_BASE_URL && !modelIdProblem(config.LLM_MODEL)) {
+    throw new ConfigError(`no model configured: set LLM_BASE_URL (${NO_MODEL_HINT})`);
+  }
+  return chainOf(config, 'LLM_MODEL', config.LLM_MODEL);
+}
+
+/** The compactor's models: COMPACTION_MODEL (a cheaper one, say) or LLM_MODEL, then the fallbacks. */
+export function requireCompactionModel(config: Config): ModelConfig {
+  if (!config.COMPACTION_MODEL) return requireModel(config);
+  return chainOf(config, 'COMPACTION_MODEL', config.COMPACTION_MODEL);
 }
 
 // ---------------------------------------------------------------------------

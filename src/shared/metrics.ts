@@ -40,6 +40,8 @@ export interface Metrics {
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
   mcpServerUp: Gauge<'server'>;
+  modelUp: Gauge<'model'>;
+  modelFallbacks: Counter<'model'>;
 }
 
 export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: boolean } = {}): Metrics {
@@ -164,6 +166,18 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_mcp_server_up',
       help: '1 while the worker is connected to the MCP server (MCP_CONFIG), 0 while it is down and being retried',
       labelNames: ['server'],
+      registers,
+    }),
+    modelUp: new Gauge({
+      name: 'chatlane_model_up',
+      help: "1 while the model (provider:model) answers this process's calls, 0 since a call failed on the endpoint (outage, auth, unknown model) until one succeeds",
+      labelNames: ['model'],
+      registers,
+    }),
+    modelFallbacks: new Counter({
+      name: 'chatlane_model_fallbacks_total',
+      help: 'Model calls moved to the next model of LLM_FALLBACK_MODELS because this model (provider:model) had an outage',
+      labelNames: ['model'],
       registers,
     }),
   };

@@ -18,6 +18,48 @@ describe('chatlane CLI', () => {
     expect(res.stderr).toMatch(/LLM_BASE_URL and LLM_MODEL/);
   });
 
+  // A half configuration of a model stops each role that calls models before it takes a job
+  // (before it even connects to Redis), naming the variable to set.
+  const halfConfigured: [string, Record<string, string>, string][] = [
+    ['openai: without OPENAI_API_KEY', { LLM_MODEL: 'openai:gpt-5-mini' }, 'OPENAI_API_KEY: missing'],
+    [
+      'anthropic: without ANTHROPIC_API_KEY',
+      { LLM_MODEL: 'anthropic:claude-haiku-4-5' },
+      'ANTHROPIC_API_KEY: missing',
+    ],
+    [
+      'google: without GOOGLE_GENERATIVE_AI_API_KEY',
+      { LLM_MODEL: 'google:gemini-2.5-flash' },
+      'GOOGLE_GENERATIVE_AI_API_KEY: missing',
+    ],
+    [
+      'openai-compatible: without LLM_BASE_URL',
+      { LLM_MODEL: 'openai-compatible:mock' },
+      'set LLM_BASE_URL (',
+    ],
+    [
+      'a fallback model without its key',
+      { LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'mock', LLM_FALLBACK_MODELS: 'openai:gpt-5-nano' },
+      'OPENAI_API_KEY: missing: LLM_FALLBACK_MODELS',
+    ],
+    [
+      'a COMPACTION_MODEL without its key',
+      {
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        LLM_MODEL: 'mock',
+        COMPACTION_MODEL: 'anthropic:claude-haiku-4-5',
+      },
+      "ANTHROPIC_API_KEY: missing: COMPACTION_MODEL 'anthropic:claude-haiku-4-5'",
+    ],
+  ];
+  for (const role of ['worker', 'compactor']) {
+    it.each(halfConfigured)(`a ${role} with %s exits non-zero naming the variable`, (_case, env, message) => {
+      const res = run([role], env);
+      expect(res.status).toBe(2);
+      expect(res.stderr).toContain(message);
+    });
+  }
+
   it('a bad configuration value stops the process with a message naming the variable', () => {
     const res = run(['ingress'], { PORT: 'not-a-port' });
     expect(res.status).toBe(2);

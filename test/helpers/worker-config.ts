@@ -1,4 +1,4 @@
-import { type Config, loadConfig } from '../../src/shared/config.js';
+import { type Config, loadConfig, type ModelConfig } from '../../src/shared/config.js';
 
 /** The configuration of an in-process worker on a test prefix, talking to a mock model, any side port. */
 export function workerConfig(prefix: string, llmUrl: string, extra: Record<string, string> = {}): Config {
@@ -11,4 +11,12 @@ export function workerConfig(prefix: string, llmUrl: string, extra: Record<strin
     LLM_MODEL: 'mock',
     ...extra,
   });
+}
+
+/** The model configuration of the default provider (openai-compatible) at the mock model. */
+export function mockModelConfig(llmUrl: string, apiKey?: string): ModelConfig {
+  return {
+    models: [{ id: 'openai-compatible:mock', provider: 'openai-compatible', model: 'mock' }],
+    providers: { 'openai-compatible': { baseURL: llmUrl, apiKey } },
+  };
 }

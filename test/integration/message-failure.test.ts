@@ -18,6 +18,7 @@ import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { scriptedModel } from '../helpers/scripted-model.js';
 import { turnDeps, withOverflowCompaction } from '../helpers/turn-deps.js';
+import { mockModelConfig } from '../helpers/worker-config.js';
 
 const NOTICE = 'Sorry, that one did not go through. Please send it again.';
 const limits = { maxPending: 100, dedupWindowMs: 60_000 };
@@ -37,7 +38,7 @@ beforeEach(() => {
   mock.state.reset();
   metrics = createMetrics({ defaultMetrics: false });
   // The real HTTP model: the provider's 400s and 401s arrive as real APICallErrors.
-  const model = createModel({ baseURL: mock.url, apiKey: 'test-key', model: 'mock' });
+  const model = createModel(mockModelConfig(mock.url, 'test-key'));
   deps = {
     ...turnDeps(redis, prefix, model),
     failureNotice: NOTICE,

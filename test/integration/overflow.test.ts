@@ -8,6 +8,7 @@ import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { turnDeps, withOverflowCompaction } from '../helpers/turn-deps.js';
+import { mockModelConfig } from '../helpers/worker-config.js';
 
 const redis = testRedis();
 let mock: Awaited<ReturnType<typeof startMockLlm>>;
@@ -21,7 +22,7 @@ beforeEach(() => {
   prefix = randomPrefix('overflow');
   mock.state.reset();
   // The real HTTP model: the provider's 400 arrives as a real APICallError.
-  const model = createModel({ baseURL: mock.url, apiKey: undefined, model: 'mock' });
+  const model = createModel(mockModelConfig(mock.url));
   deps = turnDeps(redis, prefix, model);
   withOverflowCompaction(deps, model);
 });

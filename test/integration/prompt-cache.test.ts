@@ -9,6 +9,7 @@ import { windowStart, windowStep } from '../../src/worker/pipeline/provider.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
+import { mockModelConfig } from '../helpers/worker-config.js';
 
 /**
  * The prefix rule (docs/prompt-caching.md) on real turns: real Redis, `runTurn`, the
@@ -37,7 +38,7 @@ afterAll(async () => {
 });
 
 function deps(settings: Parameters<typeof turnDeps>[3] = {}): TurnDeps {
-  const model = createModel({ baseURL: mock.url, model: 'mock', apiKey: undefined });
+  const model = createModel(mockModelConfig(mock.url));
   return turnDeps(redis, prefix, model, settings);
 }
 
@@ -144,7 +145,7 @@ describe('requests a prompt cache can reuse', () => {
     for (const text of ['one', 'two', 'three', 'four']) await turn(d, 'c1', text);
     const changes: Record<string, () => Promise<unknown>> = {
       compaction: async () => {
-        const summarizer = createModel({ baseURL: mock.url, model: 'mock', apiKey: undefined });
+        const summarizer = createModel(mockModelConfig(mock.url));
         const settings = {
           keepLast: 2,
           keepRecentTokens: 0,

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, filePolicy, loadConfig, requireModel } from '../../src/shared/config.js';
+import {
+  ConfigError,
+  filePolicy,
+  loadConfig,
+  parseModelId,
+  requireCompactionModel,
+  requireModel,
+} from '../../src/shared/config.js';
 
 /** The ConfigError thrown by `fn`; fails the test when nothing or something else is thrown. */
 function configErrorOf(fn: () => unknown): ConfigError {
@@ -216,26 +223,135 @@ describe('requireModel', () => {
     expect(err.message).toContain('set LLM_BASE_URL and LLM_MODEL ');
   });
 
-  it('returns the model config when both are set', () => {
+  it('returns the model config when both are set: no prefix is the openai-compatible provider', () => {
     const config = loadConfig({
       LLM_BASE_URL: 'http://127.0.0.1:4010/v1',
       LLM_MODEL: 'mock',
       LLM_API_KEY: 'sk-1',
     });
     expect(requireModel(config)).toEqual({
-      baseURL: 'http://127.0.0.1:4010/v1',
-      apiKey: 'sk-1',
-      model: 'mock',
+      models: [{ id: 'openai-compatible:mock', provider: 'openai-compatible', model: 'mock' }],
+      providers: { 'openai-compatible': { baseURL: 'http://127.0.0.1:4010/v1', apiKey: 'sk-1' } },
     });
   });
 
   it('returns an undefined api key when none is set', () => {
     const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:4010/v1', LLM_MODEL: 'mock' });
-    expect(requireModel(config)).toEqual({
+    expect(requireModel(config).providers['openai-compatible']).toEqual({
       baseURL: 'http://127.0.0.1:4010/v1',
       apiKey: undefined,
-      model: 'mock',
     });
+  });
+
+  it('keeps an unknown prefix as part of an openai-compatible model id (ollama llama3:8b)', () => {
+    const config = loadConfig({ LLM_BASE_URL: 'http://127.0.0.1:11434/v1', LLM_MODEL: 'llama3:8b' });
+    expect(requireModel(config).models).toEqual([
+      { id: 'openai-compatible:llama3:8b', provider: 'openai-compatible', model: 'llama3:8b' },
+    ]);
+    expect(parseModelId('openai-compatible:llama3:8b').model).toBe('llama3:8b');
+  });
+
+  it('reads each provider its own key and base URL, with the provider default when no URL is set', () => {
+    const config = loadConfig({
+      LLM_MODEL: 'anthropic:claude-sonnet-4-5',
+      LLM_FALLBACK_MODELS: 'openai:gpt-5-mini, google:gemini-2.5-flash,mock',
+      ANTHROPIC_API_KEY: 'a-key',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:4010/v1',
+      OPENAI_API_KEY: 'o-key',
+      GOOGLE_GENERATIVE_AI_API_KEY: 'g-key',
+      LLM_BASE_URL: 'http://127.0.0.1:4010/v1',
+    });
+    const models = requireModel(config);
+    expect(models.models.map((m) => m.id)).toEqual([
+      'anthropic:claude-sonnet-4-5',
+      'openai:gpt-5-mini',
+      'google:gemini-2.5-flash',
+      'openai-compatible:mock',
+    ]);
+    expect(models.providers).toEqual({
+      anthropic: { baseURL: 'http://127.0.0.1:4010/v1', apiKey: 'a-key' },
+      openai: { baseURL: 'https://api.openai.com/v1', apiKey: 'o-key' },
+      google: { baseURL: 'https://generativelanguage.googleapis.com/v1beta', apiKey: 'g-key' },
+      'openai-compatible': { baseURL: 'http://127.0.0.1:4010/v1', apiKey: undefined },
+    });
+  });
+
+  it('gives the compactor COMPACTION_MODEL, then the fallback models, needing only their providers', () => {
+    const config = loadConfig({
+      COMPACTION_MODEL: 'google:gemini-2.5-flash-lite',
+      LLM_FALLBACK_MODELS: 'openai:gpt-5-nano',
+      GOOGLE_GENERATIVE_AI_API_KEY: 'g-key',
+      OPENAI_API_KEY: 'o-key',
+    });
+    expect(requireCompactionModel(config).models.map((m) => m.id)).toEqual([
+      'google:gemini-2.5-flash-lite',
+      'openai:gpt-5-nano',
+    ]);
+    expect(Object.keys(requireCompactionModel(config).providers)).toEqual(['google', 'openai']);
+  });
+
+  // Every half configuration names the variable to set (test/e2e/cli.test.ts: the same for the processes).
+  it.each([
+    ['openai without its key', { LLM_MODEL: 'openai:gpt-5-mini' }, 'OPENAI_API_KEY: missing'],
+    ['anthropic without its key', { LLM_MODEL: 'anthropic:claude-haiku-4-5' }, 'ANTHROPIC_API_KEY: missing'],
+    [
+      'google without its key',
+      { LLM_MODEL: 'google:gemini-2.5-flash' },
+      'GOOGLE_GENERATIVE_AI_API_KEY: missing',
+    ],
+    [
+      'openai-compatible: without LLM_BASE_URL',
+      { LLM_MODEL: 'openai-compatible:mock' },
+      'set LLM_BASE_URL (',
+    ],
+    [
+      'a fallback model without its key',
+      {
+        LLM_BASE_URL: 'http://127.0.0.1:4010/v1',
+        LLM_MODEL: 'mock',
+        LLM_FALLBACK_MODELS: 'anthropic:claude-haiku-4-5',
+      },
+      'ANTHROPIC_API_KEY: missing: LLM_FALLBACK_MODELS',
+    ],
+    [
+      'an unprefixed fallback model without LLM_BASE_URL',
+      { LLM_MODEL: 'openai:gpt-5-mini', OPENAI_API_KEY: 'k', LLM_FALLBACK_MODELS: 'mock' },
+      'LLM_BASE_URL: missing: LLM_FALLBACK_MODELS',
+    ],
+    [
+      'a provider with no model',
+      { LLM_MODEL: 'anthropic:', ANTHROPIC_API_KEY: 'k' },
+      "LLM_MODEL: 'anthropic:': no model",
+    ],
+  ])('stops on %s, naming the variable', (_case, env, message) => {
+    expect(configErrorOf(() => requireModel(loadConfig(env))).message).toContain(message);
+  });
+
+  it('stops on a COMPACTION_MODEL whose provider has no key', () => {
+    const config = loadConfig({
+      LLM_BASE_URL: 'http://127.0.0.1:4010/v1',
+      LLM_MODEL: 'mock',
+      COMPACTION_MODEL: 'openai:gpt-5-nano',
+    });
+    expect(configErrorOf(() => requireCompactionModel(config)).message).toContain(
+      "OPENAI_API_KEY: missing: COMPACTION_MODEL 'openai:gpt-5-nano'",
+    );
+  });
+
+  it.each([
+    ['a base URL that is not a URL', { ANTHROPIC_BASE_URL: 'not a url' }, 'ANTHROPIC_BASE_URL:'],
+    [
+      'a fallback list naming a model twice',
+      { LLM_FALLBACK_MODELS: 'mock,openai-compatible:mock' },
+      'LLM_FALLBACK_MODELS: lists a model twice',
+    ],
+    [
+      'a fallback entry with no model',
+      { LLM_FALLBACK_MODELS: 'google:' },
+      "LLM_FALLBACK_MODELS: 'google:': no model",
+    ],
+  ])('rejects %s when the configuration is loaded', (_case, env, message) => {
+    expect(configErrorOf(() => loadConfig(env)).message).toContain(message);
   });
 });
 

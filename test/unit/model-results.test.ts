@@ -2,7 +2,10 @@ import { generateText, isStepCount, type LanguageModel, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startMockLlm } from '../../src/mock-llm/server.js';
+import { loadConfig, requireModel } from '../../src/shared/config.js';
 import { createModel } from '../../src/worker/agent/model.js';
+import { loadProviders } from '../../src/worker/agent/providers.js';
+import { mockModelConfig } from '../helpers/worker-config.js';
 
 let url: string;
 let close: () => Promise<void>;
@@ -18,7 +21,7 @@ afterAll(async () => {
 type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 
 function model(): ModelV4 {
-  const m = createModel({ baseURL: url, apiKey: undefined, model: 'mock' });
+  const m = createModel(mockModelConfig(url));
   if (typeof m === 'string' || m.specificationVersion !== 'v4') throw new Error('expected a v4 model');
   return m;
 }
@@ -26,6 +29,35 @@ function model(): ModelV4 {
 const system = 'You are a test bot.\nChatKey: chat-bodies\nReply with chat_send.';
 
 describe('the worker model', () => {
+  it.each([
+    ['openai:mock-o', (u: string) => ({ OPENAI_API_KEY: 'k', OPENAI_BASE_URL: u })],
+    ['anthropic:mock-a', (u: string) => ({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: u })],
+    [
+      'google:mock-g',
+      (u: string) => ({
+        GOOGLE_GENERATIVE_AI_API_KEY: 'k',
+        GOOGLE_GENERATIVE_AI_BASE_URL: u.replace(/\/v1$/, '/v1beta'),
+      }),
+    ],
+  ])(
+    'drops the bodies for %s too, and names the configured model as the one that served',
+    async (id, env) => {
+      const models = requireModel(loadConfig({ LLM_MODEL: id, ...env(url) }));
+      const m = createModel(models, { providers: await loadProviders(models) });
+      if (typeof m === 'string' || m.specificationVersion !== 'v4') throw new Error('expected a v4 model');
+      const result = await m.doGenerate({
+        prompt: [
+          { role: 'system', content: system },
+          { role: 'user', content: [{ type: 'text', text: 'hello' }] },
+        ],
+      });
+      expect(result.content).toEqual([expect.objectContaining({ type: 'text', text: 'echo: hello' })]);
+      expect(result.request).toBeUndefined();
+      expect(result.response).not.toHaveProperty('body');
+      expect(result.response?.modelId).toBe(id);
+    },
+  );
+
   it("returns a call's result without the request JSON and the parsed response body", async () => {
     const result = await model().doGenerate({
       prompt: [

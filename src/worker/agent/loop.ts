@@ -74,6 +74,8 @@ export interface LoopResult<T> {
   /** Text of the final step (the fallback reply when the model never called chat_send). */
   finalText: string;
   steps: number;
+  /** The model (provider:model) that served each step, in order (fallback can change it mid-turn). */
+  models: string[];
   usage: { inputTokens: number; outputTokens: number };
 }
 
@@ -155,6 +157,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
         merges,
         finalText: last?.text ?? '',
         steps: steps.length,
+        models: steps.map((s) => s.response.modelId),
         usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 },
       };
     },

@@ -1,25 +1,37 @@
 import type { Worker } from 'bullmq';
-import { type Config, requireModel } from '../../shared/config.js';
+import { type Config, requireCompactionModel } from '../../shared/config.js';
 import type { CompactionJob } from '../../shared/jobs.js';
 import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
 import { storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
-import { createModel } from '../agent/model.js';
-import { meteredModel } from '../process/instrument.js';
+import { loadProviders, type ProviderFactories } from '../agent/providers.js';
+import { roleModel } from '../process/models.js';
 import { startRoleSideServer } from '../process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../process/startup.js';
+import type { ModelHealth } from '../turn/model-health.js';
 import type { CompactionDeps } from './compact.js';
 import { createCompactionWorker } from './compactor.js';
 
-export function compactionDepsFromConfig(config: Config, store: ChatStore, logger: Logger): CompactionDeps {
-  const base = requireModel(config);
-  const modelName = config.COMPACTION_MODEL ?? base.model;
+export function compactionDepsFromConfig(
+  config: Config,
+  store: ChatStore,
+  logger: Logger,
+  providers?: ProviderFactories,
+): CompactionDeps & { modelHealth: ModelHealth } {
+  const models = requireCompactionModel(config);
+  const { model, health } = roleModel(models, {
+    metrics: processMetrics(),
+    logger,
+    timeoutMs: config.LLM_TIMEOUT_MS,
+    providers,
+  });
   return {
     store,
-    model: meteredModel(createModel({ ...base, model: modelName }), processMetrics()),
-    modelName,
+    model,
+    modelName: models.models[0]!.id,
+    modelHealth: health,
     logger,
     settings: {
       keepLast: config.HISTORY_KEEP_LAST_MESSAGES,
@@ -54,9 +66,10 @@ export async function prepareCompactor(
   { sideServer = true }: { sideServer?: boolean } = {},
 ): Promise<PreparedCompactor> {
   // 1. Checks.
-  requireModel(config);
+  const models = requireCompactionModel(config);
 
   // 2. Connections.
+  const providers = await loadProviders(models);
   const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:compactor');
   opened.add(() => closeRedis(connection));
@@ -65,7 +78,8 @@ export async function prepareCompactor(
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
   });
-  const worker = createCompactionWorker(compactionDepsFromConfig(config, store, logger), {
+  const deps = compactionDepsFromConfig(config, store, logger, providers);
+  const worker = createCompactionWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
     connection,
     concurrency: config.COMPACTION_CONCURRENCY,
@@ -88,6 +102,7 @@ export async function prepareCompactor(
           redis: connection,
           isRunning: () => worker.isRunning() && !worker.closing,
           logger,
+          detail: () => ({ models: deps.modelHealth.models() }),
         }),
       )
     : undefined;
@@ -116,7 +131,7 @@ export async function prepareCompactor(
       logger.info(
         {
           concurrency: config.COMPACTION_CONCURRENCY,
-          model: config.COMPACTION_MODEL ?? config.LLM_MODEL,
+          models: models.models.map((m) => m.id),
           metricsUrl: side?.url,
         },
         'compactor started',

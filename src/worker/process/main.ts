@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
-import { type Config, ConfigError, requireModel } from '../../shared/config.js';
+import { type Config, ConfigError, requireCompactionModel, requireModel } from '../../shared/config.js';
 import { createSenders } from '../../shared/delivery/senders.js';
 import { TypingIndicator } from '../../shared/delivery/typing.js';
 import {
@@ -19,8 +19,8 @@ import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/re
 import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../../shared/store/contacts.js';
-import { createModel } from '../agent/model.js';
 import { loadProfile } from '../agent/profile.js';
+import { loadProviders, type ProviderFactories } from '../agent/providers.js';
 import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
 import { compactChat } from '../compaction/compact.js';
@@ -32,13 +32,12 @@ import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { RedisProvider } from '../pipeline/provider.js';
 import { contextBlockTokens } from '../pipeline/request-cache.js';
-import { ModelHealth } from '../turn/model-health.js';
 import { RunningTurns } from '../turn/running-turns.js';
 import type { TurnDeps } from '../turn/turn.js';
 import { createTurnWorker } from '../turn/turn-worker.js';
 import { prepareSweeper } from '../upkeep/sweeper.js';
 import { settleWithin } from './grace.js';
-import { meteredModel } from './instrument.js';
+import { roleModel } from './models.js';
 import { startRoleSideServer } from './side-server.js';
 import { Opened, type Prepared, runPrepared } from './startup.js';
 
@@ -90,8 +89,14 @@ export function turnDepsFromConfig(
   logger: Logger,
   metrics: Metrics = processMetrics(),
   capabilities: Capabilities = loadCapabilities(config, logger),
+  providers?: ProviderFactories,
 ): TurnDeps {
-  const model = meteredModel(createModel(requireModel(config)), metrics);
+  const { model, health, stepTimeoutMs } = roleModel(requireModel(config), {
+    metrics,
+    logger,
+    timeoutMs: config.LLM_TIMEOUT_MS,
+    providers,
+  });
   const { profile, skills } = capabilities;
   return {
     store,
@@ -121,7 +126,7 @@ export function turnDepsFromConfig(
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
       maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
       reserveTokens: RESERVE_TOKENS,
-      stepTimeoutMs: config.LLM_TIMEOUT_MS,
+      stepTimeoutMs,
       memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     },
     workerId: `${hostname()}:${process.pid}`,
@@ -131,7 +136,7 @@ export function turnDepsFromConfig(
       maxBytes: config.FILE_FETCH_MAX_BYTES,
       timeoutMs: config.FILE_FETCH_TIMEOUT_MS,
     }),
-    modelHealth: new ModelHealth(metrics),
+    modelHealth: health,
     metrics,
   };
 }
@@ -162,13 +167,15 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
  */
 export async function prepareWorker(config: Config, logger: Logger): Promise<PreparedWorker> {
   // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup.
-  requireModel(config);
+  const models = requireModel(config);
+  const compactionModels = requireCompactionModel(config);
   // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
   const capabilities = loadCapabilities(config, logger);
 
   // 2. Connections.
+  const providers = await loadProviders(models, compactionModels);
   const opened = new Opened();
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
@@ -190,7 +197,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   opened.add(() => deliveries.close());
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
-  const compactionDeps = compactionDepsFromConfig(config, store, logger);
+  const compactionDeps = compactionDepsFromConfig(config, store, logger, providers);
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
   // One sender registry for delivery (when it runs here) and the typing indicator.
@@ -201,7 +208,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, processMetrics(), capabilities),
+    ...turnDepsFromConfig(config, store, logger, processMetrics(), capabilities, providers),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);
@@ -266,6 +273,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
       logger,
       detail: () => ({
         model: deps.modelHealth?.status() ?? { status: 'ok' },
+        models: deps.modelHealth?.models() ?? {},
         ...(mcp && { mcp: mcp.status() }),
       }),
     }),
@@ -319,7 +327,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         {
           concurrency: config.WORKER_CONCURRENCY,
           globalConcurrency: await turns.getGlobalConcurrency(),
-          model: config.LLM_MODEL,
+          models: models.models.map((m) => m.id),
           delivery: delivery
             ? { concurrency: config.DELIVERY_CONCURRENCY, channels: delivery.senders.channels() }
             : 'off',

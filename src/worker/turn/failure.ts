@@ -93,6 +93,25 @@ export function classifyTurnError(err: unknown): TurnFailure {
   return { kind: 'transient', infrastructure: false };
 }
 
+/** Errors of a model's endpoint that the next model of LLM_FALLBACK_MODELS may not have. */
+const OUTAGES = new Set<ModelErrorKind>(['server', 'network', 'timeout', 'rate_limit']);
+
+/**
+ * An outage of the model (5xx, refused or reset connection, timeout, 429): a step retried on
+ * the next fallback model may succeed. Not a refused message (400), bad credentials or an
+ * unknown model, which are the operator's to fix, not a reason to spend another provider.
+ */
+export function isOutage(err: unknown): boolean {
+  const failure = classifyTurnError(err);
+  return failure.kind === 'model' && OUTAGES.has(failure.errorKind);
+}
+
+/** The kind of a model error that calls for retrying the same model a little later. */
+export function isRateLimit(err: unknown): boolean {
+  const failure = classifyTurnError(err);
+  return failure.kind === 'model' && failure.errorKind === 'rate_limit';
+}
+
 /** A short, single-line description of an error for events and the failed message. */
 export function errorDetail(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);

@@ -1,5 +1,5 @@
 import type { Metrics } from '../../shared/metrics.js';
-import type { ModelErrorKind } from './failure.js';
+import { classifyTurnError, errorDetail, type ModelErrorKind } from './failure.js';
 
 export type ModelStatus =
   | { status: 'ok' }
@@ -21,10 +21,57 @@ export type ModelStatus =
  * restarting it (or a balancer draining it) would only add churn. Operators alert on the
  * counter; the readiness detail says which endpoint problem a worker sees.
  */
-export class ModelHealth {
-  private failing: Extract<ModelStatus, { status: 'failing' }> | undefined;
+type Failing = Extract<ModelStatus, { status: 'failing' }>;
 
-  constructor(private readonly metrics?: Metrics) {}
+export class ModelHealth {
+  private failing: Failing | undefined;
+  /**
+   * Each configured model (provider:model) by its own calls, not by turns: with fallback
+   * models a turn can succeed while its first model is down, and this is where that shows.
+   */
+  private readonly perModel = new Map<string, Failing | undefined>();
+
+  constructor(
+    private readonly metrics?: Metrics,
+    models: readonly string[] = [],
+  ) {
+    for (const model of models) {
+      this.perModel.set(model, undefined);
+      metrics?.modelUp.set({ model }, 1);
+    }
+  }
+
+  /** A call of `model` returned. */
+  served(model: string): void {
+    if (this.perModel.get(model) === undefined && this.perModel.has(model)) return;
+    this.perModel.set(model, undefined);
+    this.metrics?.modelUp.set({ model }, 1);
+  }
+
+  /**
+   * A call of `model` failed. Only the endpoint's errors (outage, auth, unknown model) mark it
+   * down; a refused message or an aborted turn says nothing about the model.
+   */
+  callFailed(model: string, err: unknown, now = Date.now()): void {
+    const failure = classifyTurnError(err);
+    if (failure.kind !== 'model') return;
+    const before = this.perModel.get(model);
+    this.perModel.set(model, {
+      status: 'failing',
+      kind: failure.errorKind,
+      since: before?.since ?? new Date(now).toISOString(),
+      failures: (before?.failures ?? 0) + 1,
+      error: errorDetail(err),
+    });
+    this.metrics?.modelUp.set({ model }, 0);
+  }
+
+  /** Every configured model's state, in the order they are tried. */
+  models(): Record<string, ModelStatus> {
+    const out: Record<string, ModelStatus> = {};
+    for (const [model, failing] of this.perModel) out[model] = failing ? { ...failing } : { status: 'ok' };
+    return out;
+  }
 
   failed(kind: ModelErrorKind, error: string, now = Date.now()): void {
     this.metrics?.modelErrors.inc({ kind });

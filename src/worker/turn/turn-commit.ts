@@ -110,6 +110,7 @@ export async function commitTurn(
     event: {
       worker: deps.workerId,
       steps: loop.steps,
+      models: loop.models,
       merged,
       sent: sendState.sent.length,
       ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),

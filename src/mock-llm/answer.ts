@@ -1,0 +1,91 @@
+import type { FastifyReply } from 'fastify';
+import { geminiJsonStream } from './gemini.js';
+import { failureBody, type Protocol, type RouteParams } from './protocol.js';
+import { chatKeyOf, decideReply, messageTokens, promptTokens, usageOf } from './reply.js';
+import type { MockLlmState } from './state.js';
+
+/**
+ * One model request, whatever its protocol: accounted for the moment it arrives (per-chat
+ * concurrency, recordings, a failure it draws), held and delayed as the controls say, then
+ * answered by the reply core in the protocol's shapes.
+ */
+export async function answer<B>(
+  state: MockLlmState,
+  protocol: Protocol<B>,
+  body: B,
+  params: RouteParams,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  const request = protocol.read(body, params);
+  const chatKey = chatKeyOf(request.messages);
+  const prompt = promptTokens(request.messages);
+  // Compared as the mock reads the conversation (every protocol's system, messages and tool
+  // calls alike), with the tool definitions as sent: a change in either breaks the prefix.
+  const cached = state.promptCache.read(chatKey, (body as { tools?: unknown }).tools, request.messages, (i) =>
+    messageTokens(request.messages[i]!),
+  );
+
+  const { end, failure, index } = state.begin({
+    chatKey,
+    protocol: protocol.name,
+    model: request.model,
+    at: Date.now(),
+    stream: request.stream,
+    messages: request.raw,
+    tools: request.tools,
+    promptTokens: prompt,
+    cachedTokens: cached,
+    body,
+  });
+  // A client that gave up is no longer "in flight" from the caller's point of view; a
+  // retry it sends next must not show up as a concurrency violation.
+  const gone = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort();
+    end();
+  });
+
+  let out: { status: number; json: unknown; retryAfterMs?: number } | { status: 200; sse: string };
+  try {
+    await state.delay(chatKey, gone.signal, index);
+    if (failure) {
+      out = {
+        status: failure.status,
+        json: failureBody(protocol as Protocol<unknown>, failure),
+        retryAfterMs: failure.retryAfterMs,
+      };
+    } else {
+      const decided = decideReply(request.messages, request.tools);
+      const usage = usageOf(prompt, decided, cached);
+      if (!request.stream) out = { status: 200, json: protocol.body(request, decided, usage) };
+      else if (params.stream && !params.sse)
+        out = { status: 200, json: geminiJsonStream(request, decided, usage) };
+      else out = { status: 200, sse: protocol.stream(request, body, decided, usage) };
+    }
+  } finally {
+    // Released before the first byte goes out: a client that reacts to this response
+    // with its next request must find the chat idle.
+    end();
+  }
+
+  if (gone.signal.aborted) {
+    // Nobody is listening; tell Fastify the reply is handled rather than leave it pending.
+    reply.hijack();
+    reply.raw.destroy();
+    return reply;
+  }
+  if ('json' in out) {
+    if (out.retryAfterMs !== undefined) reply.header('retry-after-ms', String(out.retryAfterMs));
+    return reply.code(out.status).send(out.json);
+  }
+  // All events in one write: the event boundaries are what SSE clients parse, and
+  // nothing here benefits from trickling them out.
+  reply.hijack();
+  reply.raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+  });
+  reply.raw.end(out.sse);
+  return reply;
+}

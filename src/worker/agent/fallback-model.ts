@@ -1,0 +1,134 @@
+import { APICallError, type LanguageModel } from 'ai';
+
+// As model.ts has it; declared here too, since model.ts builds this class.
+type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
+
+/** What the fallback needs to know about errors and time; the worker builds it (process/main.ts). */
+export interface FallbackPolicy {
+  /** An outage of the model (5xx, timeout, refused connection, 429): the next model may serve. */
+  isOutage(err: unknown): boolean;
+  /** 429: retried on the same model (`rateLimitRetries`) before the next one is tried. */
+  isRateLimit(err: unknown): boolean;
+  /** Each model call's own deadline, so a hung model leaves time for the next one. */
+  attemptTimeoutMs?: number;
+  /** Retries of a rate-limited model before falling back (the AI SDK's default, 2). */
+  rateLimitRetries?: number;
+  /** First wait before such a retry when the answer names none (doubles per retry; the SDK's 2 s). */
+  retryDelayMs?: number;
+  /** A step moves from `from` to `to` after `err`. */
+  onFallback?(from: string, to: string, err: unknown): void;
+}
+
+type CallOptions = Parameters<ModelV4['doGenerate']>[0];
+
+const MAX_RETRY_AFTER_MS = 60_000;
+
+/** The wait a 429 asks for (retry-after-ms, then retry-after in seconds), as the AI SDK reads it. */
+function retryAfterMs(err: unknown): number | undefined {
+  if (!APICallError.isInstance(err)) return undefined;
+  const headers = err.responseHeaders ?? {};
+  const ms = Number.parseFloat(headers['retry-after-ms'] ?? '');
+  if (Number.isFinite(ms) && ms >= 0 && ms < MAX_RETRY_AFTER_MS) return ms;
+  const seconds = Number.parseFloat(headers['retry-after'] ?? '');
+  if (Number.isFinite(seconds) && seconds >= 0 && seconds * 1000 < MAX_RETRY_AFTER_MS) return seconds * 1000;
+  return undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * LLM_FALLBACK_MODELS: one model object over the configured chain. A call goes to the first
+ * model; when it fails for an outage (after its retries, for a 429) the same call goes to the
+ * next, and so on; the last model's error is the step's. A refused message, bad credentials or
+ * an ended turn are thrown at once: another model would not change them. Each model's result
+ * names it (model.ts `asServedBy`), so the step records who served it.
+ *
+ * An async method, unlike the single model's path (model.ts): its frame waits through the
+ * call. Only a worker with fallback models pays for it.
+ */
+export class FallbackModel implements ModelV4 {
+  readonly specificationVersion = 'v4';
+  readonly provider = 'chatlane.fallback';
+
+  constructor(
+    private readonly models: readonly ModelV4[],
+    private readonly ids: readonly string[],
+    private readonly policy: FallbackPolicy,
+  ) {}
+
+  get modelId(): string {
+    return this.ids[0] ?? '';
+  }
+
+  get supportedUrls(): ModelV4['supportedUrls'] {
+    return this.models[0]!.supportedUrls;
+  }
+
+  doGenerate(options: CallOptions): ReturnType<ModelV4['doGenerate']> {
+    return this.run(options, (model, o) => model.doGenerate(o));
+  }
+
+  /** Falls back only while the stream is being opened (an error answer); not once it flows. */
+  doStream(options: CallOptions): ReturnType<ModelV4['doStream']> {
+    return this.run(options, (model, o) => model.doStream(o));
+  }
+
+  private async run<R>(options: CallOptions, call: (model: ModelV4, options: CallOptions) => PromiseLike<R>) {
+    const { policy } = this;
+    const retries = policy.rateLimitRetries ?? 2;
+    const last = this.models.length - 1;
+    for (let i = 0; ; i++) {
+      for (let retry = 0; ; retry++) {
+        try {
+          return await this.attempt(this.models[i]!, options, call);
+        } catch (err) {
+          if (options.abortSignal?.aborted || i === last || !policy.isOutage(err)) throw err;
+          if (policy.isRateLimit(err) && retry < retries) {
+            const wait = retryAfterMs(err) ?? (policy.retryDelayMs ?? 2000) * 2 ** retry;
+            await sleep(wait, options.abortSignal);
+            continue;
+          }
+          policy.onFallback?.(this.ids[i]!, this.ids[i + 1]!, err);
+          break;
+        }
+      }
+    }
+  }
+
+  /** One model call, on a signal of its own when calls have a deadline. */
+  private attempt<R>(
+    model: ModelV4,
+    options: CallOptions,
+    call: (model: ModelV4, options: CallOptions) => PromiseLike<R>,
+  ): Promise<R> {
+    const ms = this.policy.attemptTimeoutMs;
+    if (!ms) return Promise.resolve(call(model, options));
+    const parent = options.abortSignal;
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(parent?.reason);
+    if (parent?.aborted) onAbort();
+    else parent?.addEventListener('abort', onAbort, { once: true });
+    // The SDK's own reason for a step past its time: classified as the model's timeout.
+    const timer = setTimeout(
+      () => controller.abort(new DOMException(`Model call timeout of ${ms}ms exceeded`, 'TimeoutError')),
+      ms,
+    );
+    return Promise.resolve(call(model, { ...options, abortSignal: controller.signal })).finally(() => {
+      clearTimeout(timer);
+      parent?.removeEventListener('abort', onAbort);
+    });
+  }
+}
