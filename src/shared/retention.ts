@@ -22,6 +22,9 @@ export const retentionShape = () => ({
   // activity index entry, by a maintenance job every CHAT_EXPIRY_INTERVAL_MS. 0 = never.
   CHAT_TTL_DAYS: int(0, 0),
   CHAT_EXPIRY_INTERVAL_MS: int(10 * 60_000, 100),
+  USAGE_KEEP_DAYS: int(400, 0).describe(
+    "Days of a chat's model usage (GET /v1/chats/:chatKey/usage) kept in its usage hash; older days are dropped when a new day's first usage is written. 0 = keep every day.",
+  ),
 });
 
 /** What the store scripts need (the chat TTL is the maintenance job's, see worker/retention). */
@@ -30,6 +33,8 @@ export interface StoreRetention {
   archiveMaxBytes: number;
   contextsMax: number;
   outboxKeep: number;
+  /** USAGE_KEEP_DAYS: days of usage a chat keeps (0 = all). */
+  usageKeepDays: number;
 }
 
 export function storeRetentionOf(config: {
@@ -37,12 +42,14 @@ export function storeRetentionOf(config: {
   ARCHIVE_MAX_BYTES: number;
   CONTEXTS_MAX: number;
   OUTBOX_KEEP_ITEMS: number;
+  USAGE_KEEP_DAYS: number;
 }): StoreRetention {
   return {
     archiveMaxEntries: config.ARCHIVE_MAX_ENTRIES,
     archiveMaxBytes: config.ARCHIVE_MAX_BYTES,
     contextsMax: config.CONTEXTS_MAX,
     outboxKeep: config.OUTBOX_KEEP_ITEMS,
+    usageKeepDays: config.USAGE_KEEP_DAYS,
   };
 }
 

@@ -18,7 +18,7 @@ export function compactionDepsFromConfig(config: Config, store: ChatStore, logge
   const modelName = config.COMPACTION_MODEL ?? base.model;
   return {
     store,
-    model: meteredModel(createModel({ ...base, model: modelName }), processMetrics()),
+    model: meteredModel(createModel({ ...base, model: modelName }), processMetrics(), config.MODEL_PRICES),
     modelName,
     logger,
     settings: {

@@ -84,7 +84,7 @@ export function turnDepsFromConfig(
   metrics: Metrics = processMetrics(),
   capabilities: Capabilities = loadCapabilities(config, logger),
 ): TurnDeps {
-  const model = meteredModel(createModel(requireModel(config)), metrics);
+  const model = meteredModel(createModel(requireModel(config)), metrics, config.MODEL_PRICES);
   const { profile, skills } = capabilities;
   return {
     store,
@@ -116,6 +116,9 @@ export function turnDepsFromConfig(
     workerId: `${hostname()}:${process.pid}`,
     logger,
     failureNotice: config.FAILURE_NOTICE,
+    ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
+      budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },
+    }),
     download: createSafeDownload({
       maxBytes: config.FILE_FETCH_MAX_BYTES,
       timeoutMs: config.FILE_FETCH_TIMEOUT_MS,
