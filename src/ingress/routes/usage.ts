@@ -8,7 +8,11 @@ import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 const day = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a day, YYYY-MM-DD')
-  .refine((d) => new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), 'is not a date');
+  .refine((d) => {
+    const t = Date.parse(`${d}T00:00:00Z`);
+    // 2026-02-30 parses as 2026-03-02: only a day that reads back the same exists.
+    return Number.isFinite(t) && new Date(t).toISOString().startsWith(d);
+  }, 'is not a date');
 
 const usageQuery = z
   .object({ from: day.optional(), to: day.optional() })
