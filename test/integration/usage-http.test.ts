@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parsePriceFile } from '../../src/shared/prices.js';
+import { type PriceTable, parsePriceFile } from '../../src/shared/prices.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { queueMetaWritten, type TestIngress, testIngress } from '../helpers/ingress.js';
 import { userMessage } from '../helpers/messages.js';
@@ -11,10 +11,14 @@ let ing: TestIngress;
 const TOKEN = 'usage-test-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-const prices = parsePriceFile(
+function pricesOf(text: string): PriceTable {
+  const table = parsePriceFile(text);
+  if (typeof table === 'string') throw new Error(table);
+  return table;
+}
+const prices = pricesOf(
   JSON.stringify({ models: { 'model-a': { input: 3, cached_input: 0.3, output: 15 } } }),
 );
-if (typeof prices === 'string') throw new Error(prices);
 
 beforeAll(() => waitReady(redis));
 beforeEach(async () => {
