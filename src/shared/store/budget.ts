@@ -14,7 +14,6 @@ export interface BudgetCheck {
   notice: string;
   /** Tokens per UTC day. */
   dailyTokens: number;
-  now: number;
 }
 
 export type BudgetResult =
@@ -32,6 +31,7 @@ export async function checkBudget(
   check: BudgetCheck,
 ): Promise<FencedResult<BudgetResult>> {
   const k = store.keys(chatKey);
+  const now = store.now();
   const raw = tuple.parse(
     await scripts.budgetHold.run(
       store.redis,
@@ -42,8 +42,8 @@ export async function checkBudget(
         store.retention.outboxKeep,
         check.runId,
         check.notice,
-        check.now,
-        utcDay(check.now),
+        now,
+        utcDay(now),
         check.dailyTokens,
         tokensOf(check.messages),
         check.consumed.length,

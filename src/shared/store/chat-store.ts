@@ -66,6 +66,8 @@ export class ChatStore {
   readonly prefix: string;
   readonly maxEvents: number;
   readonly retention: StoreRetention;
+  /** Which UTC day usage and the daily budget count in. */
+  readonly now: () => number;
 
   constructor(
     readonly redis: RedisClient,
@@ -74,6 +76,7 @@ export class ChatStore {
     this.prefix = options.prefix;
     this.maxEvents = options.maxEvents;
     this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
+    this.now = options.now ?? Date.now;
   }
 
   /** A chat's key names, each built when it is read (a call uses a few of them). */
@@ -260,8 +263,8 @@ export class ChatStore {
   }
 
   /** The script arguments of a usage write of `calls` now (day, keep-from day, calls). */
-  usageArgs(calls: CallUsage[] | undefined, now = Date.now()): [string, string, string] {
-    return usageArgs(calls && usageWrite(calls, this.retention.usageKeepDays, now));
+  usageArgs(calls: CallUsage[] | undefined): [string, string, string] {
+    return usageArgs(calls && usageWrite(calls, this.retention.usageKeepDays, this.now()));
   }
 
   /** Pending messages, oldest first, strictly after `afterStreamId` when given. */

@@ -13,6 +13,8 @@ export interface StoreOptions {
   maxEvents: number;
   /** Caps the scripts enforce (config: storeRetentionOf); defaults for the rest. */
   retention?: Partial<StoreRetention>;
+  /** The clock that says which UTC day usage belongs to (tests move it to another day). */
+  now?: () => number;
 }
 
 export type IngestResult =

@@ -9,11 +9,10 @@ import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 export const DEFAULT_BUDGET_NOTICE =
   "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.";
 
-/** CHAT_DAILY_TOKEN_BUDGET and its notice; `now` is the clock that says which UTC day it is. */
+/** CHAT_DAILY_TOKEN_BUDGET and its notice (the day is the store's clock's UTC day). */
 export interface TurnBudget {
   dailyTokens: number;
   notice?: string;
-  now?: () => number;
 }
 
 export interface BudgetDeps {
@@ -46,7 +45,6 @@ export async function holdIfOverBudget(
     messages: turn.messages,
     notice: budget.notice ?? DEFAULT_BUDGET_NOTICE,
     dailyTokens: budget.dailyTokens,
-    now: budget.now?.() ?? Date.now(),
   });
   if (!res.ok) {
     lane.markLost(`budget-hold ${res.reason}`);
