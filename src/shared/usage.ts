@@ -25,7 +25,7 @@ export interface CallUsage {
 }
 
 /** The part of the AI SDK's LanguageModelUsage chatlane reads (6 and 7 have this shape). */
-export interface SdkUsage {
+interface SdkUsage {
   inputTokens: number | undefined;
   outputTokens: number | undefined;
   inputTokenDetails?: { cacheReadTokens?: number | undefined; cacheWriteTokens?: number | undefined };
@@ -57,11 +57,6 @@ export function tokensByKind(call: CallUsage): Record<UsageKind, number> {
   };
 }
 
-/** What a daily budget counts of a call: everything sent and received (the SDK's totalTokens). */
-export function budgetTokens(call: CallUsage): number {
-  return call.inputTokens + call.outputTokens;
-}
-
 /**
  * The calls of one turn (all its attempts) that no script has written yet. The turn's fenced
  * script that settles it (commit, fail, hold or finish) takes them, so each call is written
@@ -79,10 +74,6 @@ export class UsageTally {
     const out = this.calls;
     this.calls = [];
     return out;
-  }
-
-  get size(): number {
-    return this.calls.length;
   }
 }
 
@@ -113,7 +104,7 @@ export function usageWrite(calls: CallUsage[], keepDays: number, now = Date.now(
  * event of a 16-step turn holds 16). `m` model, `i` input, `c` cached input, `w` cache write,
  * `o` output, `r` reasoning.
  */
-export function callsJson(calls: readonly CallUsage[]): Array<Record<string, string | number>> {
+function callsJson(calls: readonly CallUsage[]): Array<Record<string, string | number>> {
   return calls.map((c) => ({
     m: c.model,
     i: c.inputTokens,
@@ -130,17 +121,8 @@ export function usageArgs(write: UsageWrite | undefined): [string, string, strin
   return [write.day, write.keepFrom, JSON.stringify(callsJson(write.calls))];
 }
 
-/** Hash fields of a day that are not per model: the budget's total and the notice flag. */
-export const DAY_TOTAL_FIELD = 'total';
-export const DAY_NOTICE_FIELD = 'notice';
-
-/** `<day>|total`: tokens the daily budget counts. */
-export function dayTotalField(day: string): string {
-  return `${day}|${DAY_TOTAL_FIELD}`;
-}
-
 /** One parsed field of the usage hash. */
-export type UsageField =
+type UsageField =
   | { day: string; model: string; kind: UsageKind | 'calls'; value: number }
   | { day: string; model: undefined; kind: 'total' | 'notice'; value: number };
 
@@ -157,8 +139,8 @@ export function parseUsageField(field: string, value: string): UsageField | unde
   const rest = field.slice(11);
   const v = Number(value);
   if (!Number.isFinite(v)) return undefined;
-  if (rest === DAY_TOTAL_FIELD || rest === DAY_NOTICE_FIELD)
-    return { day, model: undefined, kind: rest, value: v };
+  // The day's own fields (includes/usage.lua, budget-hold.lua): the budget's total, the notice flag.
+  if (rest === 'total' || rest === 'notice') return { day, model: undefined, kind: rest, value: v };
   const last = rest.lastIndexOf('|');
   if (last <= 0) return undefined;
   const kind = rest.slice(last + 1);
