@@ -1,5 +1,5 @@
 import { APICallError } from 'ai';
-import { MockLanguageModelV3 } from 'ai/test';
+import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { ModelUnavailableError } from '../../src/shared/errors.js';
 import { applyCompaction } from '../../src/shared/store/archive.js';
@@ -39,7 +39,7 @@ type Step = { served: string; usage: ReturnType<typeof reported> } & (
 /** A model whose every call answers as scripted, naming the model that served it. */
 function steppedModel(steps: Step[]) {
   let call = 0;
-  return new MockLanguageModelV3({
+  return new MockLanguageModelV4({
     modelId: 'configured',
     doGenerate: async () => {
       const step = steps[call++];
