@@ -309,7 +309,13 @@ export async function benchMemory(opts: MemoryOptions) {
       server.redis,
       opts,
       'before-retention',
-      { archiveMaxEntries: 1e9, archiveMaxBytes: 1e15, contextsMax: 1e9, outboxKeep: 10_000 },
+      {
+        archiveMaxEntries: 1e9,
+        archiveMaxBytes: 1e15,
+        contextsMax: 1e9,
+        outboxKeep: 10_000,
+        usageKeepDays: 0,
+      },
       1000,
     );
     return { ...perUnit, steadyState: [bounded, before] };

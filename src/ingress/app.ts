@@ -7,6 +7,7 @@ import type { Logger } from '../shared/logger.js';
 import { type Metrics, processMetrics } from '../shared/metrics.js';
 import type { GroupMode } from '../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../shared/platforms/runtime.js';
+import type { PriceTable } from '../shared/prices.js';
 import type { RedisClient } from '../shared/redis.js';
 import { UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
@@ -28,6 +29,7 @@ import { memoryRoutes } from './routes/memory.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 import { streamRoutes } from './routes/stream.js';
+import { usageRoutes } from './routes/usage.js';
 import { STREAM_DEFAULTS, StreamClients, type StreamSettings } from './stream/clients.js';
 import { bodyTooDeep } from './validation.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
@@ -87,6 +89,8 @@ export interface IngressDeps {
   memoryMaxTokens?: number;
   /** Chat platforms (Chat SDK) this process receives from; absent: none enabled. */
   platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
+  /** The usage endpoint's prices (MODEL_PRICES_FILE) and the daily budget it reports. */
+  usage?: { prices?: PriceTable | undefined; dailyTokenBudget?: number };
 }
 
 export interface IngressState {
@@ -289,6 +293,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(inspectRoutes);
       await api.register(contextRoutes);
       await api.register(memoryRoutes);
+      await api.register(usageRoutes);
     },
     { prefix: '/v1' },
   );

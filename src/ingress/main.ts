@@ -62,6 +62,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     },
     files: filePolicy(config),
     memoryMaxTokens: config.MEMORY_MAX_TOKENS,
+    usage: { prices: config.MODEL_PRICES, dailyTokenBudget: config.CHAT_DAILY_TOKEN_BUDGET },
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

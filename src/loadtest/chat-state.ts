@@ -42,6 +42,31 @@ export interface CommitEvent {
   ms: number | undefined;
   fence: string | undefined;
   worker: string | undefined;
+  /** The turn's model tokens (its `calls`, or the totals an older deployment records). */
+  tokens?: TurnTokens;
+}
+
+export interface TurnTokens {
+  input: number;
+  cachedInput: number;
+  output: number;
+}
+
+const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+/** A turn.committed event's tokens: summed over its `calls`, else its input/output totals. */
+export function turnTokens(data: Record<string, unknown>): TurnTokens | undefined {
+  if (Array.isArray(data.calls)) {
+    const t: TurnTokens = { input: 0, cachedInput: 0, output: 0 };
+    for (const call of data.calls as Array<Record<string, unknown>>) {
+      t.input += num(call?.i);
+      t.cachedInput += num(call?.c);
+      t.output += num(call?.o);
+    }
+    return t;
+  }
+  if (typeof data.inputTokens !== 'number' && typeof data.outputTokens !== 'number') return undefined;
+  return { input: num(data.inputTokens), cachedInput: 0, output: num(data.outputTokens) };
 }
 
 export interface TakeoverEvent {
@@ -137,7 +162,9 @@ export class ChatState {
         const d = e.data;
         const consumed = typeof d.consumed === 'number' ? d.consumed : 0;
         this.consumed += consumed;
+        const tokens = turnTokens(d);
         this.commits.push({
+          ...(tokens && { tokens }),
           runId: String(d.runId ?? ''),
           ts: e.ts,
           consumed,

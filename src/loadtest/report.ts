@@ -107,6 +107,17 @@ export interface LoadtestReport {
     durationMs: Summary;
     takeovers: number;
     events: Record<string, number>;
+    /**
+     * Model tokens of the committed turns, from their turn.committed events: totals, input +
+     * output per turn, and the share of input the provider read from its prompt cache.
+     */
+    tokens: {
+      input: number;
+      cachedInput: number;
+      output: number;
+      perTurn: Summary;
+      cachedShare: number | null;
+    };
   };
   fairness: {
     chatCompletionMs: Summary;
@@ -160,6 +171,12 @@ export function buildReport(input: ReportInput): LoadtestReport {
   const acked = all.filter((m) => m.outcome === 'accepted' || m.outcome === 'duplicate').length;
   const commits = chats.flatMap((c) => c.commits);
   const consumed = commits.reduce((s, c) => s + c.consumed, 0);
+  const turnTokens = commits.flatMap((c) => (c.tokens ? [c.tokens] : []));
+  const tokens = {
+    input: turnTokens.reduce((s, t) => s + t.input, 0),
+    cachedInput: turnTokens.reduce((s, t) => s + t.cachedInput, 0),
+    output: turnTokens.reduce((s, t) => s + t.output, 0),
+  };
   const events: Record<string, number> = {};
   for (const c of chats) for (const [k, n] of Object.entries(c.eventCounts)) events[k] = (events[k] ?? 0) + n;
 
@@ -270,6 +287,14 @@ export function buildReport(input: ReportInput): LoadtestReport {
       ),
       takeovers: chats.reduce((s, c) => s + c.takeovers.length, 0),
       events,
+      tokens: {
+        ...tokens,
+        perTurn: summarize(
+          turnTokens.map((t) => t.input + t.output),
+          0,
+        ),
+        cachedShare: tokens.input > 0 ? r(tokens.cachedInput / tokens.input, 3) : null,
+      },
     },
     fairness: {
       chatCompletionMs: summarize(completion, 0),
@@ -346,6 +371,13 @@ export function renderSummary(rep: LoadtestReport): string {
     `  errors     ${Object.keys(rep.errors.sendsByCode).length === 0 ? 'none' : `${counts(rep.errors.sendsByStatus)} — ${counts(rep.errors.sendsByCode)} (${rep.errors.retries} retried)`}` +
       (Object.keys(rep.errors.pollsByCode).length > 0 ? `; polls: ${counts(rep.errors.pollsByCode)}` : ''),
   ];
+  const tk = rep.turns.tokens;
+  if (tk.perTurn.count > 0) {
+    lines.push(
+      `  tokens     ${Math.round(tk.perTurn.mean)}/turn (p50 ${tk.perTurn.p50}, p99 ${tk.perTurn.p99}; input + output), ` +
+        `input ${tk.input} (${tk.cachedShare === null ? '—' : `${r(tk.cachedShare * 100)} %`} cached), output ${tk.output}`,
+    );
+  }
   if (rep.model) {
     lines.push(
       `  model      ${rep.model.requests} requests (${rep.model.requestsPerTurn}/turn), most in flight for one chat: ${rep.model.maxInFlightPerChat}`,

@@ -5,6 +5,7 @@ import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from 
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
+import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
 
 export {
@@ -371,6 +372,22 @@ export const configSchema = () =>
       "after a model error (unreachable, 401/403, 404, 429, 5xx, timeout) the chat's turn waits this long, doubling per retry; its messages stay pending",
     ),
     MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10).describe('cap of the model retry wait'),
+
+    // Usage and cost (docs/usage-and-cost.md).
+    MODEL_PRICES_FILE: optionalString.describe(
+      'a JSON or YAML file of model prices in USD per million tokens of each kind: adds chatlane_model_cost_usd_total and `cost` to GET /v1/chats/:chatKey/usage; a bad file stops the process',
+    ),
+    CHAT_DAILY_TOKEN_BUDGET: int(0, 0).describe(
+      'tokens (input + output) one chat may use per UTC day; past it the chat gets one notice and no model call until the next day, its messages kept in history (0 = no budget)',
+    ),
+    BUDGET_NOTICE: z
+      .string()
+      .min(1)
+      .max(2000)
+      .default(
+        "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.",
+      )
+      .describe('the one notice a chat gets on a day it is over CHAT_DAILY_TOKEN_BUDGET'),
     ...retentionShape(),
     // Chat platforms (src/shared/platforms): each reads its own variables (TELEGRAM_BOT_TOKEN,
     // ...) through its module; a half-configured one stops the process. In group chats,
@@ -395,12 +412,20 @@ export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'>
   GENERIC_WEBHOOKS: GenericSource[];
   /** Chat platforms the environment turns on (src/shared/platforms/registry.ts). */
   PLATFORMS: EnabledPlatform[];
+  /** MODEL_PRICES_FILE, read and checked. */
+  MODEL_PRICES: PriceTable | undefined;
 };
 
 /** Values that default to a share of another one. */
-function derive(raw: RawConfig, sources: GenericSource[], platforms: EnabledPlatform[]): Config {
+function derive(
+  raw: RawConfig,
+  sources: GenericSource[],
+  platforms: EnabledPlatform[],
+  prices: PriceTable | undefined,
+): Config {
   return {
     ...raw,
+    MODEL_PRICES: prices,
     GENERIC_WEBHOOKS: sources,
     PLATFORMS: platforms,
     COMPACT_AT_TOKENS: raw.COMPACT_AT_TOKENS ?? Math.floor(0.8 * raw.MAX_INPUT_TOKENS),
@@ -439,10 +464,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   lines.push(...generic.issues);
   const platforms = platformsFromEnv(vars);
   lines.push(...platforms.problems);
-  if (!parsed.success || lines.length > 0) {
+  const prices =
+    parsed.success && parsed.data.MODEL_PRICES_FILE
+      ? loadPriceFile(parsed.data.MODEL_PRICES_FILE)
+      : undefined;
+  if (typeof prices === 'string') lines.push(`  MODEL_PRICES_FILE: ${prices}`);
+  if (!parsed.success || lines.length > 0 || typeof prices === 'string') {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  const config = derive(parsed.data, generic.sources, platforms.platforms);
+  const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(

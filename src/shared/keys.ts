@@ -24,6 +24,8 @@ const CHAT_KEY_NAMES = [
   'uncommitted',
   // string: the chat's memory document (chat_memory_update), not history: survives compaction and switches
   'memory',
+  // hash: model usage by `<day>|<model>|<kind>` and each day's budget total (src/shared/usage.ts)
+  'usage',
 ] as const;
 
 export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
@@ -56,7 +58,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the twelve, so it builds those rather than all of them every call. The names are
+ * the thirteen, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {

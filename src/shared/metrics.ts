@@ -6,6 +6,8 @@ import collectDefaultMetrics from 'prom-client/lib/defaultMetrics.js';
 import Gauge from 'prom-client/lib/gauge.js';
 import Histogram from 'prom-client/lib/histogram.js';
 import Registry from 'prom-client/lib/registry.js';
+import type { PriceTable } from './prices.js';
+import { type CallUsage, tokensByKind, USAGE_KINDS } from './usage.js';
 
 /**
  * Prometheus metrics: one `Registry` per process (`processMetrics()`), shared by every role
@@ -13,7 +15,7 @@ import Registry from 'prom-client/lib/registry.js';
  * Queue depth comes from BullMQ's own exporter, collected on scrape (`renderMetrics`).
  */
 
-export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed' | 'deferred';
+export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed' | 'deferred' | 'held';
 export type MessageResult = 'accepted' | 'duplicate' | 'rejected';
 export type CompactionResult = 'applied' | 'conflict' | 'skipped' | 'failed';
 /** One send of an outbox item: accepted, to be retried, or failed for good (item skipped). */
@@ -26,7 +28,8 @@ export interface Metrics {
   turnDuration: Histogram<'outcome'>;
   queueWait: Histogram<'queue'>;
   modelCallDuration: Histogram<'result'>;
-  modelTokens: Counter<'type'>;
+  modelTokens: Counter<'model' | 'kind'>;
+  modelCost: Counter<'model'>;
   modelErrors: Counter<'kind'>;
   failedMessages: Counter<'code'>;
   fenceRejections: Counter;
@@ -65,7 +68,7 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     }),
     turnDuration: new Histogram({
       name: 'chatlane_turn_duration_seconds',
-      help: 'Turn job duration by outcome (done, idle, busy, lost, failed, deferred = waiting for the model)',
+      help: 'Turn job duration by outcome (done, idle, busy, lost, failed, deferred = waiting for the model, held = over its daily token budget)',
       labelNames: ['outcome'],
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300],
       registers,
@@ -86,8 +89,14 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     }),
     modelTokens: new Counter({
       name: 'chatlane_model_tokens_total',
-      help: 'Tokens the model reported, by type (input, output)',
-      labelNames: ['type'],
+      help: "Tokens of this process's model calls as the provider reported them, by the model that served the call and kind: input (all input tokens, cached included), cached_input (read from the provider's prompt cache), cache_write (written to it), output (reasoning included), reasoning",
+      labelNames: ['model', 'kind'],
+      registers,
+    }),
+    modelCost: new Counter({
+      name: 'chatlane_model_cost_usd_total',
+      help: "USD of this process's model calls at the prices of MODEL_PRICES_FILE, by model (models the file does not list are not counted)",
+      labelNames: ['model'],
       registers,
     }),
     modelErrors: new Counter({
@@ -222,13 +231,21 @@ export function recordDeliveryFailure(metrics: Metrics, channel: string): void {
   metrics.deliveryFailures.inc({ channel });
 }
 
+/** One model call: its duration and result, and for an answered call its tokens and cost. */
 export function recordModelCall(
   metrics: Metrics,
-  call: { seconds: number; ok: boolean; inputTokens?: number | undefined; outputTokens?: number | undefined },
+  call: { seconds: number; ok: boolean; usage?: CallUsage | undefined },
+  prices?: PriceTable,
 ): void {
   metrics.modelCallDuration.observe({ result: call.ok ? 'ok' : 'error' }, call.seconds);
-  if (call.inputTokens) metrics.modelTokens.inc({ type: 'input' }, call.inputTokens);
-  if (call.outputTokens) metrics.modelTokens.inc({ type: 'output' }, call.outputTokens);
+  const usage = call.usage;
+  if (!usage) return;
+  const tokens = tokensByKind(usage);
+  for (const kind of USAGE_KINDS) {
+    if (tokens[kind] > 0) metrics.modelTokens.inc({ model: usage.model, kind }, tokens[kind]);
+  }
+  const cost = prices?.costOfCall(usage);
+  if (cost !== undefined) metrics.modelCost.inc({ model: usage.model }, cost);
 }
 
 const QUEUE_SCRAPE_TIMEOUT_MS = 2000;

@@ -32,6 +32,9 @@ export const retentionShape = () => ({
   CHAT_EXPIRY_INTERVAL_MS: int(10 * 60_000, 100).describe(
     'how often one worker runs the expiry pass (with CHAT_TTL_DAYS; up to SWEEP_BATCH chats a pass)',
   ),
+  USAGE_KEEP_DAYS: int(400, 0).describe(
+    "days of a chat's model usage (GET /v1/chats/:chatKey/usage) kept in its usage hash; older days are dropped on a new day's first write (0 = keep every day)",
+  ),
 });
 
 /** What the store scripts need (the chat TTL is the maintenance job's, see worker/retention). */
@@ -40,6 +43,8 @@ export interface StoreRetention {
   archiveMaxBytes: number;
   contextsMax: number;
   outboxKeep: number;
+  /** USAGE_KEEP_DAYS: days of usage a chat keeps (0 = all). */
+  usageKeepDays: number;
 }
 
 export function storeRetentionOf(config: {
@@ -47,12 +52,14 @@ export function storeRetentionOf(config: {
   ARCHIVE_MAX_BYTES: number;
   CONTEXTS_MAX: number;
   OUTBOX_KEEP_ITEMS: number;
+  USAGE_KEEP_DAYS: number;
 }): StoreRetention {
   return {
     archiveMaxEntries: config.ARCHIVE_MAX_ENTRIES,
     archiveMaxBytes: config.ARCHIVE_MAX_BYTES,
     contextsMax: config.CONTEXTS_MAX,
     outboxKeep: config.OUTBOX_KEEP_ITEMS,
+    usageKeepDays: config.USAGE_KEEP_DAYS,
   };
 }
 

@@ -96,6 +96,12 @@ describe('chatlane loadtest against a running stack', () => {
     // Bursts land together: fewer turns than messages.
     expect(r.turns.committed).toBeLessThan(72);
     expect(r.turns.messagesPerTurn).toBeGreaterThan(1);
+    // Every committed turn's tokens came with its event: the mock reports usage on each call.
+    expect(r.turns.tokens.perTurn.count).toBe(r.turns.committed);
+    expect(r.turns.tokens.input).toBeGreaterThan(r.turns.committed);
+    expect(r.turns.tokens.output).toBeGreaterThan(0);
+    expect(r.turns.tokens.cachedShare).toBeCloseTo(r.turns.tokens.cachedInput / r.turns.tokens.input, 3);
+    expect(run.stdout).toMatch(/tokens +\d+\/turn .*cached\), output \d+/);
     expect(r.acks.latencyMs.count).toBe(72);
     expect(r.replies.latencyMs.count).toBe(72);
     expect(r.replies.latencyMs.p50).toBeGreaterThan(0);

@@ -52,7 +52,7 @@ describe('operations endpoints of real processes', () => {
     expect(
       sampleValue(workerText, 'chatlane_model_call_duration_seconds_count', { result: 'ok' }),
     ).toBeGreaterThan(0);
-    expect(sampleValue(workerText, 'chatlane_model_tokens_total', { type: 'input' })).toBeGreaterThan(0);
+    expect(sampleValue(workerText, 'chatlane_model_tokens_total', { kind: 'input' })).toBeGreaterThan(0);
     expect(sampleValue(workerText, 'chatlane_queue_wait_seconds_count', { queue: 'turns' })).toBeGreaterThan(
       0,
     );

@@ -1,7 +1,7 @@
 import type { LanguageModel } from 'ai';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { ChatStore, type StoreOptions } from '../../src/shared/store/chat-store.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
@@ -15,8 +15,9 @@ export function turnDeps(
   prefix: string,
   model: LanguageModel,
   settings: Partial<TurnSettings> & { maxPendingPerTurn?: number; windowMessages?: number } = {},
+  storeOptions: Partial<StoreOptions> = {},
 ): TurnDeps {
-  const store = new ChatStore(redis, { prefix, maxEvents: 500 });
+  const store = new ChatStore(redis, { prefix, maxEvents: 500, ...storeOptions });
   return {
     store,
     model,

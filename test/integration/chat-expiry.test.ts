@@ -36,7 +36,7 @@ const chatKeysOf = async (chatKey: string) =>
   (await keysUnder(redis, prefix)).filter((k) => k.includes(`{c:${chatKey}}`));
 const indexed = async (chatKey: string) => (await redis.zscore(chatsIndexKey(prefix), chatKey)) !== null;
 
-/** A chat with every kind of key: history, outbox, events, seen, meta, a snapshot, an archive, a memory. */
+/** A chat with every kind of key: history, outbox, events, seen, meta, a snapshot, an archive, a memory, usage. */
 async function fullChat(chatKey: string): Promise<void> {
   const user = userMessage(chatKey, `${chatKey}-1`, 'hello');
   const res = await store.ingest(chatKey, user, limits, { channel: 'test', threadId: chatKey });
@@ -48,6 +48,16 @@ async function fullChat(chatKey: string): Promise<void> {
     runId: 'r1',
     consumed: [res.streamId],
     messages: [counted(user), counted(assistantMessage(chatKey, `${chatKey}-a1`, 'hi'))],
+    usage: [
+      {
+        model: 'm',
+        inputTokens: 10,
+        cachedInputTokens: 0,
+        cacheWriteTokens: 0,
+        outputTokens: 5,
+        reasoningTokens: 0,
+      },
+    ],
   });
   const sent = await store.sendOutbox(chatKey, lease.fence, { runId: 'r1', text: 'hi', ts: 1 });
   if (!sent.ok) throw new Error(sent.reason);
@@ -71,6 +81,7 @@ describe('chat expiry (CHAT_TTL_DAYS)', () => {
     const before = await chatKeysOf('old');
     expect(before.some((k) => k.includes(':ctx:'))).toBe(true);
     expect(before).toContain(store.keys('old').memory);
+    expect(before).toContain(store.keys('old').usage);
     expect(before.length).toBeGreaterThanOrEqual(8);
     await idle(1000);
     await fullChat('fresh');

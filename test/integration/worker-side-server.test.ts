@@ -100,8 +100,8 @@ describe('worker side server', () => {
     expect(sampleValue(res, 'chatlane_queue_wait_seconds_count', { queue: 'turns' })).toBe(1);
     // The echo script answers in two model calls: chat_send, then an empty final step.
     expect(sampleValue(res, 'chatlane_model_call_duration_seconds_count', { result: 'ok' })).toBe(2);
-    expect(sampleValue(res, 'chatlane_model_tokens_total', { type: 'input' })).toBe(20);
-    expect(sampleValue(res, 'chatlane_model_tokens_total', { type: 'output' })).toBe(10);
+    expect(sampleValue(res, 'chatlane_model_tokens_total', { kind: 'input' })).toBe(20);
+    expect(sampleValue(res, 'chatlane_model_tokens_total', { kind: 'output' })).toBe(10);
     expect(sampleValue(res, 'chatlane_fence_rejections_total')).toBe(0);
     expect(sampleValue(res, 'bullmq_job_count', { queue: 'turns', state: 'waiting' })).toBe(0);
     expect(sampleValue(res, 'process_resident_memory_bytes')).toBeGreaterThan(0);

@@ -10,6 +10,7 @@ import {
   recordCompactionRun,
   recordDeliveryFailure,
 } from '../../src/shared/metrics.js';
+import { parsePriceFile } from '../../src/shared/prices.js';
 import { instrumentTurnProcessor, meteredModel } from '../../src/worker/process/instrument.js';
 import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
 import { usage } from '../helpers/scripted-model.js';
@@ -48,9 +49,48 @@ describe('meteredModel', () => {
     const text = await scrape(metrics);
     expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'ok' })).toBe(1);
     expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'error' })).toBe(1);
-    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'input' })).toBe(10);
-    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'output' })).toBe(5);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { kind: 'input' })).toBe(10);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { kind: 'output' })).toBe(5);
     expect(meteredModel('some-model-id', metrics)).toBe('some-model-id');
+  });
+
+  it('counts tokens by the model that served the call and by kind, and their cost at the price file', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const inner = new MockLanguageModelV4({
+      modelId: 'configured',
+      doGenerate: async () => ({
+        content: [{ type: 'text', text: 'hi' }],
+        finishReason: { unified: 'stop', raw: 'stop' },
+        usage: {
+          inputTokens: { total: 1000, noCache: 100, cacheRead: 800, cacheWrite: 100 },
+          outputTokens: { total: 300, text: 100, reasoning: 200 },
+        },
+        response: { modelId: 'served-2026-01-01' },
+        warnings: [],
+      }),
+    });
+    const prices = parsePriceFile(
+      'models:\n  served: { input: 2, cached_input: 0.5, cache_write: 4, output: 10 }\n',
+    );
+    if (typeof prices === 'string') throw new Error(prices);
+    const model = meteredModel(inner, metrics, prices);
+    await generateText({ model, prompt: 'hello', maxRetries: 0 });
+    const text = await scrape(metrics);
+    const tokens = (kind: string) =>
+      sampleValue(text, 'chatlane_model_tokens_total', { model: 'served-2026-01-01', kind });
+    expect([
+      tokens('input'),
+      tokens('cached_input'),
+      tokens('cache_write'),
+      tokens('output'),
+      tokens('reasoning'),
+    ]).toEqual([1000, 800, 100, 300, 200]);
+    expect(
+      sampleValue(text, 'chatlane_model_tokens_total', { model: 'configured', kind: 'input' }),
+    ).toBeUndefined();
+    // 100 full-price input × $2 + 800 cached × $0.5 + 100 written × $4 + 300 output × $10, per million.
+    const cost = sampleValue(text, 'chatlane_model_cost_usd_total', { model: 'served-2026-01-01' });
+    expect(cost).toBeCloseTo((100 * 2 + 800 * 0.5 + 100 * 4 + 300 * 10) / 1e6, 12);
   });
 
   it('meters a model that throws before returning a promise as a failed call, and rejects', async () => {

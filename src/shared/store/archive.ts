@@ -8,6 +8,7 @@ import {
 } from '../messages.js';
 import { parseJsonAs } from '../parse-json.js';
 import { STORED_MAX_DEPTH, storedJson } from '../storable.js';
+import type { CallUsage } from '../usage.js';
 import type { ChatStore } from './chat-store.js';
 import { scripts } from './scripts.js';
 
@@ -48,6 +49,8 @@ export interface CompactionApply {
   archive: ArchiveEntry | undefined;
   maxEvents: number;
   eventData: Record<string, unknown>;
+  /** The summary's model calls: counted in the chat's usage whatever the outcome. */
+  usage?: CallUsage[];
 }
 
 export type CompactionApplyResult =
@@ -67,7 +70,7 @@ export async function applyCompaction(
   const tokens = apply.replaced.reduce((n, m) => n + (m.metadata.tokens ?? 0), 0);
   const raw = (await scripts.compact.run(
     store.redis,
-    [k.meta, k.hist, k.archive, k.events],
+    [k.meta, k.hist, k.archive, k.events, k.usage],
     [
       apply.expectedVersion,
       apply.replaced.length,
@@ -82,6 +85,7 @@ export async function applyCompaction(
       storedJson(apply.eventData, { tooDeep: 'clip' }),
       store.retention.archiveMaxEntries,
       store.retention.archiveMaxBytes,
+      ...store.usageArgs(apply.usage),
     ],
   )) as [string, string | number | undefined];
   if (raw[0] === 'ok') return { status: 'ok', version: String(raw[1]) };

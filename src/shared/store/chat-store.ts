@@ -3,6 +3,7 @@ import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
+import { type CallUsage, usageArgs, usageWrite } from '../usage.js';
 import {
   type AcquireResult,
   acquireBusy,
@@ -65,6 +66,8 @@ export class ChatStore {
   readonly prefix: string;
   readonly maxEvents: number;
   readonly retention: StoreRetention;
+  /** Which UTC day usage and the daily budget count in. */
+  readonly now: () => number;
 
   constructor(
     readonly redis: RedisClient,
@@ -73,6 +76,7 @@ export class ChatStore {
     this.prefix = options.prefix;
     this.maxEvents = options.maxEvents;
     this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
+    this.now = options.now ?? Date.now;
   }
 
   /** A chat's key names, each built when it is read (a call uses a few of them). */
@@ -168,13 +172,15 @@ export class ChatStore {
       messages: ChatMessage[];
       event?: Record<string, unknown>;
       releaseAs?: string;
+      /** The turn's model calls: counted in the chat's usage and put on turn.committed. */
+      usage?: CallUsage[];
     },
   ): Promise<FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.commit.run(
         this.redis,
-        [k.meta, k.hist, k.inbox, k.events, k.uncommitted],
+        [k.meta, k.hist, k.inbox, k.events, k.uncommitted, k.usage],
         [
           fence,
           this.maxEvents,
@@ -182,6 +188,7 @@ export class ChatStore {
           tokensOf(turn.messages),
           storedJson(turn.event ?? {}, { tooDeep: 'clip' }),
           turn.releaseAs ?? '',
+          ...this.usageArgs(turn.usage),
           turn.consumed.length,
           ...turn.consumed,
           // The model's own output (tool inputs) is clipped, never a reason to fail the turn.
@@ -233,21 +240,31 @@ export class ChatStore {
     return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
   }
 
+  /**
+   * Release the lease (fenced). `usage`: model calls of the turn that no commit or fail
+   * wrote; recorded only if this call releases the lease.
+   */
   async finish(
     chatKey: string,
     fence: string,
     owner: string,
     runId: string,
+    usage?: CallUsage[],
   ): Promise<{ ok: boolean; pending: number }> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.finish.run(
         this.redis,
-        [k.meta, k.inbox, k.events],
-        [fence, owner, this.maxEvents, runId],
+        [k.meta, k.inbox, k.events, k.usage],
+        [fence, owner, this.maxEvents, runId, ...this.usageArgs(usage)],
       ),
     );
     return { ok: raw[0] === 'ok', pending: Number(raw[1]) };
+  }
+
+  /** The script arguments of a usage write of `calls` now (day, keep-from day, calls). */
+  usageArgs(calls: CallUsage[] | undefined): [string, string, string] {
+    return usageArgs(calls && usageWrite(calls, this.retention.usageKeepDays, this.now()));
   }
 
   /** Pending messages, oldest first, strictly after `afterStreamId` when given. */

@@ -1,6 +1,7 @@
 import type { MessageFailureCode } from '../errors.js';
 import type { ChatMessage } from '../messages.js';
 import { storedJson } from '../storable.js';
+import type { CallUsage } from '../usage.js';
 import { type ChatStore, type FencedResult, fencedRefusal, tokensOf, tuple } from './chat-store.js';
 import { scripts } from './scripts.js';
 
@@ -15,6 +16,8 @@ export interface FailedBatch {
   code: MessageFailureCode;
   /** Merged into the turn.failed event (the error, the worker ...). */
   event: Record<string, unknown>;
+  /** The failed turn's model calls (billed all the same): counted and put on turn.failed. */
+  usage?: CallUsage[];
 }
 
 /** A message as it is kept after failing: whole, with `metadata.failed` and the reason. */
@@ -42,7 +45,7 @@ export async function failBatch(
   const raw = tuple.parse(
     await scripts.fail.run(
       store.redis,
-      [k.meta, k.hist, k.inbox, k.events, k.outbox, k.uncommitted],
+      [k.meta, k.hist, k.inbox, k.events, k.outbox, k.uncommitted, k.usage],
       [
         fence,
         store.maxEvents,
@@ -52,6 +55,7 @@ export async function failBatch(
         batch.ts,
         tokensOf(batch.messages),
         storedJson({ ...batch.event, reason: batch.code }, { tooDeep: 'clip' }),
+        ...store.usageArgs(batch.usage),
         batch.consumed.length,
         ...batch.consumed,
         ...batch.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),

@@ -13,6 +13,8 @@ export interface StoreOptions {
   maxEvents: number;
   /** Caps the scripts enforce (config: storeRetentionOf); defaults for the rest. */
   retention?: Partial<StoreRetention>;
+  /** The clock that says which UTC day usage belongs to (tests move it to another day). */
+  now?: () => number;
 }
 
 export type IngestResult =
@@ -153,8 +155,11 @@ export interface OutboxItem {
   runId: string;
   /** Set when another chat's turn sent this (chat_contact_send): that chat's key. */
   from?: string;
-  /** `failure`: chatlane's notice that a message could not be processed, not the model's words. */
-  notice?: 'failure';
+  /**
+   * chatlane's notice, not the model's words: `failure`, a message could not be processed;
+   * `budget`, the chat is over its daily token budget (CHAT_DAILY_TOKEN_BUDGET).
+   */
+  notice?: 'failure' | 'budget';
 }
 
 export interface ChatEvent {
@@ -211,7 +216,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
     ts: Number(f.get('ts') ?? streamIdTime(id)),
     runId: f.get('runId') ?? '',
     ...(from !== undefined && { from }),
-    ...(notice === 'failure' && { notice }),
+    ...((notice === 'failure' || notice === 'budget') && { notice }),
   };
 }
 

@@ -4,11 +4,13 @@ import {
   type LanguageModel,
   type ModelMessage,
   type PrepareStepFunction,
+  type StepResult,
   type SystemModelMessage,
   type ToolSet,
   type UIMessage,
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
+import { callUsage, type UsageTally } from '../../shared/usage.js';
 import type { MergePoint } from './interleave.js';
 import type { TurnAbort } from './turn-abort.js';
 import { stepsToUIParts } from './ui-parts.js';
@@ -53,6 +55,11 @@ export interface LoopInput<T> {
   control?: LoopControl;
   /** Fetches file parts' URLs for the model (the safe download); the SDK's own when absent. */
   download?: DownloadFunction;
+  /**
+   * Every finished step's usage, with the model that served it, is added here as the step
+   * ends: a turn that fails later still knows what it paid for.
+   */
+  usage?: UsageTally;
 }
 
 /** The AI SDK's download hook (experimental_download). */
@@ -99,7 +106,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   // The SDK's abort signal is the turn's, which a step running past stepTimeoutMs aborts too.
   // Every check below reads whether the turn was *ended* (lost or stopped): a timed-out step is
   // thrown by the SDK as the model's error, never mistaken for a lost or stopped lane.
-  const { abort, stepTimeoutMs } = input;
+  const { abort, stepTimeoutMs, usage: tally } = input;
   abort.beginLoop();
 
   const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages, responseMessages }) => {
@@ -138,7 +145,13 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     stopWhen: isStepCount(input.maxSteps),
     prepareStep,
     abortSignal: abort.signal,
-    ...(stepTimeoutMs && { onStepEnd: () => abort.disarmStep() }),
+    ...((stepTimeoutMs || tally) && {
+      onStepEnd: (step: StepResult<ToolSet>) => {
+        if (stepTimeoutMs) abort.disarmStep();
+        // The model that served the step: a fallback may have answered for the configured one.
+        tally?.add(callUsage(step.response.modelId || step.model.modelId, step.usage));
+      },
+    }),
     maxRetries: input.maxRetries ?? 2,
     // Step results would otherwise keep every request and response body until the turn
     // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads. (AI SDK 7 leaves

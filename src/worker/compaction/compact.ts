@@ -5,6 +5,7 @@ import type { ChatMessage } from '../../shared/messages.js';
 import { type ArchiveEntry, applyCompaction, rangeOf, readSnapshot } from '../../shared/store/archive.js';
 import type { ChatStore } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
+import { type CallUsage, callUsage } from '../../shared/usage.js';
 import { selectCut } from './cut.js';
 import { SUMMARY_SYSTEM, updatePrompt } from './prompt.js';
 
@@ -58,13 +59,17 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
     previousSummaryId: cut.previousSummary?.id ?? null,
   });
 
-  const { text } = await generateText({
+  const { text, steps } = await generateText({
     model: deps.model,
     instructions: SUMMARY_SYSTEM,
     prompt: updatePrompt(cut.previousSummary, cut.newMessages),
     maxOutputTokens: settings.maxOutputTokens,
     maxRetries: 2,
   });
+  // Written with the apply, whatever its outcome: a summary that is discarded was paid for too.
+  const usage: CallUsage[] = steps.map((step) =>
+    callUsage(step.response.modelId || step.model.modelId, step.usage),
+  );
   if (!text.trim()) throw new Error('the model returned an empty summary');
 
   const sourceRange = rangeOf(cut.newMessages);
@@ -100,6 +105,7 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
     summary,
     archive,
     maxEvents: settings.maxEvents,
+    usage,
     eventData: {
       summaryId: summary.id,
       sourceRange,

@@ -26,6 +26,7 @@ export function compactionDepsFromConfig(
     logger,
     timeoutMs: config.LLM_TIMEOUT_MS,
     providers,
+    prices: config.MODEL_PRICES,
   });
   return {
     store,

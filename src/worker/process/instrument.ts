@@ -3,6 +3,8 @@ import type { LanguageModel } from 'ai';
 import type { Job } from 'bullmq';
 import { DelayedError } from '../../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../../shared/metrics.js';
+import type { PriceTable } from '../../shared/prices.js';
+import { callUsage } from '../../shared/usage.js';
 import type { GenerateResult, ModelV4 } from '../agent/model.js';
 
 /**
@@ -24,6 +26,7 @@ class MeteredModel implements ModelV4 {
   constructor(
     private readonly model: ModelV4,
     private readonly metrics: Metrics,
+    private readonly prices: PriceTable | undefined,
   ) {}
 
   get provider(): string {
@@ -45,7 +48,7 @@ class MeteredModel implements ModelV4 {
    */
   doGenerate(options: Parameters<ModelV4['doGenerate']>[0]): Promise<GenerateResult> {
     const started = performance.now();
-    const metrics = this.metrics;
+    const { metrics, prices } = this;
     let call: ReturnType<ModelV4['doGenerate']>;
     try {
       call = this.model.doGenerate(options);
@@ -55,12 +58,25 @@ class MeteredModel implements ModelV4 {
     }
     return Promise.resolve(call).then(
       (result) => {
-        recordModelCall(metrics, {
-          seconds: (performance.now() - started) / 1000,
-          ok: true,
-          inputTokens: result.usage.inputTokens.total,
-          outputTokens: result.usage.outputTokens.total,
-        });
+        const { inputTokens, outputTokens } = result.usage;
+        recordModelCall(
+          metrics,
+          {
+            seconds: (performance.now() - started) / 1000,
+            ok: true,
+            // The model that answered: a provider may name the exact version it served.
+            usage: callUsage(result.response?.modelId || this.model.modelId, {
+              inputTokens: inputTokens.total,
+              outputTokens: outputTokens.total,
+              inputTokenDetails: {
+                cacheReadTokens: inputTokens.cacheRead,
+                cacheWriteTokens: inputTokens.cacheWrite,
+              },
+              outputTokenDetails: { reasoningTokens: outputTokens.reasoning },
+            }),
+          },
+          prices,
+        );
         return result;
       },
       (err: unknown) => {
@@ -75,10 +91,13 @@ class MeteredModel implements ModelV4 {
   }
 }
 
-/** The model with call latency and token counters; a model id string is returned as is. */
-export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageModel {
+/**
+ * The model with call latency, token and (with `prices`) cost counters; a model id string is
+ * returned as is.
+ */
+export function meteredModel(model: LanguageModel, metrics: Metrics, prices?: PriceTable): LanguageModel {
   if (typeof model === 'string' || model.specificationVersion !== 'v4') return model;
-  return new MeteredModel(model, metrics);
+  return new MeteredModel(model, metrics, prices);
 }
 
 /** What a processor's result or error says about the turn. */
@@ -89,6 +108,7 @@ function outcomeOf(result: unknown, error: unknown): TurnOutcomeLabel {
   }
   const status = (result as { status?: unknown } | undefined)?.status;
   if (status === 'failed') return 'failed';
+  if (status === 'held') return 'held';
   return status === 'done' || status === 'idle' || status === 'lost' || status === 'busy' ? status : 'done';
 }
 

@@ -96,6 +96,7 @@ export function turnDepsFromConfig(
     logger,
     timeoutMs: config.LLM_TIMEOUT_MS,
     providers,
+    prices: config.MODEL_PRICES,
   });
   const { profile, skills } = capabilities;
   return {
@@ -132,6 +133,9 @@ export function turnDepsFromConfig(
     workerId: `${hostname()}:${process.pid}`,
     logger,
     failureNotice: config.FAILURE_NOTICE,
+    ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
+      budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },
+    }),
     download: createSafeDownload({
       maxBytes: config.FILE_FETCH_MAX_BYTES,
       timeoutMs: config.FILE_FETCH_TIMEOUT_MS,

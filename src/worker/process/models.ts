@@ -2,6 +2,7 @@ import type { LanguageModel } from 'ai';
 import type { ModelConfig } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
+import type { PriceTable } from '../../shared/prices.js';
 import { createModel } from '../agent/model.js';
 import { BUILT_IN_PROVIDERS, type ProviderFactories } from '../agent/providers.js';
 import { errorDetail, isOutage, isRateLimit } from '../turn/failure.js';
@@ -26,7 +27,14 @@ export interface RoleModel {
  */
 export function roleModel(
   models: ModelConfig,
-  options: { metrics: Metrics; logger: Logger; timeoutMs: number; providers?: ProviderFactories },
+  options: {
+    metrics: Metrics;
+    logger: Logger;
+    timeoutMs: number;
+    providers?: ProviderFactories;
+    /** MODEL_PRICES_FILE's table: the call metrics' cost. */
+    prices?: PriceTable;
+  },
 ): RoleModel {
   const { metrics, logger, timeoutMs } = options;
   const ids = models.models.map((m) => m.id);
@@ -50,5 +58,9 @@ export function roleModel(
       },
     }),
   });
-  return { model: meteredModel(model, metrics), health, stepTimeoutMs: timeoutMs * ids.length };
+  return {
+    model: meteredModel(model, metrics, options.prices),
+    health,
+    stepTimeoutMs: timeoutMs * ids.length,
+  };
 }

@@ -1,6 +1,7 @@
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../../shared/store/chat-store.js';
+import type { CallUsage } from '../../shared/usage.js';
 import { TurnAbort } from '../agent/turn-abort.js';
 import { renewAfter, renewalInterval } from './liveness.js';
 
@@ -182,11 +183,14 @@ export class Lane extends TurnAbort {
     this.releasedWith = { ok: true, pending };
   }
 
-  /** Release the lease (fenced). Idempotent. Returns the number of pending messages. */
-  async release(): Promise<{ ok: boolean; pending: number }> {
+  /**
+   * Release the lease (fenced). Idempotent. Returns the number of pending messages. `usage`:
+   * model calls no commit or fail wrote, recorded by the release that frees the lease.
+   */
+  async release(usage?: CallUsage[]): Promise<{ ok: boolean; pending: number }> {
     this.endRenewals();
     const done = this.releasedWith;
     this.releasedWith = { ok: false, pending: 0 };
-    return done ?? this.store.finish(this.chatKey, this.fence, this.owner, this.runId);
+    return done ?? this.store.finish(this.chatKey, this.fence, this.owner, this.runId, usage);
   }
 }

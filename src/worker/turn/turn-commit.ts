@@ -2,6 +2,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
+import type { UsageTally } from '../../shared/usage.js';
 import type { TurnMessages } from '../agent/earlier-sends.js';
 import { interleave } from '../agent/interleave.js';
 import type { LoopResult } from '../agent/loop.js';
@@ -26,6 +27,8 @@ export interface CommitRun {
   deps: CommitDeps;
   lane: Lane;
   logger: Logger;
+  /** The turn's model calls not yet written: the commit takes them (counted once, fenced). */
+  usage?: UsageTally;
 }
 
 export type CommittedTurn =
@@ -107,6 +110,7 @@ export async function commitTurn(
     consumed,
     messages: toCommit,
     releaseAs: lane.owner,
+    ...(run.usage && { usage: run.usage.take() }),
     event: {
       worker: deps.workerId,
       steps: loop.steps,

@@ -4,6 +4,7 @@ import type { Metrics } from '../../shared/metrics.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { failBatch, markFailed } from '../../shared/store/failures.js';
 import { withTokens } from '../../shared/tokens.js';
+import type { UsageTally } from '../../shared/usage.js';
 import { classifyTurnError, errorDetail } from './failure.js';
 import type { Lane } from './lane.js';
 import type { ModelHealth } from './model-health.js';
@@ -40,10 +41,11 @@ export async function settleFailedTurn(
   deps: FailureDeps,
   lane: Lane,
   logger: Logger,
-  batch: InboxEntry[],
+  turn: { batch: InboxEntry[]; usage?: UsageTally },
   err: unknown,
   finalAttempt: boolean,
 ): Promise<FailedTurn> {
+  const { batch } = turn;
   const { chatKey, runId } = lane;
   const failure = classifyTurnError(err);
   const error = errorDetail(err);
@@ -66,7 +68,7 @@ export async function settleFailedTurn(
       : finalAttempt && !failure.infrastructure
         ? 'TURN_FAILED'
         : undefined;
-  if (code && batch.length > 0) return failTurn(deps, lane, logger, batch, code, error);
+  if (code && batch.length > 0) return failTurn(deps, lane, logger, turn, code, error);
   await deps.store
     .appendEvent(chatKey, 'turn.failed', { runId, error, reason: 'retry' })
     .catch(() => undefined);
@@ -82,11 +84,12 @@ async function failTurn(
   deps: FailureDeps,
   lane: Lane,
   logger: Logger,
-  batch: InboxEntry[],
+  turn: { batch: InboxEntry[]; usage?: UsageTally },
   code: MessageFailureCode,
   error: string,
 ): Promise<FailedTurn> {
   const { chatKey, runId, fence } = lane;
+  const { batch } = turn;
   const messages = await Promise.all(
     batch.map((e) => withTokens(markFailed(e.message, code, error), deps.settings.maxCharsPerMessage)),
   );
@@ -98,6 +101,7 @@ async function failTurn(
     ts: Date.now(),
     code,
     event: { worker: deps.workerId, error, messages: batch.map((e) => e.message.id) },
+    ...(turn.usage && { usage: turn.usage.take() }),
   });
   if (!result.ok) {
     lane.markLost(`fail ${result.reason}`);

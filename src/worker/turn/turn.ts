@@ -8,6 +8,7 @@ import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
+import { UsageTally } from '../../shared/usage.js';
 import { seenBeyond, withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
@@ -22,6 +23,7 @@ import type { Compressor, Provider, ProviderResult, RuntimeContext } from '../pi
 import { Lane } from './lane.js';
 import type { DeliveryTrigger } from './outbox.js';
 import type { RunningTurns } from './running-turns.js';
+import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 
@@ -41,7 +43,7 @@ export interface TurnSettings {
   memoryMaxTokens?: number;
 }
 
-export interface TurnDeps extends FailureDeps, CommitDeps {
+export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   store: ChatStore;
   provider: Provider;
   compressor: Compressor;
@@ -108,6 +110,7 @@ export type TurnOutcome =
   | { status: 'idle'; pending: number }
   | { status: 'lost'; runId: string }
   | FailedTurn
+  | HeldTurn
   | CommittedTurn;
 
 /**
@@ -145,6 +148,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
+    usage: new UsageTally(),
   };
   deps.running?.track(lane);
   const finalAttempt = opts.finalAttempt ?? false;
@@ -163,6 +167,8 @@ interface TurnRun {
   logger: Logger;
   sent: ChatSendState;
   batch: InboxEntry[];
+  /** The model calls of every attempt not yet written: the script that settles the turn takes them. */
+  usage: UsageTally;
 }
 
 /**
@@ -202,12 +208,13 @@ async function settleTurn(
       outcome = { status: 'lost', runId };
       return outcome;
     }
-    outcome = await settleFailedTurn(deps, lane, logger, batch, err, finalAttempt);
+    outcome = await settleFailedTurn(deps, lane, logger, { batch, usage: run.usage }, err, finalAttempt);
     return outcome;
   } finally {
     deps.running?.untrack(lane);
     deps.typing?.stop(chatKey);
-    const released = await lane.release().catch((err: unknown) => {
+    // Calls no commit or fail wrote (a model failure, a stop): the release records them, fenced.
+    const released = await lane.release(run.usage.take()).catch((err: unknown) => {
       logger.warn({ err }, 'lease release failed; it will expire');
       return { ok: false, pending: 0 };
     });
@@ -240,6 +247,9 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     runId,
     maxCharsPerMessage: settings.maxCharsPerMessage,
   });
+  // CHAT_DAILY_TOKEN_BUDGET: over it, the messages are kept and the model is not called.
+  const held = await holdIfOverBudget(deps, lane, logger, pending, turn);
+  if (held) return held;
 
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
   const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
@@ -335,6 +345,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     // As the assembler shows them: the next turn's history then carries them byte for byte.
     toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
+    usage: run.usage,
   }).then((loop) => commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }));
 }
 

@@ -7,6 +7,7 @@
   KEYS[3] inbox
   KEYS[4] events
   KEYS[5] uncommitted  sends of runs that never committed: this commit's history holds them now
+  KEYS[6] usage        the chat's model usage by day, model and kind (includes/usage.lua)
 
   ARGV[1] fence
   ARGV[2] max events
@@ -14,9 +15,12 @@
   ARGV[4] tokens added (sum of metadata.tokens of the messages)
   ARGV[5] event data JSON, merged into the turn.committed event
   ARGV[6] owner token: release the lease after the commit ('' = keep it)
-  ARGV[7] n = number of consumed inbox stream ids
-  ARGV[8 .. 7+n]   consumed inbox stream ids
-  ARGV[8+n .. #ARGV] message JSONs, in history order
+  ARGV[7] usage day (UTC YYYY-MM-DD; '' = no usage to record)
+  ARGV[8] usage: drop days before this one on the day's first write ('' = keep all)
+  ARGV[9] usage: the turn's model calls, JSON (also put on the event as `calls`)
+  ARGV[10] n = number of consumed inbox stream ids
+  ARGV[11 .. 10+n]   consumed inbox stream ids
+  ARGV[11+n .. #ARGV] message JSONs, in history order
 
   Returns { 'ok', histLen, tokensTotal, released (1|0), pending } | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
@@ -25,23 +29,29 @@
 -- @include "fence"
 -- @include "consume"
 -- @include "lease"
+-- @include "usage"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
-local n = tonumber(ARGV[7])
-local missing = firstMissing(KEYS[3], 8, n)
+local n = tonumber(ARGV[10])
+local missing = firstMissing(KEYS[3], 11, n)
 if missing then
   return { 'missing', missing }
 end
-local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 8, n, ARGV[4])
+local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 11, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
 local data = cjson.decode(ARGV[5])
 data.runId = ARGV[3]
 data.fence = ARGV[1]
 data.consumed = n
-data.appended = #ARGV - 7 - n
+data.appended = #ARGV - 10 - n
 data.tokens = tokens
+-- The same calls counted in the usage hash, on the event: each once, in one script.
+local calls = recordUsage(KEYS[6], ARGV[7], ARGV[8], ARGV[9])
+if #calls > 0 then
+  data.calls = calls
+end
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
 local released = 0
 if ARGV[6] ~= '' and releaseLease(KEYS[1], ARGV[6]) then

@@ -7,6 +7,7 @@
   KEYS[2] hist
   KEYS[3] archive
   KEYS[4] events
+  KEYS[5] usage    the chat's model usage (includes/usage.lua)
 
   ARGV[1]  expected history version
   ARGV[2]  n = number of head messages summarised (the previous summary included)
@@ -20,6 +21,11 @@
   ARGV[10] event data JSON (model, duration, ...) merged into compaction.applied
   ARGV[11] archive: max entries kept (the oldest dropped first)
   ARGV[12] archive: max bytes kept (the newest entry is always kept)
+  ARGV[13] usage day (UTC YYYY-MM-DD; '' = no usage to record)
+  ARGV[14] usage: drop days before this one on the day's first write ('' = keep all)
+  ARGV[15] usage: the summary's model calls, JSON. Recorded whatever the outcome (applied,
+           discarded): the summary was paid for either way. One compaction job calls this
+           once per summary it had made, so each call is counted once.
 
   meta keeps archiveBytes (bytes the archive holds) and archiveDropped (entries dropped from
   its head, so an entry's index, archiveDropped + its position, never changes).
@@ -29,14 +35,24 @@
 ]]
 -- @include "now"
 -- @include "events"
+-- @include "usage"
+local calls = recordUsage(KEYS[5], ARGV[13] or '', ARGV[14] or '', ARGV[15] or '[]')
+local function withCalls(data)
+  if #calls > 0 then
+    data.calls = calls
+  end
+  return data
+end
+
 if redis.call('HGET', KEYS[1], 'compactedToId') == ARGV[4] then
-  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'already-applied', toId = ARGV[4] })
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', withCalls({ reason = 'already-applied', toId = ARGV[4] }))
   return { 'noop' }
 end
 
 local version = redis.call('HGET', KEYS[1], 'version') or '0'
 if version ~= ARGV[1] then
-  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'version', expected = ARGV[1], actual = version })
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded',
+    withCalls({ reason = 'version', expected = ARGV[1], actual = version }))
   return { 'stale', 'version' }
 end
 
@@ -44,7 +60,7 @@ local n = tonumber(ARGV[2])
 local first = redis.call('LINDEX', KEYS[2], 0)
 local last = redis.call('LINDEX', KEYS[2], n - 1)
 if not first or not last or cjson.decode(first).id ~= ARGV[3] or cjson.decode(last).id ~= ARGV[4] then
-  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', { reason = 'prefix-changed', toId = ARGV[4] })
+  addEvent(KEYS[4], ARGV[9], 'compaction.discarded', withCalls({ reason = 'prefix-changed', toId = ARGV[4] }))
   return { 'stale', 'prefix' }
 end
 
@@ -75,5 +91,5 @@ data.tokensBefore = tokens - tonumber(ARGV[8]) + tonumber(ARGV[7])
 data.tokensAfter = tokens
 data.toId = ARGV[4]
 data.version = newVersion
-addEvent(KEYS[4], ARGV[9], 'compaction.applied', data)
+addEvent(KEYS[4], ARGV[9], 'compaction.applied', withCalls(data))
 return { 'ok', newVersion }
