@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { parseJsonAs } from '../parse-json.js';
+import type { ReplicaAcks } from '../replica-acks.js';
 import type { StoreRetention } from '../retention.js';
 
 /**
@@ -13,6 +14,8 @@ export interface StoreOptions {
   maxEvents: number;
   /** Caps the scripts enforce (config: storeRetentionOf); defaults for the rest. */
   retention?: Partial<StoreRetention>;
+  /** REDIS_REPLICA_ACKS: the writes that must survive a failover are confirmed on replicas. */
+  replicaAcks?: ReplicaAcks | undefined;
 }
 
 export type IngestResult =
