@@ -22,6 +22,8 @@ export interface ClusterSetup {
   pid(port: number): number | undefined;
   /** Masters and the port of their replica, as the cluster says now. */
   shards(): Promise<Array<{ master: number; replica: number | undefined }>>;
+  /** The slot ranges `port` serves now ([from, to] inclusive). */
+  slotsOf(port: number): Promise<Array<[number, number]>>;
   /** Is `port` a master with slots, and does the cluster say ok? */
   isServingMaster(port: number, askPort: number): Promise<boolean>;
   /** Start a killed node again: it rejoins (as a replica once its shard failed over). */
@@ -112,6 +114,17 @@ export async function startCluster(dir: string, opts: { nodeTimeoutMs: number })
             .map((r) => portOf(r[1]!))
             .at(0),
         }));
+      }
+      return [];
+    },
+    async slotsOf(port) {
+      for (const ask of ports) {
+        const me = (await clusterNodes(ask)).find((r) => portOf(r[1]!) === port);
+        if (!me) continue;
+        return me.slice(8).flatMap((range): Array<[number, number]> => {
+          const [from, to] = range.split('-').map(Number);
+          return Number.isInteger(from) ? [[from!, to ?? from!]] : [];
+        });
       }
       return [];
     },

@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from '../../bench/util.js';
+import { type LagProxy, lagProxy } from './lag-proxy.js';
 import { type OwnRedis, ownRedis } from './redis-server.js';
 
 /**
@@ -21,6 +22,8 @@ export interface SentinelSetup {
   primary: OwnRedis;
   replica: OwnRedis;
   sentinels: OwnRedis[];
+  /** With `lag`: the primary as everyone sees it (scripts/chaos/lag-proxy.ts). */
+  proxy: LagProxy | undefined;
   /** REDIS_SENTINELS. */
   sentinelList: string;
   /** The master's port as the sentinels answer it now. */
@@ -30,9 +33,14 @@ export interface SentinelSetup {
   pids(): number[];
 }
 
-export interface SentinelTimings {
+export interface SentinelOptions {
   downAfterMs: number;
   failoverTimeoutMs: number;
+  /**
+   * Put the primary behind a lag proxy: the replica and the sentinels (so every client
+   * too) reach it at 127.0.0.2 on its port, and the run can make the replica fall behind.
+   */
+  lag?: boolean;
 }
 
 /** A short-lived client for one question to one server. */
@@ -63,7 +71,7 @@ export async function linkedReplicas(port: number): Promise<number> {
 
 export async function startSentinels(
   dir: string,
-  timings: SentinelTimings = { downAfterMs: 1000, failoverTimeoutMs: 3000 },
+  opts: SentinelOptions = { downAfterMs: 1000, failoverTimeoutMs: 3000 },
 ): Promise<SentinelSetup> {
   const dirOf = (name: string) => {
     const d = join(dir, name);
@@ -77,8 +85,10 @@ export async function startSentinels(
     // own AOF it would otherwise be a second master until the sentinels demote it.
     args: (n) => [...FAST_SYNC, ...(n === 0 ? [] : ['--replicaof', '127.0.0.1', String(replicaPort)])],
   });
+  const proxy = opts.lag ? await lagProxy(primaryPort) : undefined;
+  const primaryHost = proxy?.host ?? '127.0.0.1';
   const replica = ownRedis(dirOf('replica'), replicaPort, {
-    args: [...FAST_SYNC, '--replicaof', '127.0.0.1', String(primaryPort)],
+    args: [...FAST_SYNC, '--replicaof', primaryHost, String(primaryPort)],
   });
   const sentinels: OwnRedis[] = [];
   const all = () => [primary, replica, ...sentinels];
@@ -91,9 +101,9 @@ export async function startSentinels(
       writeFileSync(
         conf,
         [
-          `sentinel monitor ${SENTINEL_MASTER_NAME} 127.0.0.1 ${primaryPort} 2`,
-          `sentinel down-after-milliseconds ${SENTINEL_MASTER_NAME} ${timings.downAfterMs}`,
-          `sentinel failover-timeout ${SENTINEL_MASTER_NAME} ${timings.failoverTimeoutMs}`,
+          `sentinel monitor ${SENTINEL_MASTER_NAME} ${primaryHost} ${primaryPort} 2`,
+          `sentinel down-after-milliseconds ${SENTINEL_MASTER_NAME} ${opts.downAfterMs}`,
+          `sentinel failover-timeout ${SENTINEL_MASTER_NAME} ${opts.failoverTimeoutMs}`,
           `sentinel parallel-syncs ${SENTINEL_MASTER_NAME} 1`,
           '',
         ].join('\n'),
@@ -121,12 +131,14 @@ export async function startSentinels(
     }
   } catch (err) {
     await Promise.allSettled(all().map((s) => s.stop('SIGKILL')));
+    await proxy?.close();
     throw err;
   }
   return {
     primary,
     replica,
     sentinels,
+    proxy,
     sentinelList: sentinels.map((s) => `127.0.0.1:${s.port}`).join(','),
     async masterPort() {
       for (const s of sentinels) {
@@ -141,6 +153,7 @@ export async function startSentinels(
     },
     async stop(signal: NodeJS.Signals = 'SIGKILL') {
       await Promise.allSettled(all().map((s) => s.stop(signal)));
+      await proxy?.close();
     },
     pids: () => all().flatMap((s) => s.pid() ?? []),
   };
