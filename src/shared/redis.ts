@@ -129,10 +129,8 @@ export type RedisTopology = Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'> &
 /**
  * Sentinel mode: ioredis asks the sentinels for the master at every (re)connect and checks
  * the server's role when it gets there (a master that was just demoted is refused and the
- * sentinels asked again). `failoverDetector` also subscribes to the sentinels' +switch-master
- * and drops the connection at once, instead of waiting for the old primary's socket to fail
- * (a partition) or its READONLY answers. REDIS_URL lends the data nodes' credentials and db;
- * rediss: turns TLS on towards the sentinels and the data nodes alike.
+ * sentinels asked again). REDIS_URL lends the data nodes' credentials and db; rediss: turns
+ * TLS on towards the sentinels and the data nodes alike.
  */
 export function sentinelOptions(
   config: Required<Pick<RedisTopology, 'REDIS_URL' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'>> &
@@ -145,7 +143,13 @@ export function sentinelOptions(
     sentinels: config.REDIS_SENTINELS,
     name: config.REDIS_SENTINEL_NAME,
     role: 'master',
-    failoverDetector: true,
+    // Off: when +switch-master arrives while a connection is already reconnecting (the old
+    // primary died, which is exactly then), ioredis 5.11 rejects that connect and ends the
+    // connection for good (Redis#connect sets status "end" on a connector error). Seen in
+    // the failover run under load. A dead primary resets its connections anyway, and a
+    // demoted one answers READONLY (see followPrimary) after the sentinels CLIENT KILL its
+    // clients.
+    failoverDetector: false,
     ...(config.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: config.REDIS_SENTINEL_PASSWORD } : {}),
     ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
     ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
@@ -168,15 +172,17 @@ export function createRedisClient(
 ): RedisClient {
   const tuning = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, ...opts };
   if (config.REDIS_SENTINELS?.length && config.REDIS_SENTINEL_NAME) {
-    return new Redis({
-      ...redisOptions(role, tuning),
-      ...sentinelOptions({
-        ...config,
-        REDIS_SENTINELS: config.REDIS_SENTINELS,
-        REDIS_SENTINEL_NAME: config.REDIS_SENTINEL_NAME,
+    return keepConnecting(
+      new Redis({
+        ...redisOptions(role, tuning),
+        ...sentinelOptions({
+          ...config,
+          REDIS_SENTINELS: config.REDIS_SENTINELS,
+          REDIS_SENTINEL_NAME: config.REDIS_SENTINEL_NAME,
+        }),
+        ...(connectionName ? { connectionName } : {}),
       }),
-      ...(connectionName ? { connectionName } : {}),
-    });
+    );
   }
   if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName, tuning);
   const options = clusterOptions(role, config.REDIS_URL, tuning);
@@ -204,9 +210,34 @@ export async function waitReady(redis: RedisClient, timeoutMs = 5000): Promise<v
   });
 }
 
+/** Connections closed on purpose (closeRedis): `keepConnecting` leaves those ended. */
+const closing = new WeakSet<RedisClient>();
+
+/**
+ * A Sentinel connection whose connect fails inside ioredis's connector (a sentinel answered
+ * while the connection was being torn down) ends for good instead of retrying: start it
+ * again, unless it was closed on purpose. Without this a failover could leave a process
+ * answering "Connection is closed." until restarted.
+ */
+function keepConnecting(redis: Redis): Redis {
+  redis.on('end', () => {
+    if (closing.has(redis)) return;
+    setTimeout(() => {
+      if (!closing.has(redis) && redis.status === 'end') redis.connect().catch(() => undefined);
+    }, 1000).unref();
+  });
+  return redis;
+}
+
 /** quit() that never throws and can be called twice. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
+  closing.add(redis);
   if (redis.status === 'end') return;
+  // Not connected: QUIT would wait in the offline queue for a connection that may never come.
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
   try {
     await redis.quit();
   } catch {

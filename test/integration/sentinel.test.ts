@@ -109,6 +109,18 @@ describe('REDIS_REPLICA_ACKS without enough replicas', () => {
   });
 });
 
+describe('a Sentinel connection', () => {
+  it('that ends without being closed on purpose connects again by itself', async () => {
+    const worker = connect('worker');
+    await waitReady(worker);
+    // What ioredis does when its connector fails mid-failover: the connection ends.
+    worker.disconnect();
+    await waitFor(async () => worker.status === 'end', { what: 'the connection to end' });
+    await waitFor(async () => worker.status === 'ready', { timeoutMs: 10_000, what: 'the reconnect' });
+    expect(await worker.ping()).toBe('PONG');
+  });
+});
+
 describe('a Sentinel failover', () => {
   it('every connection follows it: worker writes carry on, an ingress gets 503-class errors at most, the demoted primary answers READONLY', async () => {
     const worker = connect('worker');

@@ -1,7 +1,7 @@
 import { Redis, ReplyError } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/shared/config.js';
-import { createRedisClient, followPrimary } from '../../src/shared/redis.js';
+import { closeRedis, createRedisClient, followPrimary } from '../../src/shared/redis.js';
 import { isRedisUnavailable } from '../../src/shared/redis-errors.js';
 import { ReplicationTimeoutError, replicaAcks } from '../../src/shared/replica-acks.js';
 
@@ -32,13 +32,13 @@ describe('Sentinel configuration', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
-  it('builds one Redis per connection that asks the sentinels for the master and checks its role', () => {
+  it('builds one Redis per connection that asks the sentinels for the master and checks its role', async () => {
     const redis = createRedisClient(
       loadConfig({ ...sentinel, REDIS_SENTINEL_PASSWORD: 'sp', REDIS_URL: 'redis://app:pw@ignored:1/3' }),
       'worker',
       'chatlane:test',
     ) as Redis;
-    redis.disconnect();
+    await closeRedis(redis);
     expect(redis).toBeInstanceOf(Redis);
     expect(redis.options).toMatchObject({
       sentinels: [
@@ -47,7 +47,7 @@ describe('Sentinel configuration', () => {
       ],
       name: 'mymaster',
       role: 'master',
-      failoverDetector: true,
+      failoverDetector: false,
       sentinelPassword: 'sp',
       username: 'app',
       password: 'pw',
@@ -58,7 +58,7 @@ describe('Sentinel configuration', () => {
     expect(redis.options.tls).toBeUndefined();
   });
 
-  it('turns TLS on for the sentinels and the data nodes with a rediss: REDIS_URL', () => {
+  it('turns TLS on for the sentinels and the data nodes with a rediss: REDIS_URL', async () => {
     const redis = createRedisClient(
       loadConfig({ ...sentinel, REDIS_URL: 'rediss://h:6380' }),
       'ingress',
