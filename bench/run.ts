@@ -11,6 +11,7 @@ import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
 import { benchPromptCache, PROMPT_CACHE_DEFAULTS } from './prompt-cache.js';
 import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
+import { benchReplicaAcks, REPLICA_ACKS_DEFAULTS } from './replica-acks.js';
 import { benchScaling, SCALING_DEFAULTS } from './scaling.js';
 import { benchSerialized, SERIALIZED_DEFAULTS } from './serialized.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
@@ -23,7 +24,8 @@ import { adminRedis, progress, REDIS_URL } from './util.js';
  * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
  * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
  * overhead, concurrency, scaling, offered-load) start `dist/cli.js` processes: build first.
- * recovery kills a worker max(5, N) times. memory starts its own redis-server (on PATH) on a free port.
+ * recovery kills a worker max(5, N) times. memory starts its own redis-server (on PATH) on a free port;
+ * replica-acks its own primary and replica.
  * Prints one JSON document on stdout; progress goes to stderr. Targets are reported, never
  * enforced: a missed target is `meetsTarget: false`, not a failed process.
  */
@@ -42,6 +44,7 @@ const BENCHMARKS = [
   'offered-load',
   'memory',
   'prompt-cache',
+  'replica-acks',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -110,6 +113,7 @@ const SMOKE = {
   scaling: { workers: [1, 2], chats: 256, warmupChats: 32 },
   'offered-load': { rates: [10, 40], durationS: 5 },
   memory: { chats: 500, sampleChats: 50, archiveChats: 50, steadyTurns: 600, steadyEvery: 100 },
+  'replica-acks': { durationS: 2, warmupS: 1, turns: 30 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -200,6 +204,12 @@ for (const name of selected) {
       results['prompt-cache'] = await benchPromptCache({
         ...PROMPT_CACHE_DEFAULTS,
         ...(smoke && { turns: 6, chats: 2, smallWindowMessages: 6 }),
+      });
+    } else if (name === 'replica-acks') {
+      results['replica-acks'] = await benchReplicaAcks({
+        ...REPLICA_ACKS_DEFAULTS,
+        ...(smoke && SMOKE['replica-acks']),
+        runs,
       });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).

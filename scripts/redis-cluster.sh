@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# A throwaway local 3-master Redis Cluster for tests and CI (no replicas, no persistence).
+# A throwaway local 3-master Redis Cluster for tests and CI (no persistence).
 #
-#   scripts/redis-cluster.sh start <dir>   start 127.0.0.1:7101-7103, create the cluster, wait for cluster_state:ok
-#   scripts/redis-cluster.sh stop <dir>    stop the servers started in <dir> (by their pid files, nothing else)
+#   scripts/redis-cluster.sh start <dir>        start 127.0.0.1:7101-7103, create the cluster, wait for cluster_state:ok
+#   scripts/redis-cluster.sh stop <dir>         stop the servers started in <dir> (by their pid files, nothing else)
+#   scripts/redis-cluster.sh start-node <dir> <port>
+#                                               start one node again (after a kill): it rejoins with its node config
 #
 # <dir> holds the node configs, pid files and logs. Ports: REDIS_CLUSTER_BASE_PORT (default 7101).
-# On success `start` prints the REDIS_CLUSTER_NODES value to use.
+# REDIS_CLUSTER_REPLICAS (default 0): replicas per master, on the ports after the masters'
+# (1: 127.0.0.1:7101-7106). REDIS_CLUSTER_NODE_TIMEOUT (ms, default 5000): how soon a dead
+# master is failed over. On success `start` prints the REDIS_CLUSTER_NODES value to use.
 set -euo pipefail
 
 cmd=${1:-}
 dir=${2:-}
 if [[ -z "$cmd" || -z "$dir" ]]; then
-  echo "usage: $0 start|stop <dir>" >&2
+  echo "usage: $0 start|stop <dir> | start-node <dir> <port>" >&2
   exit 2
 fi
 
 base=${REDIS_CLUSTER_BASE_PORT:-7101}
-ports=("$base" "$((base + 1))" "$((base + 2))")
+replicas=${REDIS_CLUSTER_REPLICAS:-0}
+node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
+ports=()
+for i in $(seq 0 $((3 * (1 + replicas) - 1))); do ports+=("$((base + i))"); done
 nodes=$(printf '127.0.0.1:%s,' "${ports[@]}")
 nodes=${nodes%,}
+
+start_node() {
+  local port=$1
+  # --repl-diskless-sync-delay 0: a replica's full sync starts at once, not after 5 s.
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+    --cluster-enabled yes --cluster-config-file "nodes-$port.conf" --cluster-node-timeout "$node_timeout" \
+    --save '' --appendonly no --maxmemory-policy noeviction --repl-diskless-sync-delay 0 \
+    --daemonize yes --pidfile "$dir/redis-$port.pid" --logfile "$dir/redis-$port.log"
+}
 
 stop_cluster() {
   local pidfile pid pids=()
@@ -56,10 +72,7 @@ case "$cmd" in
     for port in "${ports[@]}"; do
       # A fresh cluster every time: stale node configs would keep an old cluster's identity.
       rm -f "$dir/nodes-$port.conf"
-      redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
-        --cluster-enabled yes --cluster-config-file "nodes-$port.conf" --cluster-node-timeout 5000 \
-        --save '' --appendonly no --maxmemory-policy noeviction \
-        --daemonize yes --pidfile "$dir/redis-$port.pid" --logfile "$dir/redis-$port.log"
+      start_node "$port"
     done
     for port in "${ports[@]}"; do
       for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -70,7 +83,7 @@ case "$cmd" in
       }
     done
     redis-cli --cluster create $(printf '127.0.0.1:%s ' "${ports[@]}") \
-      --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 || {
+      --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1 || {
       echo "redis-cluster: cluster create failed:" >&2
       cat "$dir/create.log" >&2
       stop_cluster
@@ -89,13 +102,38 @@ case "$cmd" in
       stop_cluster
       exit 1
     fi
+    # Replicas: ready once every master has a replica past its initial sync.
+    if [[ $replicas -gt 0 ]]; then
+      for _ in $(seq 1 200); do
+        online=0
+        for port in "${ports[@]}"; do
+          redis-cli -p "$port" info replication 2>/dev/null | grep -q '^slave[0-9]*:.*state=online' && online=$((online + 1))
+        done
+        [[ $online -ge 3 ]] && break
+        sleep 0.1
+      done
+      if [[ $online -lt 3 ]]; then
+        echo "redis-cluster: the replicas did not finish their initial sync" >&2
+        stop_cluster
+        exit 1
+      fi
+    fi
     echo "$nodes"
+    ;;
+  start-node)
+    port=${3:-}
+    [[ -n "$port" && -f "$dir/nodes-$port.conf" ]] || {
+      echo "redis-cluster: start-node needs the port of a node created in $dir" >&2
+      exit 2
+    }
+    dir=$(cd "$dir" && pwd)
+    start_node "$port"
     ;;
   stop)
     stop_cluster
     ;;
   *)
-    echo "usage: $0 start|stop <dir>" >&2
+    echo "usage: $0 start|stop <dir> | start-node <dir> <port>" >&2
     exit 2
     ;;
 esac

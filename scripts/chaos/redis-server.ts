@@ -32,31 +32,53 @@ async function pings(url: string): Promise<boolean> {
   }
 }
 
-export function ownRedis(dir: string, port: number): OwnRedis {
+/**
+ * `args`: more redis-server arguments (`--replicaof`, ...), or a function of the start
+ * (0 first): a restarted primary may come back as a replica. `conf`: a config file read
+ * first (a sentinel's, run with `--sentinel`; it must be writable, sentinels rewrite it).
+ */
+export interface OwnRedisOptions {
+  args?: string[] | ((start: number) => string[]);
+  conf?: string;
+  /** The log file's name in `dir` (default redis.log). */
+  log?: string;
+}
+
+export function ownRedis(dir: string, port: number, options: OwnRedisOptions = {}): OwnRedis {
   const url = `redis://127.0.0.1:${port}`;
+  let starts = 0;
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
 
   const start = async () => {
+    const extra = typeof options.args === 'function' ? options.args(starts++) : (options.args ?? []);
+    const sentinel = extra.includes('--sentinel');
     const proc = spawn(
       'redis-server',
       [
+        ...(options.conf ? [options.conf] : []),
         '--port',
         String(port),
         '--bind',
         '127.0.0.1',
         '--dir',
         dir,
-        '--appendonly',
-        'yes',
-        '--appendfsync',
-        'always',
-        '--save',
-        '',
-        '--maxmemory-policy',
-        'noeviction',
+        // A sentinel refuses the data options.
+        ...(sentinel
+          ? []
+          : [
+              '--appendonly',
+              'yes',
+              '--appendfsync',
+              'always',
+              '--save',
+              '',
+              '--maxmemory-policy',
+              'noeviction',
+            ]),
         '--logfile',
-        join(dir, 'redis.log'),
+        join(dir, options.log ?? 'redis.log'),
+        ...extra,
       ],
       { stdio: 'ignore' },
     );

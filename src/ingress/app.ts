@@ -211,6 +211,10 @@ export async function buildIngress(deps: IngressDeps) {
           ? deps.redis.duplicate({
               enableOfflineQueue: true,
               maxRetriesPerRequest: null,
+              // The ingress's command timeout (REDIS_COMMAND_TIMEOUT_MS, 1 s) would cut every
+              // XREAD BLOCK (5 s): the cut read stays blocked in Redis and the next one queues
+              // behind it, so a quiet reader timed out again and again.
+              commandTimeout: undefined,
               connectionName: `chatlane:stream:${deps.store.prefix}`,
             })
           : deps.redis,

@@ -3,6 +3,7 @@ import type { ReplyRoute } from '../shared/delivery/route.js';
 import { DEFAULT_FILE_POLICY, type FilePolicy, messageFileProblem } from '../shared/file-parts.js';
 import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
 import type { ChatMessage } from '../shared/messages.js';
+import { ReplicationTimeoutError, type WriteMark } from '../shared/replica-acks.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { ActivityIndex } from './activity.js';
 import type { ContactTracker } from './contacts.js';
@@ -27,7 +28,8 @@ import { withRedis } from './validation.js';
  * its promise to the sender. Throws `HttpError` with the registry's code:
  * CHAT_FULL (429) when the chat already holds MAX_PENDING_PER_CHAT messages,
  * REDIS_UNAVAILABLE (503) when Redis cannot be reached (the sender should retry; the id
- * makes the retry safe).
+ * makes the retry safe), REPLICATION_TIMEOUT (503) when REDIS_REPLICA_ACKS replicas did not
+ * confirm the write in time (the same retry).
  */
 export interface IngestRequest {
   chatKey: string;
@@ -56,6 +58,19 @@ export interface IngestDeps {
   files?: FilePolicy;
 }
 
+async function confirmReplicated(store: ChatStore, mark: WriteMark | undefined): Promise<void> {
+  try {
+    await store.confirmWrite(mark);
+  } catch (err) {
+    if (!(err instanceof ReplicationTimeoutError)) throw err;
+    throw new HttpError(
+      'REPLICATION_TIMEOUT',
+      'the message is stored but not yet confirmed on enough Redis replicas; retry with the same id',
+      { cause: err },
+    );
+  }
+}
+
 export function createIngest(deps: IngestDeps): Ingest {
   const { store, turns } = deps;
   const activity = deps.activity ?? new ActivityIndex(store);
@@ -67,6 +82,7 @@ export function createIngest(deps: IngestDeps): Ingest {
   return async ({ chatKey, message, route }) => {
     const problem = messageFileProblem(message.parts, files);
     if (problem) throw new HttpError(problem.code, problem.message);
+    const mark = store.markWrite(chatKey);
     const result = await withRedis(() => store.ingest(chatKey, message, limits, route));
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);
@@ -81,6 +97,10 @@ export function createIngest(deps: IngestDeps): Ingest {
         result.status === 'accepted' && contacts ? contacts.touch(chatKey, message) : undefined,
       ]),
     );
+    // REDIS_REPLICA_ACKS: the 2xx promises the message survives a failover. One WAIT after
+    // the enqueue covers it too (same connection); a duplicate waits as well, since the
+    // earlier attempt may have been answered 503 before its write reached the replicas.
+    await withRedis(() => confirmReplicated(store, mark));
     return { status: result.status, messageId: message.id };
   };
 }

@@ -13,6 +13,7 @@ import {
   type RedisClient,
   waitReady,
 } from '../shared/redis.js';
+import { replicaAcks } from '../shared/replica-acks.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { standardSources } from '../shared/webhooks/standard.js';
@@ -34,6 +35,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
+    replicaAcks: replicaAcks(config),
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
   // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.

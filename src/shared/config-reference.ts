@@ -42,6 +42,12 @@ const every = [I, W, C, D] as const;
 export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   REDIS_URL: every,
   REDIS_CLUSTER_NODES: every,
+  REDIS_SENTINELS: every,
+  REDIS_SENTINEL_NAME: every,
+  REDIS_SENTINEL_PASSWORD: every,
+  // Ingest (ingress); the fence, replies and commit (worker, which also runs delivery triggers).
+  REDIS_REPLICA_ACKS: [I, W],
+  REDIS_REPLICA_ACKS_TIMEOUT_MS: [I, W],
   CHATLANE_PREFIX: every,
   HOST: every,
   PORT: [I],
@@ -171,6 +177,7 @@ interface JsonProp {
 /** Lists, flags and the like are strings with a transform: their type says what to write. */
 const LIST_TYPES: Record<string, string> = {
   REDIS_CLUSTER_NODES: 'list of host:port',
+  REDIS_SENTINELS: 'list of host:port',
   GENERIC_WEBHOOK_SOURCES: 'list of names',
   GENERIC_WEBHOOK_REPLY_HOSTS: 'list of hosts',
   FILE_MEDIA_TYPES: 'list of media types',

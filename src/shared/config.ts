@@ -45,6 +45,26 @@ export const configSchema = () =>
     REDIS_CLUSTER_NODES: clusterNodes.describe(
       'host:port,... of a Redis Cluster: every connection becomes a Cluster (REDIS_URL then only lends credentials and rediss: TLS)',
     ),
+    // Sentinel (docs/production-redis.md): every connection asks these sentinels for the
+    // master named REDIS_SENTINEL_NAME and follows it through a failover. REDIS_URL then only
+    // lends the data nodes' username, password, db and rediss: TLS (sentinels included).
+    REDIS_SENTINELS: clusterNodes.describe(
+      'Sentinel mode: host:port,host:port of the sentinels to ask for the master (needs REDIS_SENTINEL_NAME; REDIS_URL then lends only credentials, db and rediss: TLS)',
+    ),
+    REDIS_SENTINEL_NAME: optionalString.describe(
+      'Sentinel mode: the name of the master the sentinels monitor (needs REDIS_SENTINELS)',
+    ),
+    REDIS_SENTINEL_PASSWORD: optionalString.describe(
+      'Sentinel mode: the password the sentinels themselves require (requirepass in sentinel.conf), if any',
+    ),
+    // Durability across a failover (docs/production-redis.md): acknowledge an ingest, and count
+    // a commit or an outbox write as done, only once WAIT says N replicas have it.
+    REDIS_REPLICA_ACKS: int(0, 0).describe(
+      'Replicas that must confirm (Redis WAIT) an ingested message before its 202, and a commit or reply before the turn counts as done; 0 = do not wait',
+    ),
+    REDIS_REPLICA_ACKS_TIMEOUT_MS: int(500, 1).describe(
+      'How long one WAIT for REDIS_REPLICA_ACKS replicas may take; then the ingest answers 503 REPLICATION_TIMEOUT (a retry is idempotent) and a worker retries the turn',
+    ),
     // Braces would let a prefix steal the hash tag of every key; colons are our separator.
     CHATLANE_PREFIX: z
       .string()
@@ -473,6 +493,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
+  const redisProblems = redisTopologyProblems(config);
+  if (redisProblems.length > 0) throw new ConfigError(`invalid configuration:\n${redisProblems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
@@ -480,6 +502,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   return config;
+}
+
+/** Half a Sentinel setup, or two topologies at once: each line names the variable to fix. */
+function redisTopologyProblems(config: Config): string[] {
+  const problems: string[] = [];
+  const sentinels = (config.REDIS_SENTINELS?.length ?? 0) > 0;
+  if (sentinels && !config.REDIS_SENTINEL_NAME)
+    problems.push(
+      '  REDIS_SENTINEL_NAME: missing: REDIS_SENTINELS is set, name the master the sentinels monitor',
+    );
+  if (!sentinels && config.REDIS_SENTINEL_NAME)
+    problems.push(
+      '  REDIS_SENTINELS: missing: REDIS_SENTINEL_NAME is set, list the sentinels (host:port,...)',
+    );
+  if (!sentinels && config.REDIS_SENTINEL_PASSWORD)
+    problems.push(
+      "  REDIS_SENTINEL_PASSWORD: set without REDIS_SENTINELS (it is the sentinels' own password)",
+    );
+  if (sentinels && (config.REDIS_CLUSTER_NODES?.length ?? 0) > 0)
+    problems.push(
+      '  REDIS_SENTINELS: set together with REDIS_CLUSTER_NODES; a deployment is one or the other',
+    );
+  // An ingress WAIT cut by the command timeout would be a 503 REDIS_UNAVAILABLE instead of the
+  // documented REPLICATION_TIMEOUT, and would leave the connection blocked behind it.
+  if (
+    config.REDIS_REPLICA_ACKS > 0 &&
+    config.REDIS_COMMAND_TIMEOUT_MS > 0 &&
+    config.REDIS_REPLICA_ACKS_TIMEOUT_MS >= config.REDIS_COMMAND_TIMEOUT_MS
+  )
+    problems.push(
+      `  REDIS_REPLICA_ACKS_TIMEOUT_MS: must be below REDIS_COMMAND_TIMEOUT_MS (${config.REDIS_COMMAND_TIMEOUT_MS})`,
+    );
+  return problems;
 }
 
 const NO_MODEL_HINT =

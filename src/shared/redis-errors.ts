@@ -13,12 +13,19 @@ const UNAVAILABLE_REPLY = /^(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TR
 
 // ioredis's own connection errors (it throws plain Errors with these messages).
 const CONNECTION_MESSAGE =
-  /Connection is closed|Stream isn't writeable|enableOfflineQueue options is false|Command timed out|Socket timeout|Cluster is disconnect|Node is disconnected|None of startup nodes is available|Failed to refresh slots cache|Too many Cluster redirections|connect ETIMEDOUT/;
+  /Connection is closed|Stream isn't writeable|enableOfflineQueue options is false|Command timed out|Socket timeout|Cluster is disconnect|Node is disconnected|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Too many Cluster redirections|connect ETIMEDOUT/;
 
 const NETWORK_CODE =
   /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN)$/;
 
-const UNAVAILABLE_NAMES = new Set(['MaxRetriesPerRequestError', 'ClusterAllFailedError', 'AbortError']);
+// ReplicationTimeoutError: REDIS_REPLICA_ACKS replicas did not confirm a write in time
+// (src/shared/replica-acks.ts); the write itself may well be on the primary.
+const UNAVAILABLE_NAMES = new Set([
+  'MaxRetriesPerRequestError',
+  'ClusterAllFailedError',
+  'AbortError',
+  'ReplicationTimeoutError',
+]);
 
 export function isRedisUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;

@@ -36,12 +36,30 @@ export interface ConnectionTuning {
   autoPipelining?: boolean | undefined;
 }
 
+const READONLY = /^READONLY\b/;
+
+/**
+ * A connection still talking to a primary that has become a replica (a Sentinel or managed
+ * failover, a DNS name that now points elsewhere) gets READONLY on every write: drop it and
+ * connect again, which asks the sentinels (or DNS) for the primary afresh. A worker resends
+ * the command there (2): READONLY means it did not run — a replica executes no write, and a
+ * Lua script fails at its first write. The ingress fails it (1): the request gets its 503
+ * and the client's retry, with the same id, lands on the new primary.
+ */
+export function followPrimary(role: ConnectionRole): (err: Error) => boolean | 1 | 2 {
+  const onReadOnly = role === 'worker' ? 2 : 1;
+  return (err) => (READONLY.test(err.message) ? onReadOnly : false);
+}
+
 export function redisOptions(role: ConnectionRole, tuning: ConnectionTuning = {}): RedisOptions {
   // Auto-pipelining batches the commands of concurrent turns issued in one tick into one
   // socket write: fewer syscalls per turn, same ordering per connection.
   const enableAutoPipelining = tuning.autoPipelining ?? true;
-  if (role === 'worker') return { maxRetriesPerRequest: null, enableReadyCheck: true, enableAutoPipelining };
+  const reconnectOnError = followPrimary(role);
+  if (role === 'worker')
+    return { maxRetriesPerRequest: null, enableReadyCheck: true, enableAutoPipelining, reconnectOnError };
   return {
+    reconnectOnError,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
     connectTimeout: 2000,
@@ -99,15 +117,73 @@ export function clusterOptions(
   };
 }
 
-/** One connection for `role`: an ioredis Cluster when REDIS_CLUSTER_NODES is set, else Redis at REDIS_URL. */
+/** Where Redis is: a single server, a Sentinel-monitored master, or a Cluster. */
+export type RedisTopology = Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'> &
+  Partial<
+    Pick<
+      Config,
+      'REDIS_COMMAND_TIMEOUT_MS' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD'
+    >
+  >;
+
+/**
+ * Sentinel mode: ioredis asks the sentinels for the master at every (re)connect and checks
+ * the server's role when it gets there (a master that was just demoted is refused and the
+ * sentinels asked again). REDIS_URL lends the data nodes' credentials and db; rediss: turns
+ * TLS on towards the sentinels and the data nodes alike.
+ */
+export function sentinelOptions(
+  config: Required<Pick<RedisTopology, 'REDIS_URL' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'>> &
+    Pick<RedisTopology, 'REDIS_SENTINEL_PASSWORD'>,
+): RedisOptions {
+  const u = new URL(config.REDIS_URL);
+  const tls = u.protocol === 'rediss:';
+  const db = Number(u.pathname.slice(1) || 0);
+  return {
+    sentinels: config.REDIS_SENTINELS,
+    name: config.REDIS_SENTINEL_NAME,
+    role: 'master',
+    // Off: when +switch-master arrives while a connection is already reconnecting (the old
+    // primary died, which is exactly then), ioredis 5.11 rejects that connect and ends the
+    // connection for good (Redis#connect sets status "end" on a connector error). Seen in
+    // the failover run under load. A dead primary resets its connections anyway, and a
+    // demoted one answers READONLY (see followPrimary) after the sentinels CLIENT KILL its
+    // clients.
+    failoverDetector: false,
+    ...(config.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: config.REDIS_SENTINEL_PASSWORD } : {}),
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(Number.isInteger(db) && db > 0 ? { db } : {}),
+    ...(tls ? { tls: {}, enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+  };
+}
+
+/**
+ * One connection for `role`: an ioredis Cluster when REDIS_CLUSTER_NODES is set, a
+ * Sentinel-resolved master when REDIS_SENTINELS is, else Redis at REDIS_URL. Every process
+ * builds its connections here (BullMQ's blocking ones are duplicates of these, with the same
+ * options), so each follows a failover the same way.
+ */
 export function createRedisClient(
-  config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'> &
-    Partial<Pick<Config, 'REDIS_COMMAND_TIMEOUT_MS'>>,
+  config: RedisTopology,
   role: ConnectionRole,
   connectionName?: string,
   opts: Pick<ConnectionTuning, 'autoPipelining'> = {},
 ): RedisClient {
   const tuning = { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS, ...opts };
+  if (config.REDIS_SENTINELS?.length && config.REDIS_SENTINEL_NAME) {
+    return keepConnecting(
+      new Redis({
+        ...redisOptions(role, tuning),
+        ...sentinelOptions({
+          ...config,
+          REDIS_SENTINELS: config.REDIS_SENTINELS,
+          REDIS_SENTINEL_NAME: config.REDIS_SENTINEL_NAME,
+        }),
+        ...(connectionName ? { connectionName } : {}),
+      }),
+    );
+  }
   if (!config.REDIS_CLUSTER_NODES?.length) return createRedis(config.REDIS_URL, role, connectionName, tuning);
   const options = clusterOptions(role, config.REDIS_URL, tuning);
   if (connectionName) options.redisOptions = { ...options.redisOptions, connectionName };
@@ -134,9 +210,34 @@ export async function waitReady(redis: RedisClient, timeoutMs = 5000): Promise<v
   });
 }
 
+/** Connections closed on purpose (closeRedis): `keepConnecting` leaves those ended. */
+const closing = new WeakSet<RedisClient>();
+
+/**
+ * A Sentinel connection whose connect fails inside ioredis's connector (a sentinel answered
+ * while the connection was being torn down) ends for good instead of retrying: start it
+ * again, unless it was closed on purpose. Without this a failover could leave a process
+ * answering "Connection is closed." until restarted.
+ */
+function keepConnecting(redis: Redis): Redis {
+  redis.on('end', () => {
+    if (closing.has(redis)) return;
+    setTimeout(() => {
+      if (!closing.has(redis) && redis.status === 'end') redis.connect().catch(() => undefined);
+    }, 1000).unref();
+  });
+  return redis;
+}
+
 /** quit() that never throws and can be called twice. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
+  closing.add(redis);
   if (redis.status === 'end') return;
+  // Not connected: QUIT would wait in the offline queue for a connection that may never come.
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
   try {
     await redis.quit();
   } catch {

@@ -66,6 +66,19 @@ describe('chatlane CLI', () => {
     expect(res.stderr).toMatch(/PORT:/);
   });
 
+  it.each([
+    ['worker', { REDIS_SENTINEL_NAME: 'mymaster' }, /REDIS_SENTINELS: missing/],
+    ['ingress', { REDIS_SENTINELS: '127.0.0.1:26379' }, /REDIS_SENTINEL_NAME: missing/],
+    ['compactor', { REDIS_SENTINEL_PASSWORD: 'x' }, /REDIS_SENTINEL_PASSWORD: set without REDIS_SENTINELS/],
+  ])(
+    'half a Sentinel configuration stops the %s before it connects, naming the variable',
+    (role, env, message) => {
+      const res = run([role], { LLM_BASE_URL: 'http://127.0.0.1:1/v1', LLM_MODEL: 'mock', ...env });
+      expect(res.status).toBe(2);
+      expect(res.stderr).toMatch(message);
+    },
+  );
+
   it('an unknown role prints the usage and exits 2', () => {
     const res = run(['bogus'], {});
     expect(res.status).toBe(2);

@@ -12,6 +12,7 @@ import type { FilePolicy } from '../../src/shared/file-parts.js';
 import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
+import type { ReplicaAcks } from '../../src/shared/replica-acks.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { waitFor } from './redis.js';
 
@@ -34,6 +35,8 @@ export interface TestIngressOptions {
   ingest?: IngressDeps['ingest'];
   metrics?: IngressDeps['metrics'];
   usage?: IngressDeps['usage'];
+  /** REDIS_REPLICA_ACKS for the store's writes. */
+  replicaAcks?: ReplicaAcks;
 }
 
 export async function testIngress(
@@ -41,7 +44,7 @@ export async function testIngress(
   prefix: string,
   opts: TestIngressOptions = {},
 ): Promise<TestIngress> {
-  const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+  const store = new ChatStore(redis, { prefix, maxEvents: 100, replicaAcks: opts.replicaAcks });
   const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
   const app = await buildIngress({
     redis,

@@ -1,6 +1,7 @@
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
+import type { ReplicaAcks, WriteMark } from '../replica-acks.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
 import { type CallUsage, usageArgs, usageWrite } from '../usage.js';
@@ -68,6 +69,7 @@ export class ChatStore {
   readonly retention: StoreRetention;
   /** Which UTC day usage and the daily budget count in. */
   readonly now: () => number;
+  private readonly replicaAcks: ReplicaAcks | undefined;
 
   constructor(
     readonly redis: RedisClient,
@@ -77,6 +79,20 @@ export class ChatStore {
     this.maxEvents = options.maxEvents;
     this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
     this.now = options.now ?? Date.now;
+    this.replicaAcks = options.replicaAcks;
+  }
+
+  /**
+   * REDIS_REPLICA_ACKS: before a write that must survive a failover, `markWrite`; after it,
+   * `confirmWrite` resolves once the replicas have it (ReplicationTimeoutError otherwise).
+   * Without the setting both do nothing.
+   */
+  markWrite(chatKey: string): WriteMark | undefined {
+    return this.replicaAcks?.mark(this.redis, this.keys(chatKey).meta);
+  }
+
+  async confirmWrite(mark: WriteMark | undefined): Promise<void> {
+    if (mark && this.replicaAcks) await this.replicaAcks.confirm(mark);
   }
 
   /** A chat's key names, each built when it is read (a call uses a few of them). */

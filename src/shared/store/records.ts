@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { parseJsonAs } from '../parse-json.js';
+import type { ReplicaAcks } from '../replica-acks.js';
 import type { StoreRetention } from '../retention.js';
 
 /**
@@ -15,6 +16,8 @@ export interface StoreOptions {
   retention?: Partial<StoreRetention>;
   /** The clock that says which UTC day usage belongs to (tests move it to another day). */
   now?: () => number;
+  /** REDIS_REPLICA_ACKS: the writes that must survive a failover are confirmed on replicas. */
+  replicaAcks?: ReplicaAcks | undefined;
 }
 
 export type IngestResult =

@@ -16,6 +16,7 @@ import {
 import type { Logger } from '../../shared/logger.js';
 import { type Metrics, processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
+import { replicaAcks } from '../../shared/replica-acks.js';
 import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../../shared/store/contacts.js';
@@ -194,6 +195,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
+    replicaAcks: replicaAcks(config),
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);

@@ -75,8 +75,18 @@ export class Lane extends TurnAbort {
     },
   ): Promise<Lane | { busyMs: number }> {
     const sentAt = Date.now();
+    const mark = store.markWrite(opts.chatKey);
     const res = await store.acquire(opts.chatKey, opts.owner, opts.leaseMs, opts.reads);
     if (!res.ok) return { busyMs: res.ttlMs };
+    // REDIS_REPLICA_ACKS: a fence the replicas lack could be handed out again by the promoted
+    // one, and two turns would then hold the same fence. Unconfirmed, the turn gives the lease
+    // back (fenced: a no-op if the fence is gone) and its job retries.
+    try {
+      await store.confirmWrite(mark);
+    } catch (err) {
+      await store.finish(opts.chatKey, res.fence, opts.owner, opts.runId).catch(() => undefined);
+      throw err;
+    }
     const lane = new Lane(
       store,
       opts.chatKey,

@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/logger.js';
+import type { WriteMark } from '../../shared/replica-acks.js';
 import type { ChatStore, FencedResult } from '../../shared/store/chat-store.js';
 
 /**
@@ -19,17 +20,35 @@ export async function writeOutbox(
   fence: string,
   item: { runId: string; text: string; ts: number; seen?: string | undefined },
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
+  const mark = deps.store.markWrite(chatKey);
   const res = await deps.store.sendOutbox(chatKey, fence, item);
-  if (res.ok && res.routed) await triggerDelivery(deps, chatKey, { itemId: res.id });
+  if (res.ok && res.routed) await triggerDelivery(deps, chatKey, { itemId: res.id }, mark);
   return res;
 }
 
-/** The chat's delivery job after a routed outbox write; a failed trigger is logged, never thrown. */
+/**
+ * The chat's delivery job after a routed outbox write; a failed trigger is logged, never
+ * thrown. With `mark` (REDIS_REPLICA_ACKS) the write is first confirmed on the replicas: a
+ * reply must not reach the person while a failover could still lose it (the turn would then
+ * answer again). Unconfirmed, the trigger is skipped like a failed one: the sweeper re-adds it.
+ */
 export async function triggerDelivery(
-  deps: { deliver?: DeliveryTrigger | undefined; logger: Logger },
+  deps: { deliver?: DeliveryTrigger | undefined; logger: Logger; store?: ChatStore },
   chatKey: string,
   log: Record<string, unknown> = {},
+  mark?: WriteMark,
 ): Promise<void> {
+  if (mark && deps.store) {
+    try {
+      await deps.store.confirmWrite(mark);
+    } catch (err) {
+      deps.logger.warn(
+        { err, chatKey, ...log },
+        'reply not confirmed on replicas; the sweeper will deliver it',
+      );
+      return;
+    }
+  }
   await deps.deliver?.(chatKey).catch((err: unknown) => {
     deps.logger.warn({ err, chatKey, ...log }, 'delivery trigger failed; the sweeper will re-add it');
   });

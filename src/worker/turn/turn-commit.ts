@@ -105,6 +105,7 @@ export async function commitTurn(
   // One event per turn, written atomically with the commit, and the lease released by the
   // same script: one round trip for all three.
   lane.endRenewals();
+  const mark = store.markWrite(chatKey);
   const committed = await store.commit(chatKey, fence, {
     runId,
     consumed,
@@ -132,6 +133,11 @@ export async function commitTurn(
     return { status: 'lost', runId };
   }
   if (committed.released) lane.committedAndReleased(committed.pending);
+  // REDIS_REPLICA_ACKS: the turn is done (its job completes, compaction may follow) only once
+  // the replicas have the commit. Unconfirmed, this throws a ReplicationTimeoutError (as a
+  // Redis failure would): the job retries and finds the messages consumed, or — if a
+  // failover lost the commit — answers them (its sends are known: they were confirmed).
+  await store.confirmWrite(mark);
   await deps
     .afterCommit?.(chatKey, committed.tokens, budget)
     .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));

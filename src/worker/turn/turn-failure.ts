@@ -93,6 +93,7 @@ async function failTurn(
   const messages = await Promise.all(
     batch.map((e) => withTokens(markFailed(e.message, code, error), deps.settings.maxCharsPerMessage)),
   );
+  const mark = deps.store.markWrite(chatKey);
   const result = await failBatch(deps.store, chatKey, fence, {
     runId,
     consumed: batch.map((e) => e.streamId),
@@ -109,6 +110,7 @@ async function failTurn(
   }
   logger.warn({ code, error, messages: batch.length }, 'messages could not be processed; the chat was told');
   deps.metrics?.failedMessages.inc({ code }, batch.length);
-  if (result.routed) await triggerDelivery({ deliver: deps.deliver, logger }, chatKey);
+  if (result.routed)
+    await triggerDelivery({ deliver: deps.deliver, logger, store: deps.store }, chatKey, {}, mark);
   return { status: 'failed', runId, code, failed: batch.length, pending: 0 };
 }

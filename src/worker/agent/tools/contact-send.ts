@@ -70,6 +70,7 @@ export function createContactSendTool(contacts: ContactBook) {
         };
       }
       sent.add(dedupe);
+      const mark = turn.store.markWrite(to.chatKey);
       const res = await contacts.send(
         { chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId },
         to,
@@ -80,7 +81,7 @@ export function createContactSendTool(contacts: ContactBook) {
         turn.fencedOut('contact send fenced out');
         return { status: 'fenced-out' as const };
       }
-      if (res.routed) await triggerDelivery(turn, to.chatKey);
+      if (res.routed) await triggerDelivery(turn, to.chatKey, {}, mark);
       return {
         status: 'sent' as const,
         to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },
