@@ -64,6 +64,30 @@ const nameList = (pattern: RegExp, what: string) =>
       return names;
     });
 
+/** OTEL's `key=value,key=value` lists (headers, resource attributes); values URL-encoded. */
+const otelPairs = z
+  .string()
+  .optional()
+  .transform((v, ctx): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const item of (v ?? '').split(',')) {
+      if (item.trim() === '') continue;
+      const at = item.indexOf('=');
+      const key = at > 0 ? item.slice(0, at).trim() : '';
+      if (key === '') {
+        ctx.addIssue({ code: 'custom', message: `'${item.trim()}' is not key=value` });
+        return z.NEVER;
+      }
+      try {
+        out[key] = decodeURIComponent(item.slice(at + 1).trim());
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `the value of '${key}' is not URL-encoded` });
+        return z.NEVER;
+      }
+    }
+    return out;
+  });
+
 /**
  * The environment's schema, built for the one parse at boot and then dropped: held in a
  * module constant, its zod objects (each carrying its own methods) would stay on every
@@ -99,6 +123,49 @@ const configSchema = () =>
       .optional()
       .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+    // OpenTelemetry tracing (docs/tracing.md): the standard OTEL_* variables, read here only.
+    // With neither endpoint set tracing is off and no tracing SDK module is loaded.
+    OTEL_EXPORTER_OTLP_ENDPOINT: optionalString
+      .pipe(z.string().url().optional())
+      .describe('OTLP/HTTP collector base URL; traces go to <url>/v1/traces. Unset (with the next one unset too): tracing off'),
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString
+      .pipe(z.string().url().optional())
+      .describe('Full OTLP/HTTP URL for traces, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT'),
+    OTEL_EXPORTER_OTLP_PROTOCOL: z
+      .enum(['http/protobuf', 'http/json'])
+      .default('http/protobuf')
+      .describe('OTLP encoding over HTTP: http/protobuf (default) or http/json (grpc is not supported)'),
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z
+      .enum(['http/protobuf', 'http/json'])
+      .optional()
+      .describe('OTLP encoding for traces only; wins over OTEL_EXPORTER_OTLP_PROTOCOL'),
+    OTEL_EXPORTER_OTLP_HEADERS: otelPairs.describe(
+      'Headers sent with every OTLP export, as key=value pairs separated by commas (values URL-encoded)',
+    ),
+    OTEL_SERVICE_NAME: optionalString.describe(
+      "service.name of every span of this process (default: chatlane-<role>, e.g. chatlane-worker)",
+    ),
+    OTEL_RESOURCE_ATTRIBUTES: otelPairs.describe(
+      'Extra resource attributes on every span, key=value pairs separated by commas (e.g. deployment.environment=prod)',
+    ),
+    OTEL_TRACES_SAMPLER: z
+      .enum([
+        'always_on',
+        'always_off',
+        'traceidratio',
+        'parentbased_always_on',
+        'parentbased_always_off',
+        'parentbased_traceidratio',
+      ])
+      .default('parentbased_always_on')
+      .describe('Which traces are recorded: always_on, always_off, traceidratio or their parentbased_ forms (default parentbased_always_on)'),
+    OTEL_TRACES_SAMPLER_ARG: z.coerce
+      .number()
+      .min(0)
+      .max(1)
+      .optional()
+      .describe('The ratio (0..1) for the traceidratio samplers (default 1)'),
 
     LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
     LLM_API_KEY: optionalString,
