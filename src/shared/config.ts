@@ -128,7 +128,9 @@ const configSchema = () =>
     // With neither endpoint set tracing is off and no tracing SDK module is loaded.
     OTEL_EXPORTER_OTLP_ENDPOINT: optionalString
       .pipe(z.string().url().optional())
-      .describe('OTLP/HTTP collector base URL; traces go to <url>/v1/traces. Unset (with the next one unset too): tracing off'),
+      .describe(
+        'OTLP/HTTP collector base URL; traces go to <url>/v1/traces. Unset (with the next one unset too): tracing off',
+      ),
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString
       .pipe(z.string().url().optional())
       .describe('Full OTLP/HTTP URL for traces, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT'),
@@ -144,7 +146,7 @@ const configSchema = () =>
       'Headers sent with every OTLP export, as key=value pairs separated by commas (values URL-encoded)',
     ),
     OTEL_SERVICE_NAME: optionalString.describe(
-      "service.name of every span of this process (default: chatlane-<role>, e.g. chatlane-worker)",
+      'service.name of every span of this process (default: chatlane-<role>, e.g. chatlane-worker)',
     ),
     OTEL_RESOURCE_ATTRIBUTES: otelPairs.describe(
       'Extra resource attributes on every span, key=value pairs separated by commas (e.g. deployment.environment=prod)',
@@ -159,7 +161,9 @@ const configSchema = () =>
         'parentbased_traceidratio',
       ])
       .default('parentbased_always_on')
-      .describe('Which traces are recorded: always_on, always_off, traceidratio or their parentbased_ forms (default parentbased_always_on)'),
+      .describe(
+        'Which traces are recorded: always_on, always_off, traceidratio or their parentbased_ forms (default parentbased_always_on)',
+      ),
     OTEL_TRACES_SAMPLER_ARG: z.coerce
       .number()
       .min(0)

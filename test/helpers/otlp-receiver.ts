@@ -22,15 +22,15 @@ interface AnyValue {
 }
 type KeyValue = { key: string; value: AnyValue };
 
-const valueOf = (v: AnyValue): unknown =>
+const decodeValue = (v: AnyValue): unknown =>
   v.stringValue ??
   (v.intValue !== undefined ? Number(v.intValue) : undefined) ??
   v.doubleValue ??
   v.boolValue ??
-  v.arrayValue?.values?.map(valueOf);
+  v.arrayValue?.values?.map(decodeValue);
 
 const attributesOf = (list: KeyValue[] | undefined): Record<string, unknown> =>
-  Object.fromEntries((list ?? []).map((a) => [a.key, valueOf(a.value)]));
+  Object.fromEntries((list ?? []).map((a) => [a.key, decodeValue(a.value)]));
 
 interface ExportRequest {
   resourceSpans?: Array<{

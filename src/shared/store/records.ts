@@ -155,6 +155,8 @@ export interface OutboxItem {
   from?: string;
   /** `failure`: chatlane's notice that a message could not be processed, not the model's words. */
   notice?: 'failure';
+  /** The W3C traceparent of the span that wrote it (tracing on): its delivery attempts join that trace. */
+  traceparent?: string;
 }
 
 export interface ChatEvent {
@@ -205,6 +207,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const f = fieldsOf(fields);
   const from = f.get('from');
   const notice = f.get('notice');
+  const traceparent = f.get('tp');
   return {
     id,
     text: f.get('text') ?? '',
@@ -212,6 +215,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
     runId: f.get('runId') ?? '',
     ...(from !== undefined && { from }),
     ...(notice === 'failure' && { notice }),
+    ...(traceparent !== undefined && { traceparent }),
   };
 }
 

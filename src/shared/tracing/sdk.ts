@@ -48,7 +48,8 @@ async function exporterFor(settings: TracingSettings): Promise<SpanExporter> {
  * closes) would otherwise make a trace of its own every few seconds per worker; only the
  * spans that carry a job (add, process) are of interest.
  */
-const BULLMQ_HOUSEKEEPING = /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|pause|resume|close)( |$)/;
+const BULLMQ_HOUSEKEEPING =
+  /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|pause|resume|close)( |$)/;
 
 function samplerFor(settings: TracingSettings): Sampler {
   const ratio = new TraceIdRatioBasedSampler(settings.ratio);
@@ -79,7 +80,11 @@ function instrumentationsFor(role: string): Promise<Instrumentation[]> {
   if (role !== 'ingress' && role !== 'all') return Promise.resolve(list);
   return import('@fastify/otel').then(({ FastifyOtelInstrumentation }) => [
     ...list,
-    new FastifyOtelInstrumentation({ registerOnInitialization: true }) as unknown as Instrumentation,
+    new FastifyOtelInstrumentation({
+      registerOnInitialization: true,
+      // Named by route ("POST /webhooks/generic/:source") rather than "request".
+      requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? ''}`),
+    }) as unknown as Instrumentation,
   ]);
 }
 
@@ -94,7 +99,10 @@ export async function startSdk(settings: TracingSettings): Promise<RunningTracin
   api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   api.trace.setGlobalTracerProvider(provider);
-  registerInstrumentations({ tracerProvider: provider, instrumentations: await instrumentationsFor(settings.role) });
+  registerInstrumentations({
+    tracerProvider: provider,
+    instrumentations: await instrumentationsFor(settings.role),
+  });
   installSpans({
     api,
     tracer: provider.getTracer('chatlane'),

@@ -37,7 +37,8 @@ export function tracingSettings(
 ): TracingSettings | undefined {
   const url =
     config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
-    (config.OTEL_EXPORTER_OTLP_ENDPOINT && `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`);
+    (config.OTEL_EXPORTER_OTLP_ENDPOINT &&
+      `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`);
   if (!url) return undefined;
   // The spec's order: OTEL_SERVICE_NAME, then service.name in OTEL_RESOURCE_ATTRIBUTES, then ours.
   const serviceName =

@@ -76,16 +76,18 @@ export function inSpan<T>(
   const o = otel;
   if (!o) return fn(undefined);
   const [span, ctx] = start(o, name, options);
-  return o.api.context.with(ctx, () => fn(span)).then(
-    (value) => {
-      span.end();
-      return value;
-    },
-    (err: unknown) => {
-      failed(o, span, err);
-      throw err;
-    },
-  );
+  return o.api.context
+    .with(ctx, () => fn(span))
+    .then(
+      (value) => {
+        span.end();
+        return value;
+      },
+      (err: unknown) => {
+        failed(o, span, err);
+        throw err;
+      },
+    );
 }
 
 /** `inSpan` for synchronous work (the Compressor). */
@@ -133,13 +135,18 @@ export function bullmqTelemetry(): { telemetry: Telemetry } | undefined {
   return otel && { telemetry: otel.bullmq };
 }
 
+/** The AI SDK's telemetry option (AI SDK 6: experimental_telemetry). */
+type ModelTelemetry = {
+  experimental_telemetry: { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false };
+};
+
 /** The AI SDK's telemetry setting for a model call (its own spans, with gen_ai.* attributes). */
-export function modelTelemetry(functionId: string):
-  | { experimental_telemetry: { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false } }
-  | undefined {
+export function modelTelemetry(functionId: string): ModelTelemetry | undefined {
   if (!otel) return undefined;
   // Prompts and replies are people's messages: spans carry the model, tokens and timing only.
-  return { experimental_telemetry: { isEnabled: true, functionId, recordInputs: false, recordOutputs: false } };
+  return {
+    experimental_telemetry: { isEnabled: true, functionId, recordInputs: false, recordOutputs: false },
+  };
 }
 
 /** pino's mixin: trace_id and span_id of the active span on every line written inside one. */

@@ -9,7 +9,9 @@ export type { RunningTracing };
  * here, only then. Must run before the role modules are imported (src/cli.ts), so that the
  * instrumented packages are patched as they load.
  */
-export async function startTracing(settings: TracingSettings | undefined): Promise<RunningTracing | undefined> {
+export async function startTracing(
+  settings: TracingSettings | undefined,
+): Promise<RunningTracing | undefined> {
   if (!settings) return undefined;
   const { startSdk } = await import('./sdk.js');
   return startSdk(settings);

@@ -8,6 +8,7 @@ import {
   type UIMessage,
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
+import { modelTelemetry } from '../../shared/tracing/spans.js';
 import type { MergePoint } from './interleave.js';
 import type { TurnAbort } from './turn-abort.js';
 import { stepsToUIParts } from './ui-parts.js';
@@ -141,6 +142,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads.
     experimental_include: { requestBody: false, responseBody: false },
     ...(input.download && { experimental_download: input.download }),
+    // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
+    ...modelTelemetry('chatlane.turn'),
   }).then(
     (result) => {
       abort.disarmStep();
