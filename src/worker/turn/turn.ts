@@ -266,10 +266,11 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   deps.typing?.start(chatKey, lane.route);
   const pending = await reachEarlierSends(deps, lane, loaded.pending);
   batch.splice(0, batch.length, ...pending);
-  addLinks(
-    run.span,
-    pending.map((e) => e.message.metadata.traceparent),
-  );
+  if (run.span)
+    addLinks(
+      run.span,
+      pending.map((e) => e.message.metadata.traceparent),
+    );
   const pendingMessages = pending.map((e) => e.message);
   // What this turn answers, with the replies a crashed earlier run already sent in place.
   const turn = await withEarlierSends(pending, lane.uncommitted, {
