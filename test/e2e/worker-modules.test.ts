@@ -37,10 +37,10 @@ const CRON = /\/node_modules\/(luxon|cron-parser\/dist\/CronExpressionParser\.js
 
 /**
  * The tracing SDK: loaded only when an OTLP endpoint is set (src/shared/tracing/start.ts).
- * @opentelemetry/api is not in it: the AI SDK loads that no-op facade in every worker.
+ * @opentelemetry/api is not in it: BullMQ or the AI SDK may load that no-op facade anyway.
  */
 const TRACING_SDK =
-  /\/node_modules\/(@opentelemetry\/(?!api\/)[^/]+|import-in-the-middle|require-in-the-middle|bullmq-otel)\//;
+  /\/node_modules\/(@opentelemetry\/(?!api\/)[^/]+|@ai-sdk\/otel|import-in-the-middle|require-in-the-middle|bullmq-otel)\//;
 const OTLP_PROTO_EXPORTER = /\/node_modules\/@opentelemetry\/exporter-trace-otlp-proto\//;
 const OTLP_JSON_EXPORTER = /\/node_modules\/@opentelemetry\/exporter-trace-otlp-http\//;
 

@@ -70,6 +70,22 @@ function samplerFor(settings: TracingSettings): Sampler {
   };
 }
 
+/** The roles that call a model (the AI SDK is loaded only there). */
+const callsModels = (role: string) => role === 'worker' || role === 'compactor' || role === 'all';
+
+/**
+ * The AI SDK's own spans (AI SDK 7: the @ai-sdk/otel integration, registered once for every
+ * call): the call, each step with gen_ai.* (model, tokens), each tool call, MCP tools included.
+ */
+async function registerModelTelemetry(provider: TracerProvider): Promise<void> {
+  const [{ OpenTelemetry }, { registerTelemetry }] = await Promise.all([
+    import('@ai-sdk/otel'),
+    import('ai'),
+  ]);
+  // The tracer is handed over: @ai-sdk/otel pins its own copy of @opentelemetry/api.
+  registerTelemetry(new OpenTelemetry({ tracer: provider.getTracer('gen_ai'), agentSpanName: 'functionId' }));
+}
+
 function instrumentationsFor(role: string): Promise<Instrumentation[]> {
   const list: Instrumentation[] = [
     // Only commands inside a span of ours: BullMQ's blocking polls would be traces of their own.
@@ -106,6 +122,7 @@ export async function startSdk(settings: TracingSettings): Promise<RunningTracin
     tracerProvider: provider,
     instrumentations: await instrumentationsFor(settings.role),
   });
+  if (callsModels(settings.role)) await registerModelTelemetry(provider);
   installSpans({
     api,
     tracer: provider.getTracer('chatlane'),

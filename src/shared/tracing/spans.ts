@@ -135,9 +135,9 @@ export function bullmqTelemetry(): { telemetry: Telemetry } | undefined {
   return otel && { telemetry: otel.bullmq };
 }
 
-/** The AI SDK's telemetry option (AI SDK 6: experimental_telemetry). */
+/** The AI SDK's per-call telemetry option; its spans come from @ai-sdk/otel, registered by ./sdk.ts. */
 type ModelTelemetry = {
-  experimental_telemetry: { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false };
+  telemetry: { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false };
 };
 
 /** The AI SDK's telemetry setting for a model call (its own spans, with gen_ai.* attributes). */
@@ -145,7 +145,7 @@ export function modelTelemetry(functionId: string): ModelTelemetry | undefined {
   if (!otel) return undefined;
   // Prompts and replies are people's messages: spans carry the model, tokens and timing only.
   return {
-    experimental_telemetry: { isEnabled: true, functionId, recordInputs: false, recordOutputs: false },
+    telemetry: { isEnabled: true, functionId, recordInputs: false, recordOutputs: false },
   };
 }
 

@@ -61,7 +61,7 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
 
   const { text } = await generateText({
     model: deps.model,
-    system: SUMMARY_SYSTEM,
+    instructions: SUMMARY_SYSTEM,
     prompt: updatePrompt(cut.previousSummary, cut.newMessages),
     ...modelTelemetry('chatlane.compaction'),
     maxOutputTokens: settings.maxOutputTokens,
