@@ -122,8 +122,13 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
       expect(trace.find((s) => s.name === stage)?.parentSpanId, stage).toBe(turn!.spanId);
     }
 
-    const modelCall = trace.find((s) => s.attributes['gen_ai.request.model'] !== undefined);
+    // The AI SDK's own spans (@ai-sdk/otel): the call, its steps, each model call and tool call.
+    const modelCall = trace.find(
+      (s) => s.kind === CLIENT && s.attributes['gen_ai.operation.name'] === 'chat',
+    );
     expect(modelCall?.service).toBe('chatlane-worker');
+    expect(ancestors(trace, modelCall!).some((s) => s.name.startsWith('step '))).toBe(true);
+    expect(trace.some((s) => s.attributes['gen_ai.tool.name'] === 'chat_send')).toBe(true);
     expect(modelCall?.attributes['gen_ai.request.model']).toBe('mock');
     expect(Number(modelCall?.attributes['gen_ai.usage.input_tokens'])).toBeGreaterThan(0);
     expect(ancestors(trace, modelCall!)).toContain(turn);
