@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parser } from '@prometheus-io/lezer-promql';
 import { createMetrics } from '../../src/shared/metrics.js';
+import { blocks } from './docs.js';
 
 /**
  * PromQL checked with Prometheus's own grammar (the README's alerts, deploy/'s rules and
@@ -74,11 +75,11 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 /** A file of the repository, as text. */
 export const repoFile = (path: string) => readFileSync(`${root}${path}`, 'utf8');
 
-/** Each expression of the README's ```promql blocks; an indented line continues the previous one. */
-export function readmeExpressions(): string[] {
+/** Each expression of the documents' ```promql blocks; an indented line continues the previous one. */
+export function documentedExpressions(): string[] {
   const out: string[] = [];
-  for (const block of repoFile('README.md').matchAll(/```promql\n([\s\S]*?)```/g)) {
-    for (const line of block[1]!.split('\n')) {
+  for (const block of blocks('promql')) {
+    for (const line of block.code.split('\n')) {
       if (line.trim() === '' || line.trim().startsWith('#')) continue;
       if (/^\s/.test(line) && out.length > 0) out[out.length - 1] += ` ${line.trim()}`;
       else out.push(line.trim());

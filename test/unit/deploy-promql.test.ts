@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import {
   allowedAggregations,
+  documentedExpressions,
   exportedNames,
-  readmeExpressions,
   repoFile,
   selectors,
 } from '../helpers/promql.js';
@@ -90,8 +90,8 @@ describe('the Prometheus rules and the Grafana dashboard under deploy/', () => {
       expect(named(metric), metric).toBe(true);
   });
 
-  it('hold every alert the README lists as PromQL, as a rule', () => {
+  it('hold every alert the documents list as PromQL, as a rule', () => {
     const ruleExprs = new Set(rules.map((r) => normalised(r.expr)));
-    for (const expr of readmeExpressions()) expect(ruleExprs.has(normalised(expr)), expr).toBe(true);
+    for (const expr of documentedExpressions()) expect(ruleExprs.has(normalised(expr)), expr).toBe(true);
   });
 });

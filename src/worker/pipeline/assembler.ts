@@ -7,7 +7,7 @@ import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './type
 
 // Plain ASCII, like the rest of the system prompt and the tool descriptions: one character
 // outside Latin-1 makes V8 store the prompt, and every request body built from it, as a
-// two-byte string — twice the memory per turn in flight (docs/BENCHMARKS.md §7b).
+// two-byte string — twice the memory per turn in flight (docs/benchmarks.md, "Wrapper overhead").
 export const SUMMARY_HEADER = '[Summary of earlier conversation - for reference]';
 
 /** How the model is to read a summary: in the output rules of a turn whose history holds one. */
@@ -93,7 +93,7 @@ export class DefaultAssembler implements Assembler {
   /** The static part of variant `key` (see `staticPart`). */
   private staticText(key: number): string {
     // Every line is as short as its meaning allows: each byte is in every request body, held
-    // about three times per model call in flight (docs/BENCHMARKS.md §7b).
+    // about three times per model call in flight (docs/benchmarks.md, "Wrapper overhead").
     const sections = ['You are an assistant talking with people in one chat; never mix chats.'];
     const profile = profileSection(this.opts.profile);
     if (profile) sections.push(profile);
@@ -141,7 +141,7 @@ export class DefaultAssembler implements Assembler {
     const offered = context.offered;
     const budgetLine = !offered || offered.includes('chat_context_new') ? BUDGET_LINE : BUDGET_LINE_FRESH;
     // The static part first and whole: every chat and turn with the same offered tools shares
-    // it byte for byte, so a provider's prefix cache covers it (docs/DESIGN.md).
+    // it byte for byte, so a provider's prefix cache covers it (docs/design.md).
     return [this.staticPart(context).text, ...this.perTurn(context), nearlyFull ? budgetLine : undefined]
       .filter(Boolean)
       .join('\n\n');

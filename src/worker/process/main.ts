@@ -222,7 +222,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const sweeper = await opened.step(async () => {
     await worker.waitUntilReady();
     await checkRedisPolicy(connection, logger);
-    // Fleet-wide cap on running turns (= model calls), stored in Redis: see README, scaling.
+    // Fleet-wide cap on running turns (= model calls), stored in Redis: see docs/scaling.md.
     if (config.TURNS_GLOBAL_CONCURRENCY === 0) await turns.removeGlobalConcurrency();
     else if (config.TURNS_GLOBAL_CONCURRENCY)
       await turns.setGlobalConcurrency(config.TURNS_GLOBAL_CONCURRENCY);

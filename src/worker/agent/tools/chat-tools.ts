@@ -31,7 +31,7 @@ export interface ChatFacts {
 
 /**
  * The tools of ours a turn offers: only those that can do something for this chat now
- * (docs/DESIGN.md, "chatlane's tools"). Every offered definition is in every model request
+ * (docs/design.md, "chatlane's tools"). Every offered definition is in every model request
  * of the turn (prompt tokens per call, and the request body is held ~3 times per call in
  * flight), so a fresh chat gets chat_send and chat_memory_update only. Fixed for the turn.
  */

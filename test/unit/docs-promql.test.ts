@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { allowedAggregations, exportedNames, readmeExpressions, selectors } from '../helpers/promql.js';
+import { allowedAggregations, documentedExpressions, exportedNames, selectors } from '../helpers/promql.js';
 
 /**
- * The README's alert examples, checked with Prometheus's own PromQL grammar: they parse, they
+ * The documents' alert examples (every ```promql block in README.md and docs/), checked with Prometheus's own PromQL grammar: they parse, they
  * name metrics chatlane exports, and they aggregate the way a fleet needs — per-process series
  * summed, queue-wide series (one exporter, or by mistake several reporting the same value)
  * taken with max/min or tested with absent(), never summed.
  */
 
-describe("README's PromQL examples", () => {
-  const expressions = readmeExpressions();
+describe("the documents' PromQL examples", () => {
+  const expressions = documentedExpressions();
 
   it('are there', () => {
     expect(expressions.length).toBeGreaterThanOrEqual(5);
