@@ -101,7 +101,17 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
           ),
       { what: 'the delivery POST in the same trace', timeoutMs: 30_000 },
     );
-    const trace = otlp.trace(traceId);
+    // Each process exports on its own schedule: wait until the worker's last spans are in too.
+    const trace = await waitFor(
+      async () => {
+        const spans = otlp.trace(traceId);
+        const ended = ['chatlane.turn', 'chatlane.commit', 'step 2'].every((n) =>
+          spans.some((s) => s.name === n),
+        );
+        return ended && spans.some((s) => s.name.startsWith('invoke_agent')) && spans;
+      },
+      { what: "the worker's spans in the same trace", timeoutMs: 30_000 },
+    );
 
     // The ingest script is a child of the request.
     const ingest = trace.find((s) => s.name === 'chatlane.ingest')!;
