@@ -29,6 +29,8 @@ export interface IngressOptions {
   warmupS: number;
   connections: number;
   chats: number;
+  /** Extra environment of the chatlane ingress (`--tracing`: an OTLP endpoint). */
+  env?: Record<string, string>;
 }
 
 export const INGRESS_DEFAULTS: IngressOptions = {
@@ -130,7 +132,7 @@ async function measure(side: Side, opts: IngressOptions, run: number): Promise<I
           // The real CLI from source through the same loader as the anchor: dist/ is rebuilt
           // (rm -rf) by anyone running `npm test` on this shared tree, mid-benchmark.
           args: ['--import', 'tsx', 'src/cli.ts', 'ingress'],
-          env: { REDIS_URL, CHATLANE_PREFIX: prefix, LOG_LEVEL: 'warn' },
+          env: { REDIS_URL, CHATLANE_PREFIX: prefix, LOG_LEVEL: 'warn', ...opts.env },
           readyPath: '/readyz',
         })
       : await spawnServer({

@@ -30,6 +30,8 @@ export interface OverheadOptions {
   turnsPerSlot: number;
   warmupTurns: number;
   timeoutMs: number;
+  /** Extra environment of the chatlane worker (`--tracing`: an OTLP endpoint). */
+  env?: Record<string, string>;
   /** CPU and heap profiles of the chatlane worker go here (one pair per measurement). */
   profileDir?: string;
 }
@@ -184,6 +186,7 @@ export async function benchOverhead(opts: OverheadOptions) {
               label: `overhead ${c} run ${run + 1}`,
               timeoutMs: opts.timeoutMs,
               ...(opts.profileDir && { profileDir: opts.profileDir }),
+              ...(opts.env && { env: opts.env }),
             });
             if (!r.complete) throw new Error(`overhead ${c}: chatlane did not finish its turns`);
             sides.chatlane = {

@@ -7,6 +7,7 @@ import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
 import { benchMemory, MEMORY_DEFAULTS } from './memory.js';
 import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
+import { startOtlpSink } from './otlp-sink.js';
 import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
 import { benchPromptCache, PROMPT_CACHE_DEFAULTS } from './prompt-cache.js';
@@ -19,7 +20,7 @@ import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
 
 /**
- * Entry: `tsx bench/run.ts [--help] [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR]`
+ * Entry: `tsx bench/run.ts [--help] [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR] [--tracing]`
  * (duration and warmup are the ingress seconds per measurement and of warm-up; `--smoke` runs
  * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
  * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
@@ -60,6 +61,7 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     levels: { type: 'string' },
     help: { type: 'boolean', default: false },
+    tracing: { type: 'boolean', default: false },
   },
   strict: true,
 });
@@ -80,6 +82,8 @@ flags:
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
   --chart-label TEXT   title of those charts
+  --tracing            ingress, overhead: chatlane exports every span (OTLP/HTTP, 100 % sampled) to a
+                       local sink; compare with a run without it (docs/tracing.md, "Cost")
 
 Figures, targets and what limits each: docs/benchmarks.md.
 `);
@@ -104,6 +108,10 @@ if (only !== undefined && !(BENCHMARKS as readonly string[]).includes(only)) {
 const levels = values.levels?.split(',').map((l) => Math.floor(positive('levels', l)));
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
+// --tracing: the chatlane processes of ingress and overhead export every span (100 % sampled,
+// the default sampler) as OTLP/HTTP protobuf to a local sink; compare with a run without it.
+const sink = values.tracing ? await startOtlpSink() : undefined;
+const tracingEnv = sink && { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url };
 // Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
 const SMOKE = {
   compaction: { conversationTurns: 120, chats: 40, warmupChats: 8 },
@@ -159,7 +167,13 @@ for (const name of selected) {
     if (name === 'ingress') {
       const durationS = positive('duration', values.duration);
       const warmupS = values.warmup === '0' ? 0 : positive('warmup', values.warmup);
-      results.ingress = await benchIngress({ ...INGRESS_DEFAULTS, runs, durationS, warmupS });
+      results.ingress = await benchIngress({
+        ...INGRESS_DEFAULTS,
+        runs,
+        durationS,
+        warmupS,
+        ...(tracingEnv && { env: tracingEnv }),
+      });
     } else if (name === 'turns') {
       results.turns = await benchTurns({ ...TURNS_DEFAULTS, runs });
     } else if (name === 'pipeline') {
@@ -183,6 +197,7 @@ for (const name of selected) {
         ...(smoke && SMOKE.overhead),
         ...(levels && { levels }),
         ...(values.profile && { profileDir: values.profile }),
+        ...(tracingEnv && { env: tracingEnv }),
         runs,
       });
     } else if (name === 'concurrency') {
@@ -231,6 +246,8 @@ for (const name of selected) {
 
 report.benchmarks = results;
 report.smoke = smoke;
+report.tracing = sink ? { sampler: 'parentbased_always_on', exported: sink.stats() } : false;
+await sink?.close();
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
 if (values.charts) {
   const label = values['chart-label'] || (smoke ? 'SMOKE RUN (small sizes, not a recorded figure)' : '');

@@ -2,6 +2,8 @@
 import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
+import { tracingSettings } from './shared/tracing/settings.js';
+import { startTracing } from './shared/tracing/start.js';
 import { SHUTDOWN_BACKSTOP_MS } from './worker/process/grace.js';
 import type { Prepared } from './worker/process/startup.js';
 
@@ -93,7 +95,7 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
  * A second signal exits 1 at once; a close still hanging past the grace plus
  * SHUTDOWN_BACKSTOP_MS exits 1.
  */
-function onShutdown(handles: Closable[], config: Config, logger: Logger): void {
+function onShutdown(handles: Closable[], config: Config, logger: Logger, last?: Closable): void {
   closeWithGrace(
     {
       delay: config.SHUTDOWN_GRACE_MS + SHUTDOWN_BACKSTOP_MS,
@@ -106,6 +108,8 @@ function onShutdown(handles: Closable[], config: Config, logger: Logger): void {
       if (err) logger.error({ err }, 'fatal error: shutting down');
       else logger.info({ signal }, 'shutting down');
       await Promise.allSettled(handles.map((h) => h.close()));
+      // The spans of the shutdown itself go out too.
+      await last?.close().catch((e: unknown) => logger.warn({ err: e }, 'trace export at shutdown failed'));
       logger.info('shut down');
     },
   );
@@ -171,11 +175,13 @@ async function main(): Promise<void> {
     process.exit(await runDemo());
   }
   const config = loadConfig();
-  const logger = createLogger(config.LOG_LEVEL, `chatlane-${role}`);
+  // Before any role module is imported: the instrumented packages are patched as they load.
+  const tracing = await startTracing(tracingSettings(config, role));
+  const logger = createLogger(config.LOG_LEVEL, `chatlane-${role}`, tracing !== undefined);
   // Installed first so signals are ours from the start; handles join once started (a signal
   // before that exits with nothing to close, like a crash: any job taken is recovered).
   const handles: Closable[] = [];
-  onShutdown(handles, config, logger);
+  onShutdown(handles, config, logger, tracing && { close: () => tracing.shutdown() });
   handles.push(...(await start(role, config, logger)));
 }
 

@@ -5,6 +5,7 @@ import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
 import type { ChatMessage } from '../shared/messages.js';
 import { ReplicationTimeoutError, type WriteMark } from '../shared/replica-acks.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { inSpan, traceparent } from '../shared/tracing/spans.js';
 import { ActivityIndex } from './activity.js';
 import type { ContactTracker } from './contacts.js';
 import { HttpError } from './errors.js';
@@ -79,7 +80,7 @@ export function createIngest(deps: IngestDeps): Ingest {
 
   const files = deps.files ?? DEFAULT_FILE_POLICY;
 
-  return async ({ chatKey, message, route }) => {
+  const ingest: Ingest = async ({ chatKey, message, route }) => {
     const problem = messageFileProblem(message.parts, files);
     if (problem) throw new HttpError(problem.code, problem.message);
     const mark = store.markWrite(chatKey);
@@ -103,4 +104,20 @@ export function createIngest(deps: IngestDeps): Ingest {
     await withRedis(() => confirmReplicated(store, mark));
     return { status: result.status, messageId: message.id };
   };
+  // The ingest span is the message's place in its trace: its traceparent is stored with the
+  // message, and the turn that consumes it links to it.
+  return (request) =>
+    inSpan(
+      'chatlane.ingest',
+      { attributes: { 'chatlane.chat_key': request.chatKey, 'chatlane.message_id': request.message.id } },
+      (span) => {
+        const tp = span && traceparent(span);
+        if (!tp) return ingest(request);
+        const { message } = request;
+        return ingest({
+          ...request,
+          message: { ...message, metadata: { ...message.metadata, traceparent: tp } },
+        });
+      },
+    );
 }

@@ -76,3 +76,27 @@ export const latencyRange = z
     }
     return [min, max];
   });
+
+/** OTEL's `key=value,key=value` lists (headers, resource attributes); values URL-encoded. */
+export const otelPairs = z
+  .string()
+  .optional()
+  .transform((v, ctx): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const item of (v ?? '').split(',')) {
+      if (item.trim() === '') continue;
+      const at = item.indexOf('=');
+      const key = at > 0 ? item.slice(0, at).trim() : '';
+      if (key === '') {
+        ctx.addIssue({ code: 'custom', message: `'${item.trim()}' is not key=value` });
+        return z.NEVER;
+      }
+      try {
+        out[key] = decodeURIComponent(item.slice(at + 1).trim());
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `the value of '${key}' is not URL-encoded` });
+        return z.NEVER;
+      }
+    }
+    return out;
+  });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { Queue } from './bullmq.js';
 import { chatKeySchema } from './chat-key.js';
 import { queuePrefix } from './keys.js';
+import { bullmqTelemetry } from './tracing/spans.js';
 
 /**
  * The job catalogue: one zod schema per queue, shared by producer and consumer. Jobs carry
@@ -46,8 +47,12 @@ export const LIVE_JOB_STATES: ReadonlySet<string> = new Set([
   'waiting-children',
 ]);
 
+/**
+ * Options of every Queue and Worker of chatlane. With tracing on, BullMQ's telemetry carries the
+ * adding span's context in each job, so a job's processing joins the trace that asked for it.
+ */
 export function queueOptions(prefix: string, name: QueueName, connection: ConnectionOptions): QueueOptions {
-  return { connection, prefix: queuePrefix(prefix, name) };
+  return { connection, prefix: queuePrefix(prefix, name), ...bullmqTelemetry() };
 }
 
 /** A Queue object for every queue of the catalogue (to watch them: Bull Board, queue metrics). */

@@ -1,9 +1,11 @@
 import { type Logger, pino } from 'pino';
+import { logTraceFields } from './tracing/spans.js';
 
 export type { Logger };
 
-export function createLogger(level: string, name: string): Logger {
-  return pino({ level, name, base: { pid: process.pid } });
+/** `traced`: every line written inside a span carries its trace_id and span_id (tracing on). */
+export function createLogger(level: string, name: string, traced = false): Logger {
+  return pino({ level, name, base: { pid: process.pid }, ...(traced && { mixin: logTraceFields }) });
 }
 
 /** A logger that writes nothing: tests and benchmarks. */

@@ -33,6 +33,11 @@ export const messageMetadataSchema = z
     /** Set when the message could not be processed (docs/agent.md "When a message fails"). */
     failed: z.boolean().optional(),
     failure: z.object({ code: z.string(), detail: z.string().optional() }).optional(),
+    /**
+     * The W3C traceparent of the ingest that stored the message (tracing on): the turn that
+     * consumes it links to it, so the message's trace reaches its turn across processes.
+     */
+    traceparent: z.string().optional(),
     /** Caller-supplied fields we carry but do not interpret. */
     extra: z.record(z.string(), z.unknown()).optional(),
   })

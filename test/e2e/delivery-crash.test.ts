@@ -6,7 +6,7 @@ import { hasExited, killInsideAcceptWindow } from '../helpers/delivery-crash.js'
 import type { RoleProcess } from '../helpers/processes.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
-import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
+import { crmSourceEnv, signedHeaders, webhookSecret } from '../helpers/webhooks.js';
 
 const SECRET = webhookSecret();
 
@@ -64,12 +64,8 @@ describe('a delivery process killed after the receiver accepted an item', () => 
   const stack = useStack('e2e-dlv-crash', {
     roles: [],
     env: {
-      GENERIC_WEBHOOK_SOURCES: 'crm',
-      GENERIC_WEBHOOK_SECRETS_CRM: SECRET,
-      GENERIC_WEBHOOK_REPLY_HOSTS: '127.0.0.1',
-      GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: 'true',
       // The turn workers only write the outbox; the delivery process is the one we kill.
-      DELIVERY_IN_WORKER: 'false',
+      ...crmSourceEnv(SECRET),
       // Short lock, stall check and delivery lease (2 × 2 s + 1 s) so recovery is quick. Not
       // shorter: on a loaded host a send slower than the timeout is abandoned and sent again,
       // which is at-least-once working as designed but a third copy of the item in this test.

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { OtlpReceiver } from '../helpers/otlp-receiver.js';
 import { freePort } from '../helpers/ports.js';
 import { startRole } from '../helpers/processes.js';
 import { useStack } from '../helpers/stack.js';
@@ -33,6 +34,15 @@ const UNUSED_PROM_CLIENT =
 
 /** Loaded only when a job scheduler uses a cron pattern (src/shared/cron-parser-on-demand.ts). */
 const CRON = /\/node_modules\/(luxon|cron-parser\/dist\/CronExpressionParser\.js)/;
+
+/**
+ * The tracing SDK: loaded only when an OTLP endpoint is set (src/shared/tracing/start.ts).
+ * @opentelemetry/api is not in it: BullMQ or the AI SDK may load that no-op facade anyway.
+ */
+const TRACING_SDK =
+  /\/node_modules\/(@opentelemetry\/(?!api\/)[^/]+|@ai-sdk\/otel|import-in-the-middle|require-in-the-middle|bullmq-otel)\//;
+const OTLP_PROTO_EXPORTER = /\/node_modules\/@opentelemetry\/exporter-trace-otlp-proto\//;
+const OTLP_JSON_EXPORTER = /\/node_modules\/@opentelemetry\/exporter-trace-otlp-http\//;
 
 const loaded = (modules: string[], pattern: RegExp) => modules.some((url) => pattern.test(url));
 
@@ -67,6 +77,24 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, UNUSED_BULLMQ)).toBe(false);
     expect(loaded(modules, UNUSED_PROM_CLIENT)).toBe(false);
     expect(loaded(modules, CRON)).toBe(false);
+    // Tracing off: no tracing SDK, so no exporter is ever created.
+    expect(loaded(modules, TRACING_SDK)).toBe(false);
+  });
+
+  it('with OTEL_EXPORTER_OTLP_ENDPOINT set: the tracing SDK and the exporter of the chosen protocol only (http/protobuf by default, which the receiver gets), and still no web framework', async () => {
+    const otlp = new OtlpReceiver();
+    await otlp.start();
+    const modules = await workerModules('traced', { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url }).finally(() =>
+      otlp.close(),
+    );
+    // Its spans (the sweeper's job at start) were flushed at shutdown, as protobuf.
+    expect(otlp.requests.length).toBeGreaterThan(0);
+    expect(otlp.requests.every((r) => r.contentType === 'application/x-protobuf' && r.bytes > 0)).toBe(true);
+    expect(loaded(modules, TRACING_SDK)).toBe(true);
+    expect(loaded(modules, OTLP_PROTO_EXPORTER)).toBe(true);
+    expect(loaded(modules, OTLP_JSON_EXPORTER)).toBe(false);
+    // @fastify/otel is for the roles that serve HTTP.
+    expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
   });
 
   it('with Telegram, a signed webhook source and MCP_CONFIG set: the Chat SDK, Standard Webhooks signing and @ai-sdk/mcp are loaded at start, before any job', async () => {

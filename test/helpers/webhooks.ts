@@ -19,3 +19,17 @@ export function signedHeaders(
     'webhook-signature': new Webhook(secret).sign(id, at, payload),
   };
 }
+
+/**
+ * A stack's environment for the generic webhook source `crm` signed with `secret`, replying
+ * to plain-HTTP receivers on 127.0.0.1, delivered by a delivery process (not the workers).
+ */
+export function crmSourceEnv(secret: string): Record<string, string> {
+  return {
+    GENERIC_WEBHOOK_SOURCES: 'crm',
+    GENERIC_WEBHOOK_SECRETS_CRM: secret,
+    GENERIC_WEBHOOK_REPLY_HOSTS: '127.0.0.1',
+    GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: 'true',
+    DELIVERY_IN_WORKER: 'false',
+  };
+}

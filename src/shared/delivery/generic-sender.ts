@@ -1,5 +1,6 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { inSpan, traceparent } from '../tracing/spans.js';
 import { guardedLookup, isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
 import type { StandardWebhookSource } from '../webhooks/standard.js';
 import { deliveryId } from './delivery-id.js';
@@ -65,7 +66,7 @@ export class GenericWebhookSender implements Sender {
     const { id, body } = replyBody(chatKey, item);
     const headers = { 'content-type': 'application/json', ...source.sign(id, body) };
     try {
-      const res = await post(url, headers, body, signal, isListedHost(url, this.policy));
+      const res = await tracedPost(url, headers, body, signal, isListedHost(url, this.policy));
       if (res.status >= 200 && res.status < 300) return { status: 'ok' };
       const reason = `HTTP ${res.status} from ${url.host}`;
       if (PERMANENT.has(res.status)) return { status: 'failed', reason };
@@ -78,6 +79,26 @@ export class GenericWebhookSender implements Sender {
       return { status: 'retry', reason: `${e.code ?? 'error'}: ${e.message}` };
     }
   }
+}
+
+/**
+ * `post` as an HTTP client span (tracing on; node:http has no instrumentation of ours), whose
+ * traceparent goes along so the receiver can continue the trace.
+ */
+function tracedPost(...args: Parameters<typeof post>): ReturnType<typeof post> {
+  const [url, headers, ...rest] = args;
+  const attributes = {
+    'http.request.method': 'POST',
+    'url.full': url.href,
+    'server.address': url.hostname,
+    'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+  };
+  return inSpan('POST', { kind: 'client', attributes }, async (span) => {
+    const tp = span && traceparent(span);
+    const res = await post(url, tp ? { ...headers, traceparent: tp } : headers, ...rest);
+    span?.setAttribute('http.response.status_code', res.status);
+    return res;
+  });
 }
 
 function post(

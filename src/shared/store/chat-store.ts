@@ -232,7 +232,13 @@ export class ChatStore {
   async sendOutbox(
     chatKey: string,
     fence: string,
-    item: { runId: string; text: string; ts: number; seen?: string | undefined },
+    item: {
+      runId: string;
+      text: string;
+      ts: number;
+      seen?: string | undefined;
+      traceparent?: string | undefined;
+    },
   ): Promise<FencedResult<{ id: string; routed: boolean }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
@@ -249,6 +255,7 @@ export class ChatStore {
           item.seen === undefined ? '' : '1',
           item.seen ?? '',
           MAX_UNCOMMITTED_SENDS,
+          item.traceparent ?? '',
         ],
       ),
     );

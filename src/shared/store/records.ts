@@ -163,6 +163,8 @@ export interface OutboxItem {
    * `budget`, the chat is over its daily token budget (CHAT_DAILY_TOKEN_BUDGET).
    */
   notice?: 'failure' | 'budget';
+  /** The W3C traceparent of the span that wrote it (tracing on): its delivery attempts join that trace. */
+  traceparent?: string;
 }
 
 export interface ChatEvent {
@@ -213,6 +215,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const f = fieldsOf(fields);
   const from = f.get('from');
   const notice = f.get('notice');
+  const traceparent = f.get('tp');
   return {
     id,
     text: f.get('text') ?? '',
@@ -220,6 +223,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
     runId: f.get('runId') ?? '',
     ...(from !== undefined && { from }),
     ...((notice === 'failure' || notice === 'budget') && { notice }),
+    ...(traceparent !== undefined && { traceparent }),
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type UIMessage,
 } from 'ai';
 import type { Logger } from '../../shared/logger.js';
+import { modelTelemetry } from '../../shared/tracing/spans.js';
 import { callUsage, type UsageTally } from '../../shared/usage.js';
 import type { MergePoint } from './interleave.js';
 import type { TurnAbort } from './turn-abort.js';
@@ -158,6 +159,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     // them out by default; said here so a default change cannot bring them back.)
     include: { requestBody: false, responseBody: false },
     ...(input.download && { experimental_download: input.download }),
+    // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
+    ...modelTelemetry('chatlane.turn'),
   }).then(
     (result) => {
       abort.disarmStep();

@@ -5,6 +5,7 @@ import type { ChatMessage } from '../../shared/messages.js';
 import { type ArchiveEntry, applyCompaction, rangeOf, readSnapshot } from '../../shared/store/archive.js';
 import type { ChatStore } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
+import { modelTelemetry } from '../../shared/tracing/spans.js';
 import { type CallUsage, callUsage } from '../../shared/usage.js';
 import { selectCut } from './cut.js';
 import { SUMMARY_SYSTEM, updatePrompt } from './prompt.js';
@@ -63,6 +64,7 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
     model: deps.model,
     instructions: SUMMARY_SYSTEM,
     prompt: updatePrompt(cut.previousSummary, cut.newMessages),
+    ...modelTelemetry('chatlane.compaction'),
     maxOutputTokens: settings.maxOutputTokens,
     maxRetries: 2,
   });

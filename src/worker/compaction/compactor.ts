@@ -3,6 +3,7 @@ import { MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js'
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
+import { inSpan } from '../../shared/tracing/spans.js';
 import { bullmqLockRenewTime } from '../turn/liveness.js';
 import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
 
@@ -27,7 +28,15 @@ export function createCompactionWorker(deps: CompactionDeps, opts: CompactorOpti
     const logger = deps.logger.child({ jobId: job.id, chatKey: parsed.data.chatKey });
     let result: CompactionResult;
     try {
-      result = await compactChat({ ...deps, logger }, parsed.data.chatKey);
+      result = await inSpan(
+        'chatlane.compaction',
+        { attributes: { 'chatlane.chat_key': parsed.data.chatKey } },
+        async (span) => {
+          const compacted = await compactChat({ ...deps, logger }, parsed.data.chatKey);
+          span?.setAttribute('chatlane.compaction.status', compacted.status);
+          return compacted;
+        },
+      );
     } catch (err) {
       if (opts.metrics) recordCompactionRun(opts.metrics, 'failed');
       throw err;

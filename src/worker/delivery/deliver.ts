@@ -4,6 +4,7 @@ import type { Logger } from '../../shared/logger.js';
 import { type Metrics, recordDelivery, recordDeliveryFailure } from '../../shared/metrics.js';
 import type { OutboxItem } from '../../shared/store/chat-store.js';
 import type { DeliveryStore } from '../../shared/store/delivery.js';
+import { inSpan } from '../../shared/tracing/spans.js';
 
 /**
  * Delivery of one chat's outbox (DESIGN §11): the items after the chat's delivery cursor, in
@@ -138,7 +139,28 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
       headTries = 0;
       const t0 = performance.now();
       const result: SendResult = sender
-        ? await sendWithTimeout((r) => sender.send(r), { chatKey, route, item, attempt }, settings.timeoutMs)
+        ? await inSpan(
+            'chatlane.delivery.attempt',
+            {
+              // In the trace of the span that wrote the item; the platform or webhook POST is its client span.
+              parent: item.traceparent,
+              attributes: {
+                'chatlane.chat_key': chatKey,
+                'chatlane.outbox_item': item.id,
+                'chatlane.delivery.channel': channel,
+                'chatlane.delivery.attempt': attempt,
+              },
+            },
+            async (span) => {
+              const sent = await sendWithTimeout(
+                (r) => sender.send(r),
+                { chatKey, route, item, attempt },
+                settings.timeoutMs,
+              );
+              span?.setAttribute('chatlane.delivery.result', sent.status);
+              return sent;
+            },
+          )
         : { status: 'retry', reason: `no sender for channel '${channel}' in this process` };
       const seconds = (performance.now() - t0) / 1000;
 

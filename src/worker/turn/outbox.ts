@@ -1,6 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import type { WriteMark } from '../../shared/replica-acks.js';
 import type { ChatStore, FencedResult } from '../../shared/store/chat-store.js';
+import { traceparent } from '../../shared/tracing/spans.js';
 
 /**
  * Asks for the chat's delivery (BullMQ `deliveries`, deduplicated by chatKey). Must not throw
@@ -21,7 +22,9 @@ export async function writeOutbox(
   item: { runId: string; text: string; ts: number; seen?: string | undefined },
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const mark = deps.store.markWrite(chatKey);
-  const res = await deps.store.sendOutbox(chatKey, fence, item);
+  // The item carries the writing span's traceparent: its delivery, in whatever process, joins the trace.
+  const tp = traceparent();
+  const res = await deps.store.sendOutbox(chatKey, fence, tp ? { ...item, traceparent: tp } : item);
   if (res.ok && res.routed) await triggerDelivery(deps, chatKey, { itemId: res.id }, mark);
   return res;
 }

@@ -8,6 +8,14 @@ import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
+import {
+  addLinks,
+  inSpan,
+  inSpanSync,
+  markSpan,
+  type Span,
+  traceparent,
+} from '../../shared/tracing/spans.js';
 import { UsageTally } from '../../shared/usage.js';
 import { seenBeyond, withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
@@ -118,8 +126,31 @@ export type TurnOutcome =
  * fenced commit → release. Throws on model or Redis failure (the job retries); returns
  * `lost` when another turn took the chat (nothing of ours was written).
  */
-export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions = {}): Promise<TurnOutcome> {
+export function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions = {}): Promise<TurnOutcome> {
   const runId = randomUUID();
+  // One span per turn; the messages it consumes are linked to it as the turn reads them.
+  return inSpan(
+    'chatlane.turn',
+    { attributes: { 'chatlane.chat_key': chatKey, 'chatlane.run_id': runId } },
+    (span) => {
+      // Tracing off: the turn's own promise, no frame of ours around it.
+      const turn = leasedTurn(deps, chatKey, runId, opts, span);
+      if (!span) return turn;
+      return turn.then((outcome) => {
+        span.setAttribute('chatlane.turn.outcome', outcome.status);
+        return outcome;
+      });
+    },
+  );
+}
+
+async function leasedTurn(
+  deps: TurnDeps,
+  chatKey: string,
+  runId: string,
+  opts: TurnOptions,
+  span: Span | undefined,
+): Promise<TurnOutcome> {
   // One child logger per turn (at thousands of turns in flight each one is kept until the end).
   const logger = deps.logger.child(
     opts.jobId === undefined ? { chatKey, runId } : { jobId: opts.jobId, chatKey, runId },
@@ -149,6 +180,7 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
     usage: new UsageTally(),
+    span,
   };
   deps.running?.track(lane);
   const finalAttempt = opts.finalAttempt ?? false;
@@ -169,6 +201,8 @@ interface TurnRun {
   batch: InboxEntry[];
   /** The model calls of every attempt not yet written: the script that settles the turn takes them. */
   usage: UsageTally;
+  /** The turn's span (tracing on). */
+  span: Span | undefined;
 }
 
 /**
@@ -235,11 +269,16 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const started = Date.now();
 
   // The read taken with the lease on the first pass; a retry after a compaction reads anew.
-  const loaded = await deps.provider.load(chatKey, lane.takeInput());
+  const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
   deps.typing?.start(chatKey, lane.route);
   const pending = await reachEarlierSends(deps, lane, loaded.pending);
   batch.splice(0, batch.length, ...pending);
+  if (run.span)
+    addLinks(
+      run.span,
+      pending.map((e) => e.message.metadata.traceparent),
+    );
   const pendingMessages = pending.map((e) => e.message);
   // What this turn answers, with the replies a crashed earlier run already sent in place.
   const turn = await withEarlierSends(pending, lane.uncommitted, {
@@ -264,16 +303,20 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     settings.reserveTokens +
     (deps.mcp?.toolTokens() ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
-  const compressed = deps.compressor.compress([...loaded.history, ...turn.messages], budget);
+  const compressed = inSpanSync('chatlane.compressor', {}, () =>
+    deps.compressor.compress([...loaded.history, ...turn.messages], budget),
+  );
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
   }
-  const assembled = await deps.assembler.assemble({
-    context,
-    messages: compressed.messages,
-    historyCount: historyCount(compressed.messages.length),
-    nearlyFull: isNearlyFull(fixedTokens + compressed.report.keptTokens, settings.maxInputTokens),
-  });
+  const assembled = await inSpan('chatlane.assembler', {}, () =>
+    deps.assembler.assemble({
+      context,
+      messages: compressed.messages,
+      historyCount: historyCount(compressed.messages.length),
+      nearlyFull: isNearlyFull(fixedTokens + compressed.report.keptTokens, settings.maxInputTokens),
+    }),
+  );
   // Mid-turn arrivals ride on requests already carrying this input: they get what is left
   // of MAX_INPUT_TOKENS, the rest wait for the next turn (never merged past the limit).
   const mergeRoom = createMergeRoom(
@@ -340,13 +383,32 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       }
       mergeRoom.take(used);
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
+      linkMerged(run.span, fitting);
       return fitting;
     },
     // As the assembler shows them: the next turn's history then carries them byte for byte.
     toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
     usage: run.usage,
-  }).then((loop) => commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }));
+  }).then((loop) =>
+    inSpan('chatlane.commit', {}, () =>
+      commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }),
+    ),
+  );
+}
+
+/**
+ * Messages merged into the running turn: the turn links to each, and each message's own trace
+ * gets a span that links back to the turn (a link is seen from both of its traces).
+ */
+function linkMerged(span: Span | undefined, merged: InboxEntry[]): void {
+  if (!span || merged.length === 0) return;
+  const messages = merged.map((e) => e.message.metadata.traceparent);
+  addLinks(span, messages);
+  const turn = traceparent(span);
+  for (const parent of messages) {
+    if (parent) markSpan('chatlane.message.merged', { parent, links: [turn] });
+  }
 }
 
 /**
