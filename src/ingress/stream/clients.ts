@@ -109,7 +109,9 @@ export class StreamClients {
     return this.closed || this.streams.size >= this.settings.maxClients;
   }
 
-  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+  /** The hub (created on first use): `/v1/ui` follows reply streams and chat events through it. */
+  get sharedHub(): StreamHub {
+    if (this.closed) throw new Error('stream clients closed');
     this.hub ??= new StreamHub({
       redis: this.redis,
       createReader: this.createReader,
@@ -119,12 +121,17 @@ export class StreamClients {
       ...(this.settings.pollMs !== undefined && { pollMs: this.settings.pollMs }),
       ...(this.settings.pollMaxMs !== undefined && { pollMaxMs: this.settings.pollMaxMs }),
     });
+    return this.hub;
+  }
+
+  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+    const hub = this.sharedHub;
     let startCursor: StreamCursor | undefined = from;
     const stream = new OpenStream(this, chatKey, () => startCursor ?? { outbox: '0-0', events: '0-0' });
     this.streams.add(stream);
     this.metrics?.sseClients.set(this.streams.size);
     try {
-      stream.subscription = await this.hub.subscribe(chatKey, from, (item, cursor) =>
+      stream.subscription = await hub.subscribe(chatKey, from, (item, cursor) =>
         stream.write(sseMessage(item, cursor)),
       );
     } catch (err) {
