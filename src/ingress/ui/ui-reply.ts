@@ -67,6 +67,8 @@ export class UiReply {
   private run: string | undefined;
   private skipUntil: Set<string> | undefined;
   private skipped = false;
+  /** Runs whose turn committed: an `abort` after that is another turn's open, not a lost reply. */
+  private readonly committed = new Set<string>();
   /** A start of the same messages seen while another reply was still followed. */
   private nextStart: Start | undefined;
   private waitTimer: NodeJS.Timeout | undefined;
@@ -131,12 +133,24 @@ export class UiReply {
       if (this.skipUntil && entry.messageIds.some((id) => this.skipUntil!.has(id))) {
         this.skipUntil = undefined;
         // Joined mid-reply: the client's message starts here.
-        if (this.skipped) this.write(sse({ type: 'start', messageId: `${runId}-a` }));
+        if (this.skipped) this.write(sse({ type: 'start', messageId: `${runId}-a0` }));
       }
       return;
     }
     if (this.skipUntil) {
       this.skipped = true;
+      return;
+    }
+    if (entry.chunk.type === 'abort' && this.committed.has(runId)) {
+      // The turn committed but died before its closing chunk; the next turn closed it for it.
+      this.write(sse({ type: 'finish' }));
+      this.end();
+      return;
+    }
+    if (entry.chunk.type === 'error') {
+      // The message failed for good: nothing more answers it.
+      this.write(sse(entry.chunk));
+      this.end();
       return;
     }
     this.write(sse(entry.chunk));
@@ -172,6 +186,7 @@ export class UiReply {
       void this.followSafely(runId, event.type === 'reply.merged' ? hits : undefined);
       return;
     }
+    if (event.type === 'turn.committed') this.committed.add(runId);
     if (END_EVENTS.has(event.type) && runId === this.run && !this.graceTimer) {
       // Its closing chunk is normally on its way (the same reader delivers it); if the turn's
       // process died between its commit and that chunk, the response still ends.

@@ -101,7 +101,7 @@ export class ReplyStreams {
    */
   async write(
     chatKey: string,
-    fence: number,
+    fence: string | number,
     runId: string,
     mode: ReplyWriteMode,
     fields: readonly ReplyField[],
