@@ -51,6 +51,13 @@ export interface UiRouteOptions {
 export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): Promise<void> {
   const { store } = app.deps;
   const replies = app.replies;
+  /** One response's deps; the process counts it among its streams until it closes. */
+  const open = (chatKey: string, about: Set<string>): UiReply => {
+    let release = (): void => undefined;
+    const ui = new UiReply({ ...deps(), onClose: () => release() }, chatKey, about);
+    release = app.streams.adopt(ui);
+    return ui;
+  };
   const deps = (): UiReplyDeps => ({
     hub: app.streams.sharedHub,
     replies,
@@ -96,7 +103,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       Date.now(),
     );
     capacity();
-    const ui = new UiReply(deps(), chatKey, new Set([message.id]));
+    const ui = open(chatKey, new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
       await withRedis(() => ui.watchEvents());
@@ -115,7 +122,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     capacity();
     const run = await withRedis(() => replies.liveRun(chatKey));
     if (!run) return reply.code(204).send();
-    const ui = new UiReply(deps(), chatKey, new Set());
+    const ui = open(chatKey, new Set());
     try {
       await withRedis(async () => {
         await ui.watchEvents();

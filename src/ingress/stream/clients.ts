@@ -88,6 +88,8 @@ export class OpenStream {
  */
 export class StreamClients {
   private readonly streams = new Set<OpenStream>();
+  /** Other open responses fed by the hub (`/v1/ui`): counted and ended with the streams. */
+  private readonly others = new Set<{ close(): void }>();
   private hub: StreamHub | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private closed = false;
@@ -102,11 +104,17 @@ export class StreamClients {
   ) {}
 
   get size(): number {
-    return this.streams.size;
+    return this.streams.size + this.others.size;
   }
 
   get full(): boolean {
-    return this.closed || this.streams.size >= this.settings.maxClients;
+    return this.closed || this.size >= this.settings.maxClients;
+  }
+
+  /** Count an open response of another kind until the returned function is called; `close()` ends it. */
+  adopt(response: { close(): void }): () => void {
+    this.others.add(response);
+    return () => this.others.delete(response);
   }
 
   /** The hub (created on first use): `/v1/ui` follows reply streams and chat events through it. */
@@ -162,6 +170,7 @@ export class StreamClients {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     for (const stream of [...this.streams]) stream.close();
+    for (const other of [...this.others]) other.close();
     await this.hub?.close();
   }
 }

@@ -379,19 +379,7 @@ export class StreamHub {
           }
           c.pollAt = Date.now() + c.pollEvery;
         });
-      const tailReads = this.tails.due(now).map(async ({ key, cursor }) => {
-        let news = false;
-        try {
-          const res = (await this.opts.redis.xread('COUNT', READ_COUNT, 'STREAMS', key, cursor)) as Array<
-            [string, StreamEntry[]]
-          > | null;
-          for (const [k, entries] of res ?? []) this.tails.dispatch(k, entries);
-          news = res !== null;
-        } catch (err) {
-          this.opts.logger.debug({ err: (err as Error).message }, 'reply stream poll failed; retrying');
-        }
-        this.tails.polled(key, news, this.pollMaxMs);
-      });
+      const tailReads = this.tails.poll(now, READ_COUNT, this.pollMaxMs, this.opts.logger);
       await Promise.all([...reads, ...tailReads]);
       if (!this.closed) await this.idle(this.pollMs);
     }

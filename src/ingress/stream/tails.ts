@@ -1,3 +1,4 @@
+import type { Logger } from '../../shared/logger.js';
 import type { RedisClient } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
@@ -108,20 +109,32 @@ export class KeyTails {
     return { keys, ids };
   }
 
-  /** Cluster: the keys due for a poll now. */
-  due(now: number): Array<{ key: string; cursor: string }> {
-    const out: Array<{ key: string; cursor: string }> = [];
-    for (const [key, tail] of this.tails)
-      if (tail.live && tail.pollAt <= now) out.push({ key, cursor: tail.cursor });
-    return out;
-  }
-
-  /** Cluster: when a key is read next (sooner after news, backing off while quiet). */
-  polled(key: string, hadNews: boolean, pollMaxMs: number): void {
-    const tail = this.tails.get(key);
-    if (!tail) return;
-    tail.pollEvery = hadNews ? this.pollMs : Math.min(pollMaxMs, tail.pollEvery * 2);
-    tail.pollAt = Date.now() + tail.pollEvery;
+  /**
+   * Cluster: one non-blocking read per followed key that is due, sooner after news and backing
+   * off (doubling) to `pollMaxMs` while it stays quiet, as the hub reads chats.
+   */
+  poll(now: number, count: number, pollMaxMs: number, logger: Logger): Promise<void>[] {
+    const reads: Promise<void>[] = [];
+    for (const [key, tail] of this.tails) {
+      if (!tail.live || tail.pollAt > now) continue;
+      reads.push(
+        (async () => {
+          let news = false;
+          try {
+            const res = (await this.redis.xread('COUNT', count, 'STREAMS', key, tail.cursor)) as Array<
+              [string, StreamEntry[]]
+            > | null;
+            for (const [k, entries] of res ?? []) this.dispatch(k, entries);
+            news = res !== null;
+          } catch (err) {
+            logger.debug({ err: (err as Error).message }, 'reply stream poll failed; retrying');
+          }
+          tail.pollEvery = news ? this.pollMs : Math.min(pollMaxMs, tail.pollEvery * 2);
+          tail.pollAt = Date.now() + tail.pollEvery;
+        })(),
+      );
+    }
+    return reads;
   }
 
   /** New entries of a followed key to its clients; false when the key is not followed. */

@@ -35,6 +35,8 @@ export interface UiReplyDeps {
   /** After the turn's end event, how long its closing chunk may take before the response ends anyway. */
   endGraceMs: number;
   heartbeatMs: number;
+  /** Called once when the response is over (the process counts open responses). */
+  onClose?: () => void;
 }
 
 const END_EVENTS = new Set(['turn.committed', 'turn.failed', 'turn.aborted']);
@@ -229,6 +231,7 @@ export class UiReply {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.deps.onClose?.();
     clearTimeout(this.waitTimer);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeat);
