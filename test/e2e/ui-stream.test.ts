@@ -32,6 +32,19 @@ async function chunksOf(stream: ReadableStream<UIMessageChunk> | null): Promise<
   return out;
 }
 
+/** The text of the message a client assembles from these chunks. */
+async function assembledText(chunks: UIMessageChunk[]): Promise<string> {
+  const stream = new ReadableStream<UIMessageChunk>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+  let text = '';
+  for await (const message of readUIMessageStream({ stream })) text = textOf(message);
+  return text;
+}
+
 function userMessage(id: string, text: string): UIMessage {
   return { id, role: 'user', parts: [{ type: 'text', text }] };
 }
@@ -163,6 +176,33 @@ describe('/v1/ui with DefaultChatTransport', () => {
     await chat.sendMessage({ text: 'again' });
     // The stopped turn sent nothing: the model answers both messages now.
     expect(textOf(chat.lastMessage)).toBe(`echo: ${LONG} ${LONG} | again`);
+  }, 30_000);
+
+  it('a message that joins the running turn gets that turn’s remaining reply, from where it joined', async () => {
+    stack.mock.state.chunkMs = 80;
+    const url = stack.ingressUrl();
+    const first = await chatFor(url, 'ui-merge');
+    const sending = first.sendMessage({ text: LONG });
+    await waitFor(async () => textOf(first.reply).length > 6, { what: 'the first reply under way' });
+
+    // Sent while the first step streams: the turn folds it in before its next step.
+    const transport = await transportFor(url, 'ui-merge');
+    const joined = await transport.sendMessages({
+      chatId: 'ui-merge',
+      messages: [userMessage('merge-2', 'second thought')],
+      trigger: 'submit-message',
+      messageId: undefined,
+      abortSignal: undefined,
+    });
+    const chunks = await chunksOf(joined);
+    await sending;
+    const text = await assembledText(chunks);
+    expect(text).toBe('echo: second thought');
+    expect(chunks[0]).toEqual({ type: 'start', messageId: first.reply!.id });
+    expect(chunks.at(-1)?.type).toBe('finish');
+    const events = (await store.readEvents('ui-merge', undefined, 100)).map((e) => e.type);
+    expect(events).toContain('reply.merged');
+    expect(events.filter((t) => t === 'turn.committed')).toHaveLength(1);
   }, 30_000);
 
   it('GET /v1/ui/:id/messages gives the chat as a page shows it: chat_send as text', async () => {
