@@ -9,7 +9,7 @@
 // to be killed. The parent reads this process's CPU and memory from /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { generateText, stepCountIs, tool, zodSchema } from 'ai';
+import { generateText, isStepCount, tool, zodSchema } from 'ai';
 import { z } from 'zod';
 
 const env = process.env;
@@ -39,10 +39,10 @@ async function turn(i) {
   const result = await generateText({
     model,
     // The mock reads the chat key from the system prompt, as it does from the worker's.
-    system: `You are a helpful assistant.\nChatKey: ${prefix}-${i}\nReply with chat_send.`,
+    instructions: `You are a helpful assistant.\nChatKey: ${prefix}-${i}\nReply with chat_send.`,
     messages: [{ role: 'user', content: `message ${i} of a benchmark chat` }],
     tools,
-    stopWhen: stepCountIs(16),
+    stopWhen: isStepCount(16),
     maxRetries: 2,
   });
   steps += result.steps.length;

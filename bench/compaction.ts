@@ -1,5 +1,5 @@
-import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
-import { MockLanguageModelV3 } from 'ai/test';
+import type { LanguageModelV4Prompt } from '@ai-sdk/provider';
+import { MockLanguageModelV4 } from 'ai/test';
 import type { Job } from 'bullmq';
 import { type Config, loadConfig } from '../src/shared/config.js';
 import {
@@ -164,7 +164,7 @@ function summaryText(tokens: number): string {
  * JSON) through gpt-tokenizer, plus 4 per message. Tool definitions are not counted (the
  * worker reserves 400 tokens for them).
  */
-function promptTokens(prompt: LanguageModelV3Prompt): number {
+function promptTokens(prompt: LanguageModelV4Prompt): number {
   const texts: string[] = [];
   for (const m of prompt) {
     if (m.role === 'system') {
@@ -189,7 +189,7 @@ function promptTokens(prompt: LanguageModelV3Prompt): number {
 /** The summariser: a fixed ~`tokens`-token summary after `latencyMs`. */
 function summariserModel(text: string, latencyMs: number) {
   let calls = 0;
-  const model: MockLanguageModelV3 = new MockLanguageModelV3({
+  const model: MockLanguageModelV4 = new MockLanguageModelV4({
     doGenerate: async () => {
       model.doGenerateCalls.length = 0;
       calls++;
@@ -597,7 +597,7 @@ async function measureLatency(
 
     // Every 10th first-step prompt is kept and counted after the clock stops: counting is CPU
     // work the real worker does not do, and the two modes send prompts of different sizes.
-    const promptSamples: LanguageModelV3Prompt[] = [];
+    const promptSamples: LanguageModelV4Prompt[] = [];
     const promptMessageSamples: number[] = [];
     const { model } = echoModel({
       latencyMs: opts.turnModelLatencyMs,

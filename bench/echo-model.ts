@@ -1,5 +1,5 @@
-import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
-import { MockLanguageModelV3 } from 'ai/test';
+import type { LanguageModelV4Prompt } from '@ai-sdk/provider';
+import { MockLanguageModelV4 } from 'ai/test';
 import { newUserTexts, usage } from '../test/helpers/scripted-model.js';
 import { sleep } from './util.js';
 
@@ -16,13 +16,13 @@ export interface EchoModelOptions {
   /** Fixed latency per call. */
   latencyMs?: number;
   /** Sees the prompt of every turn's first step. */
-  onFirstStep?: (prompt: LanguageModelV3Prompt) => void;
+  onFirstStep?: (prompt: LanguageModelV4Prompt) => void;
 }
 
 /** The turn loop calls doGenerate (generateText); nothing in chatlane streams the model. */
-export function echoModel(opts: EchoModelOptions = {}): { model: MockLanguageModelV3; calls: () => number } {
+export function echoModel(opts: EchoModelOptions = {}): { model: MockLanguageModelV4; calls: () => number } {
   let calls = 0;
-  const model: MockLanguageModelV3 = new MockLanguageModelV3({
+  const model: MockLanguageModelV4 = new MockLanguageModelV4({
     doGenerate: async (options) => {
       // The mock keeps every call's options; thousands of turns would make that a leak we measure.
       model.doGenerateCalls.length = 0;

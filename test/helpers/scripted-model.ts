@@ -1,15 +1,15 @@
 import type {
-  LanguageModelV3CallOptions,
-  LanguageModelV3Prompt,
-  LanguageModelV3StreamPart,
+  LanguageModelV4CallOptions,
+  LanguageModelV4Prompt,
+  LanguageModelV4StreamPart,
 } from '@ai-sdk/provider';
-import { MockLanguageModelV3 } from 'ai/test';
+import { MockLanguageModelV4 } from 'ai/test';
 
 export type Reply = { text: string } | { toolCalls: Array<{ name: string; input: unknown }> };
 export type Script = (
-  prompt: LanguageModelV3Prompt,
+  prompt: LanguageModelV4Prompt,
   call: number,
-  options: LanguageModelV3CallOptions,
+  options: LanguageModelV4CallOptions,
 ) => Promise<Reply> | Reply;
 
 export const usage = {
@@ -18,7 +18,7 @@ export const usage = {
 };
 
 /** Texts of the user messages after the last assistant message. */
-export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
+export function newUserTexts(prompt: LanguageModelV4Prompt): string[] {
   const out: string[] = [];
   for (const m of prompt) {
     if (m.role === 'assistant') out.length = 0;
@@ -28,7 +28,7 @@ export function newUserTexts(prompt: LanguageModelV3Prompt): string[] {
 }
 
 /** Like a real provider call once its abort signal fires (or already has): rejects with its reason. */
-export function untilAborted(options: LanguageModelV3CallOptions): Promise<never> {
+export function untilAborted(options: LanguageModelV4CallOptions): Promise<never> {
   return new Promise((_, reject) => {
     const signal = options.abortSignal;
     if (signal?.aborted) reject(signal.reason);
@@ -42,8 +42,8 @@ export const echoScript: Script = (prompt) => {
   return { toolCalls: [{ name: 'chat_send', input: { text: `echo: ${newUserTexts(prompt).join(' | ')}` } }] };
 };
 
-function toStream(reply: Reply, call: number): LanguageModelV3StreamPart[] {
-  const parts: LanguageModelV3StreamPart[] = [{ type: 'stream-start', warnings: [] }];
+function toStream(reply: Reply, call: number): LanguageModelV4StreamPart[] {
+  const parts: LanguageModelV4StreamPart[] = [{ type: 'stream-start', warnings: [] }];
   if ('text' in reply) {
     if (reply.text) {
       parts.push(
@@ -69,9 +69,9 @@ function toStream(reply: Reply, call: number): LanguageModelV3StreamPart[] {
 
 /** An `ai/test` mock model driven by a script; records every prompt it was given. */
 export function scriptedModel(script: Script = echoScript) {
-  const prompts: LanguageModelV3Prompt[] = [];
+  const prompts: LanguageModelV4Prompt[] = [];
   let calls = 0;
-  const model = new MockLanguageModelV3({
+  const model = new MockLanguageModelV4({
     doGenerate: async (options) => {
       const call = calls++;
       prompts.push(options.prompt);
@@ -102,7 +102,7 @@ export function scriptedModel(script: Script = echoScript) {
       const reply = await script(options.prompt, call, options);
       const parts = toStream(reply, call);
       return {
-        stream: new ReadableStream<LanguageModelV3StreamPart>({
+        stream: new ReadableStream<LanguageModelV4StreamPart>({
           start(controller) {
             for (const p of parts) controller.enqueue(p);
             controller.close();
@@ -115,7 +115,7 @@ export function scriptedModel(script: Script = echoScript) {
 }
 
 /** The text of every message in a prompt, role-tagged, for assertions on what the model saw. */
-export function promptTranscript(prompt: LanguageModelV3Prompt): string[] {
+export function promptTranscript(prompt: LanguageModelV4Prompt): string[] {
   return prompt.map((m) => {
     if (m.role === 'system') return `system`;
     const texts = (m.content as Array<{ type: string; text?: string; toolName?: string }>).map((p) =>

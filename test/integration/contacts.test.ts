@@ -1,4 +1,4 @@
-import type { LanguageModelV3CallOptions } from '@ai-sdk/provider';
+import type { LanguageModelV4CallOptions } from '@ai-sdk/provider';
 import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
@@ -109,7 +109,7 @@ async function contactTurn(
   opts: { enabled?: boolean } = {},
 ) {
   const seenTools: string[][] = [];
-  const script: Script = (prompt, _call, options: LanguageModelV3CallOptions) => {
+  const script: Script = (prompt, _call, options: LanguageModelV4CallOptions) => {
     seenTools.push((options.tools ?? []).map((t) => t.name));
     if (prompt.at(-1)?.role === 'tool') return { text: '' };
     return { toolCalls: [{ name: 'chat_contact_send', input }] };

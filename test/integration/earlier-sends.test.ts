@@ -1,4 +1,4 @@
-import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
+import type { LanguageModelV4Prompt } from '@ai-sdk/provider';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { TurnAbortedError } from '../../src/shared/errors.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
@@ -71,10 +71,13 @@ async function takeoverAfterStall(script: Script, ...texts: string[]) {
   const takeover = scriptedModel(script);
   const deps = turnDeps(redis, prefix, takeover.model);
   await ingestTexts(deps.store, 'c1', ...texts);
-  let second: TurnOutcome | undefined;
+  let takeoverRun: Promise<TurnOutcome> | undefined;
   const first = await stalledAfterSend('c1', async () => {
-    second = await runTurn(deps, 'c1');
+    takeoverRun = runTurn(deps, 'c1');
+    await takeoverRun;
   });
+  // The stalled turn can end first: its reply stream's next write finds the fence gone.
+  const second = await takeoverRun;
   return { first, second, prompts: takeover.prompts, store: deps.store };
 }
 
@@ -97,7 +100,7 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     expect(second).toMatchObject({ status: 'done', consumed: 2, sent: 0 });
 
     // The takeover's model saw both messages, then the reply as its own chat_send, and stopped.
-    const seen = promptTranscript(prompts[0] as LanguageModelV3Prompt);
+    const seen = promptTranscript(prompts[0] as LanguageModelV4Prompt);
     expect(seen.slice(1)).toEqual([
       'user: hi',
       'user: how are you',

@@ -1,5 +1,5 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, stepCountIs, streamText, tool } from 'ai';
+import { APICallError, generateText, isStepCount, streamText, tool } from 'ai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -70,10 +70,10 @@ describe('mock-llm with the AI SDK', () => {
     const { sent, tools } = chatSend();
     const result = streamText({
       model: model(),
-      system: system('chat-stream'),
+      instructions: system('chat-stream'),
       prompt: 'hello',
       tools,
-      stopWhen: stepCountIs(4),
+      stopWhen: isStepCount(4),
     });
     await result.consumeStream();
     const steps = await result.steps;
@@ -91,10 +91,10 @@ describe('mock-llm with the AI SDK', () => {
     const { sent, tools } = chatSend();
     const result = await generateText({
       model: model(),
-      system: system('chat-json'),
+      instructions: system('chat-json'),
       prompt: 'hello',
       tools,
-      stopWhen: stepCountIs(4),
+      stopWhen: isStepCount(4),
     });
 
     expect(sent).toEqual(['echo: hello']);
@@ -115,7 +115,7 @@ describe('mock-llm with the AI SDK', () => {
     const { sent, tools } = chatSend();
     await generateText({
       model: model(),
-      system: system('chat-merge'),
+      instructions: system('chat-merge'),
       messages: [
         { role: 'user', content: 'old' },
         { role: 'assistant', content: 'earlier answer' },
@@ -123,7 +123,7 @@ describe('mock-llm with the AI SDK', () => {
         { role: 'user', content: [{ type: 'text', text: 'second' }] },
       ],
       tools,
-      stopWhen: stepCountIs(4),
+      stopWhen: isStepCount(4),
     });
     expect(sent).toEqual(['echo: first | second']);
   });
@@ -141,25 +141,25 @@ describe('mock-llm with the AI SDK', () => {
     });
     await generateText({
       model: model(),
-      system: system('chat-skill'),
+      instructions: system('chat-skill'),
       messages: [{ role: 'user', content: 'skill: weather in Oslo?' }],
       tools: { ...tools, skills_load },
-      stopWhen: stepCountIs(5),
+      stopWhen: isStepCount(5),
     });
     expect(loaded).toEqual(['weather']);
     expect(sent).toEqual(['echo: skill: weather in Oslo? (with skill weather)']);
   });
 
   it('answers plain text without tools, and a summary when asked to summarize', async () => {
-    const echo = await generateText({ model: model(), system: system('chat-text'), prompt: 'ping' });
+    const echo = await generateText({ model: model(), instructions: system('chat-text'), prompt: 'ping' });
     expect(echo.text).toBe('echo: ping');
 
-    const streamed = streamText({ model: model(), system: system('chat-text'), prompt: 'pong' });
+    const streamed = streamText({ model: model(), instructions: system('chat-text'), prompt: 'pong' });
     expect(await streamed.text).toBe('echo: pong');
 
     const summary = await generateText({
       model: model(),
-      system: 'Summarize the conversation.\nChatKey: chat-text',
+      instructions: 'Summarize the conversation.\nChatKey: chat-text',
       messages: [
         { role: 'user', content: 'hi there' },
         { role: 'assistant', content: 'hello!' },
@@ -177,10 +177,10 @@ describe('mock-llm with the AI SDK', () => {
     const call = () =>
       generateText({
         model: model(),
-        system: system('chat-fail'),
+        instructions: system('chat-fail'),
         prompt: 'hello',
         tools,
-        stopWhen: stepCountIs(4),
+        stopWhen: isStepCount(4),
         maxRetries: 0,
       });
 
@@ -246,10 +246,10 @@ describe('mock-llm concurrency tracking', () => {
     for (const prompt of ['a', 'b', 'c']) {
       const result = streamText({
         model: model(),
-        system: system('chat-serial'),
+        instructions: system('chat-serial'),
         prompt,
         tools,
-        stopWhen: stepCountIs(4),
+        stopWhen: isStepCount(4),
       });
       await result.consumeStream();
     }

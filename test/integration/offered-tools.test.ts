@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import type { LanguageModelV3CallOptions } from '@ai-sdk/provider';
+import type { LanguageModelV4CallOptions } from '@ai-sdk/provider';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
@@ -34,7 +34,7 @@ interface Offer {
 
 function recording(script: Script = echoScript) {
   const offers: Offer[] = [];
-  const { model } = scriptedModel((prompt, call, options: LanguageModelV3CallOptions) => {
+  const { model } = scriptedModel((prompt, call, options: LanguageModelV4CallOptions) => {
     offers.push({
       tools: (options.tools ?? []).map((t) => t.name).sort(),
       system: String(prompt[0]?.role === 'system' ? prompt[0].content : ''),

@@ -68,9 +68,16 @@ describe('offered tools', () => {
     expect(active.filter((n) => n === 'chat_send')).toHaveLength(1);
   });
 
+  it('hands the turn to the offered tools of chatlane only, never to an operator’s MCP tool or skills_load', () => {
+    const other = tool({ description: 'x', inputSchema: z.object({}), execute: async () => 'x' });
+    const chatTools = new ChatTools({ memoryMaxTokens: 100, contacts: {} as never, skillsTool: other });
+    const { withTurn } = chatTools.forTurn({ ...fresh, archived: 1 }, { srv__lookup: other });
+    expect(withTurn.sort()).toEqual(['chat_contact_send', 'chat_history_search', ...ALWAYS].sort());
+  });
+
   it('fails a tool call that comes without its turn: a wiring bug, not a guess', () => {
-    expect(() => turnOf({})).toThrow(/experimental_context/);
-    expect(() => turnOf({ experimental_context: { chatKey: 'c1' } })).toThrow(/experimental_context/);
+    expect(() => turnOf({})).toThrow(/toolsContext/);
+    expect(() => turnOf({ context: { chatKey: 'c1' } })).toThrow(/toolsContext/);
   });
 });
 

@@ -1,5 +1,5 @@
 import { generateText, type LanguageModel, streamText } from 'ai';
-import { MockLanguageModelV3 } from 'ai/test';
+import { MockLanguageModelV4 } from 'ai/test';
 import { DelayedError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_METRICS_PORT, loadConfig } from '../../src/shared/config.js';
@@ -23,7 +23,7 @@ describe('meteredModel', () => {
   it('times every model call by result, counts the tokens it used, and passes the model through unchanged', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     let calls = 0;
-    const inner = new MockLanguageModelV3({
+    const inner = new MockLanguageModelV4({
       provider: 'mock-provider',
       modelId: 'mock-model',
       supportedUrls: { 'image/*': [/^https:/] },
@@ -73,12 +73,12 @@ describe('meteredModel', () => {
 
   it('meters a model that throws before returning a promise as a failed call, and rejects', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
-    // Not MockLanguageModelV3: it wraps doGenerate in an async function, so nothing it is given throws.
+    // Not MockLanguageModelV4: it wraps doGenerate in an async function, so nothing it is given throws.
     const throwing = () => {
       throw new Error('bad request');
     };
     const inner: LanguageModel = {
-      specificationVersion: 'v3',
+      specificationVersion: 'v4',
       provider: 'p',
       modelId: 'm',
       supportedUrls: {},
@@ -86,7 +86,7 @@ describe('meteredModel', () => {
       doStream: throwing,
     };
     const model = meteredModel(inner, metrics);
-    if (typeof model === 'string' || model.specificationVersion !== 'v3') throw new Error('not a v3 model');
+    if (typeof model === 'string' || model.specificationVersion !== 'v4') throw new Error('not a v4 model');
     const call = model.doGenerate({ prompt: [] });
     await expect(call).rejects.toThrow('bad request');
     const text = await scrape(metrics);

@@ -1,4 +1,4 @@
-import { generateText, type LanguageModel, stepCountIs, tool } from 'ai';
+import { generateText, isStepCount, type LanguageModel, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startMockLlm } from '../../src/mock-llm/server.js';
@@ -15,11 +15,11 @@ afterAll(async () => {
   await close();
 });
 
-type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
+type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 
-function model(): ModelV3 {
+function model(): ModelV4 {
   const m = createModel({ baseURL: url, apiKey: undefined, model: 'mock' });
-  if (typeof m === 'string' || m.specificationVersion !== 'v3') throw new Error('expected a v3 model');
+  if (typeof m === 'string' || m.specificationVersion !== 'v4') throw new Error('expected a v4 model');
   return m;
 }
 
@@ -53,7 +53,7 @@ describe('the worker model', () => {
     const sent: string[] = [];
     const result = await generateText({
       model: model(),
-      system,
+      instructions: system,
       messages: [{ role: 'user', content: 'hi there' }],
       tools: {
         chat_send: tool({
@@ -64,8 +64,8 @@ describe('the worker model', () => {
           },
         }),
       },
-      stopWhen: stepCountIs(4),
-      experimental_include: { requestBody: true, responseBody: true },
+      stopWhen: isStepCount(4),
+      include: { requestBody: true, responseBody: true },
     });
     expect(sent).toEqual(['echo: hi there']);
     expect(result.steps).toHaveLength(2);

@@ -1,9 +1,9 @@
 import {
+  isStepCount,
   type LanguageModel,
   type ModelMessage,
   type PrepareStepFunction,
   type StepResult,
-  stepCountIs,
   streamText,
   type TextStreamPart,
   type ToolSet,
@@ -21,8 +21,13 @@ export interface LoopInput<T> {
   tools: ToolSet;
   /** The names of `tools` the model is offered (all when absent); fixed for the whole loop. */
   activeTools?: string[];
-  /** Handed to every tool's execute as `experimental_context` (the turn's state: tool-turn.ts). */
+  /**
+   * Handed to the execute of every tool in `toolContextFor` as its `context` (the turn's state:
+   * tool-turn.ts). AI SDK 7 scopes tool context per tool name (`toolsContext`).
+   */
   toolContext?: unknown;
+  /** The tools that get `toolContext` (chatlane's own); all offered tools when absent. */
+  toolContextFor?: readonly string[];
   maxSteps: number;
   maxMerges: number;
   /**
@@ -76,26 +81,22 @@ export interface LoopResult<T> {
   stopped?: boolean;
 }
 
-interface Merge<T> extends MergePoint<T> {
-  /** Index in the SDK's step messages (initial + responses) where the arrivals go. */
-  at: number;
-  modelMessages: ModelMessage[];
-}
-
 /**
  * The AI SDK tool loop with lane merge: between steps, messages that arrived mid-turn are
- * handed to the model as ordinary user messages. The SDK rebuilds each step's messages from
- * the initial ones plus responses, so every step re-inserts all earlier merges at the
- * positions where they first appeared.
+ * handed to the model as ordinary user messages, appended after the step's messages. Since
+ * AI SDK 7 a `messages` override carries forward (the next step gets it plus that step's
+ * response), so each merge is added once, where it arrived, and every later request extends
+ * the earlier one.
  *
  * Not an async function: what follows the SDK's loop is chained to its promise, so no frame
  * of ours (generator, registers, await closures) is held through every model call of the turn.
  */
 export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
-  const merges: Merge<T>[] = [];
+  const merges: MergePoint<T>[] = [];
   let merged = 0;
-  const initialLength = input.messages.length;
-  let base: ModelMessage[] | undefined;
+  // How many leading step messages are the turn's input (the history it started with): a
+  // rebase replaces exactly those, keeping this turn's responses and merges after them.
+  let headLength = input.messages.length;
 
   // The SDK's abort signal is the turn's, which a step running past stepTimeoutMs aborts too.
   // Every check below reads whether the turn was *ended* (lost or stopped): a timed-out step is
@@ -103,13 +104,15 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   const { abort, stepTimeoutMs } = input;
   abort.beginLoop();
 
-  const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages }) => {
+  const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages, responseMessages }) => {
     if (stepTimeoutMs) abort.armStep(stepTimeoutMs);
+    let arrived: ModelMessage[] | undefined;
     if (stepNumber > 0 && merged < input.maxMerges && !abort.ended) {
       try {
-        const items = await input.nextArrivals(input.maxMerges - merged, messages.slice(initialLength));
+        const items = await input.nextArrivals(input.maxMerges - merged, responseMessages);
         if (items.length > 0) {
-          merges.push({ stepNumber, items, at: messages.length, modelMessages: await input.toModel(items) });
+          arrived = await input.toModel(items);
+          merges.push({ stepNumber, items });
           merged += items.length;
           input.onMerge?.(items);
         }
@@ -118,44 +121,38 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
         input.logger.warn({ err }, 'lane merge read failed');
       }
     }
-    if (input.control?.rebase) {
-      base = input.control.rebase;
-      input.control.rebase = undefined;
-    }
-    if (merges.length === 0 && !base) return {};
-    const out: ModelMessage[] = [];
-    let cursor = 0;
-    for (const m of merges) {
-      out.push(...messages.slice(cursor, m.at), ...m.modelMessages);
-      cursor = m.at;
-    }
-    out.push(...messages.slice(cursor));
-    // Merges always sit after the initial messages, so the first initialLength are exactly those.
-    return { messages: base ? [...base, ...out.slice(initialLength)] : out };
+    const rebase = input.control?.rebase;
+    if (rebase && input.control) input.control.rebase = undefined;
+    if (!rebase) return arrived ? { messages: [...messages, ...arrived] } : {};
+    // The turn's own messages so far (responses and merges) stay after the new head.
+    const own = messages.slice(headLength);
+    headLength = rebase.length;
+    return { messages: [...rebase, ...own, ...(arrived ?? [])] };
   };
 
   // The steps that finished, kept as they finish: a stopped turn commits those.
   const steps: StepResult<ToolSet>[] = [];
   const result = streamText({
     model: input.model,
-    system: input.system,
+    instructions: input.system,
     messages: input.messages,
     tools: input.tools,
     ...(input.activeTools && { activeTools: input.activeTools }),
-    ...(input.toolContext !== undefined && { experimental_context: input.toolContext }),
-    stopWhen: stepCountIs(input.maxSteps),
+    ...toolsContextOf(input),
+    stopWhen: isStepCount(input.maxSteps),
     prepareStep,
     abortSignal: abort.signal,
-    onStepFinish: (step) => {
-      steps.push(step);
+    onStepEnd: (step) => {
+      steps.push(step as StepResult<ToolSet>);
       if (stepTimeoutMs) abort.disarmStep();
     },
     // Errors arrive as the stream's error parts, read below (the default would print them).
     onError: () => undefined,
     maxRetries: input.maxRetries ?? 2,
     // Step results would otherwise keep every request body until the turn ends: at 2,000
-    // turns in flight that was ~90 MB of RSS nobody reads.
-    experimental_include: { requestBody: false },
+    // turns in flight that was ~90 MB of RSS nobody reads. (Said here so a default change
+    // cannot bring them back.)
+    include: { requestBody: false },
     ...(input.download && { experimental_download: input.download }),
   });
   const done = (stopped: boolean): LoopResult<T> => {
@@ -168,7 +165,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     }
     return {
       response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
-      merges: merges.map(({ stepNumber, items }) => ({ stepNumber, items })),
+      merges,
       finalText: last?.text ?? '',
       steps: steps.length,
       usage: { inputTokens, outputTokens },
@@ -214,4 +211,18 @@ async function consume<T>(
     }
   }
   return failure;
+}
+
+/**
+ * `{ toolsContext }` with one entry per tool that reads the turn: AI SDK 7 hands each tool only
+ * its own entry. Typed `object` because the SDK types `toolsContext` from the tools' declared
+ * context schemas, which a `ToolSet` (ours merged with the operator's MCP tools) does not carry.
+ */
+function toolsContextOf<T>(input: LoopInput<T>): object {
+  if (input.toolContext === undefined) return {};
+  const toolsContext: Record<string, unknown> = {};
+  for (const name of input.toolContextFor ?? input.activeTools ?? Object.keys(input.tools)) {
+    toolsContext[name] = input.toolContext;
+  }
+  return { toolsContext };
 }

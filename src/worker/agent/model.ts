@@ -3,15 +3,15 @@ import type { LanguageModel } from 'ai';
 import type { ModelConfig } from '../../shared/config.js';
 
 /** A model object of the AI SDK's current specification (what createModel returns). */
-export type ModelV3 = Extract<LanguageModel, { specificationVersion: 'v3' }>;
-export type GenerateResult = Awaited<ReturnType<ModelV3['doGenerate']>>;
+export type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
+export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
 
 /**
  * A model call's result without the request's JSON and the parsed response body. generateText
  * keeps a step's result until the next step's call has returned, so a turn in its second
  * model call held its first call's request JSON (the system prompt and tool definitions once
  * more, as many small strings) and the response as parsed; the step results drop both
- * anyway (`experimental_include` in loop.ts) and nothing else reads them.
+ * anyway (`include` in loop.ts) and nothing else reads them.
  */
 function withoutBodies(result: GenerateResult): GenerateResult {
   delete result.request;

@@ -8,7 +8,7 @@
  * listener map and Listener records per turn for the whole turn.
  *
  * The step timer has the SDK's semantics: it runs from the start of a step (prepareStep)
- * until the step has finished (onStepFinish: its tool calls included), and aborts with the
+ * until the step has finished (onStepEnd: its tool calls included), and aborts with the
  * same `TimeoutError` DOMException, which failure.ts classifies as the model's. A timeout is
  * recorded apart from an end (`endedWith` stays unset): a slow model is not a lost or stopped
  * lane, the lease is still ours and the turn's failure is settled with the fence.

@@ -60,7 +60,7 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
 
   const { text } = await generateText({
     model: deps.model,
-    system: SUMMARY_SYSTEM,
+    instructions: SUMMARY_SYSTEM,
     prompt: updatePrompt(cut.previousSummary, cut.newMessages),
     maxOutputTokens: settings.maxOutputTokens,
     maxRetries: 2,

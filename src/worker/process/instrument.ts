@@ -3,7 +3,7 @@ import type { LanguageModel } from 'ai';
 import type { Job } from 'bullmq';
 import { DelayedError } from '../../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../../shared/metrics.js';
-import type { GenerateResult, ModelV3 } from '../agent/model.js';
+import type { GenerateResult, ModelV4 } from '../agent/model.js';
 
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
@@ -18,11 +18,11 @@ import type { GenerateResult, ModelV3 } from '../agent/model.js';
  * more, and every one of them is held for the whole model call (a second at 2,000 turns in
  * flight), so it outlives the young generation.
  */
-class MeteredModel implements ModelV3 {
-  readonly specificationVersion = 'v3';
+class MeteredModel implements ModelV4 {
+  readonly specificationVersion = 'v4';
 
   constructor(
-    private readonly model: ModelV3,
+    private readonly model: ModelV4,
     private readonly metrics: Metrics,
   ) {}
 
@@ -34,7 +34,7 @@ class MeteredModel implements ModelV3 {
     return this.model.modelId;
   }
 
-  get supportedUrls(): ModelV3['supportedUrls'] {
+  get supportedUrls(): ModelV4['supportedUrls'] {
     return this.model.supportedUrls;
   }
 
@@ -43,10 +43,10 @@ class MeteredModel implements ModelV3 {
    * suspended frame here (its generator, registers and await closures) would be held for the
    * whole model call, a second at 2,000 turns in flight.
    */
-  doGenerate(options: Parameters<ModelV3['doGenerate']>[0]): Promise<GenerateResult> {
+  doGenerate(options: Parameters<ModelV4['doGenerate']>[0]): Promise<GenerateResult> {
     const started = performance.now();
     const metrics = this.metrics;
-    let call: ReturnType<ModelV3['doGenerate']>;
+    let call: ReturnType<ModelV4['doGenerate']>;
     try {
       call = this.model.doGenerate(options);
     } catch (err) {
@@ -71,10 +71,10 @@ class MeteredModel implements ModelV3 {
   }
 
   /** Metered from the call to the end of its stream; an aborted stream (a stop, a lost lane) is not observed. */
-  doStream(options: Parameters<ModelV3['doStream']>[0]): ReturnType<ModelV3['doStream']> {
+  doStream(options: Parameters<ModelV4['doStream']>[0]): ReturnType<ModelV4['doStream']> {
     const started = performance.now();
     const metrics = this.metrics;
-    let call: ReturnType<ModelV3['doStream']>;
+    let call: ReturnType<ModelV4['doStream']>;
     try {
       call = this.model.doStream(options);
     } catch (err) {
@@ -114,12 +114,12 @@ class MeteredModel implements ModelV3 {
 }
 
 type StreamPart =
-  Awaited<ReturnType<ModelV3['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
+  Awaited<ReturnType<ModelV4['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
 type StreamUsage = Extract<StreamPart, { type: 'finish' }>['usage'];
 
 /** The model with call latency and token counters; a model id string is returned as is. */
 export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageModel {
-  if (typeof model === 'string' || model.specificationVersion !== 'v3') return model;
+  if (typeof model === 'string' || model.specificationVersion !== 'v4') return model;
   return new MeteredModel(model, metrics);
 }
 

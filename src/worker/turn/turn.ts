@@ -321,6 +321,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     tools: offer.tools,
     activeTools: offer.active,
     toolContext: toolTurnState,
+    toolContextFor: offer.withTurn,
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),

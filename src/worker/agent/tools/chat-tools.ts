@@ -55,7 +55,7 @@ export interface ChatToolsOptions {
 
 /**
  * Every tool a worker process has, built once: chatlane's own (their per-turn state comes with
- * each call as `experimental_context`, see tool-turn.ts), skills, contact send, and the
+ * each call as their `context`, see tool-turn.ts), skills, contact send, and the
  * operator's MCP tools (which change when a server connects or drops). A turn gets the whole
  * set with the names it offers as `activeTools`: the SDK sends only those to the model.
  */
@@ -63,6 +63,8 @@ export class ChatTools {
   private readonly own: ToolSet;
   /** Offered to every turn (skills_load, chat_contact_send). */
   private readonly always: string[];
+  /** Of `always`, the ones that read the turn (tool-turn.ts). */
+  private readonly alwaysWithTurn: string[];
   private merged: { from: ToolSet | undefined; tools: ToolSet; names: string[] } | undefined;
 
   constructor(opts: ChatToolsOptions) {
@@ -78,13 +80,18 @@ export class ChatTools {
       ...(opts.skillsTool ? ['skills_load'] : []),
       ...(opts.contacts ? ['chat_contact_send'] : []),
     ];
+    this.alwaysWithTurn = opts.contacts ? ['chat_contact_send'] : [];
   }
 
-  /** The tool set (with the MCP tools connected now) and the names offered for `facts`. */
+  /**
+   * The tool set (with the MCP tools connected now), the names offered for `facts`, and the
+   * offered names that get the turn as their context (`withTurn`): chatlane's own, never an
+   * operator's MCP tool, which has no business with the chat's store and fence.
+   */
   forTurn(
     facts: ChatFacts,
     mcpTools?: ToolSet,
-  ): { tools: ToolSet; active: string[]; offered: ChatToolName[] } {
+  ): { tools: ToolSet; active: string[]; offered: ChatToolName[]; withTurn: string[] } {
     if (!this.merged || this.merged.from !== mcpTools) {
       // chatlane's own tools come last: an operator tool can never shadow one of them.
       const tools = mcpTools ? { ...mcpTools, ...this.own } : this.own;
@@ -92,6 +99,11 @@ export class ChatTools {
       this.merged = { from: mcpTools, tools, names };
     }
     const offered = offeredTools(facts);
-    return { tools: this.merged.tools, active: [...this.merged.names, ...this.always, ...offered], offered };
+    return {
+      tools: this.merged.tools,
+      active: [...this.merged.names, ...this.always, ...offered],
+      offered,
+      withTurn: [...this.alwaysWithTurn, ...offered],
+    };
   }
 }

@@ -5,8 +5,8 @@ import type { DeliveryTrigger } from '../../turn/outbox.js';
 
 /**
  * What chatlane's tools need of the turn calling them. The tools are built once per process
- * (chat-tools.ts); each turn hands this to `generateText` as `experimental_context`, which
- * the SDK passes to every `execute`. One object per turn instead of seven tools, each with
+ * (chat-tools.ts); each turn hands this to `generateText` in `toolsContext` under each of
+ * their names, and the SDK passes it to their `execute` as `context`. One object per turn instead of seven tools, each with
  * its own closures and description strings, per turn in flight.
  */
 export interface ToolTurn {
@@ -53,8 +53,8 @@ function isToolTurn(value: unknown): value is ToolTurn {
 }
 
 /** The calling turn, from an `execute`'s options. Throws when the loop did not pass one. */
-export function turnOf(options: { experimental_context?: unknown }): ToolTurn {
-  const turn = options.experimental_context;
-  if (!isToolTurn(turn)) throw new Error('chatlane tool called without its turn (experimental_context)');
+export function turnOf(options: { context?: unknown }): ToolTurn {
+  const turn = options.context;
+  if (!isToolTurn(turn)) throw new Error('chatlane tool called without its turn (toolsContext)');
   return turn;
 }
