@@ -25,6 +25,7 @@ const LONG = 'the quick brown fox jumps over the lazy dog while the cat watches'
 const LONGER = Array.from({ length: 6 }, () => LONG).join(', ');
 /** Short leases: a killed worker's turn is taken over within a few seconds. */
 const FAST_RECOVERY = { TURN_LEASE_MS: '1500', JOB_LOCK_MS: '1500', STALLED_INTERVAL_MS: '500' };
+const SKILLS_DIR = fileURLToPath(new URL('../../examples/skills/', import.meta.url));
 const VITE_CONFIG = fileURLToPath(new URL('../../examples/web-chat/vite.config.ts', import.meta.url));
 
 /**
@@ -61,7 +62,7 @@ describe.skipIf(!haveChromium)(
   () => {
     const stack = useStack('e2e-web-chat', {
       roles: [],
-      env: { WEB_TOKEN_SECRET: SECRET, ...FAST_RECOVERY },
+      env: { WEB_TOKEN_SECRET: SECRET, SKILLS_DIR, ...FAST_RECOVERY },
     });
     const { store } = stack;
     let outDir: string;
@@ -169,6 +170,23 @@ describe.skipIf(!haveChromium)(
         ['user', expect.any(String)],
         ['assistant', id],
       ]);
+      await page.close();
+    });
+
+    it('a tool call is shown collapsed, its input inside; the reply after it is text', async () => {
+      stack.mock.state.chunkMs = 0;
+      const page = await open('web-tool');
+      // The mock model loads a skill the user names, then answers.
+      const ask = 'skill: weather — what should I wear in Lisbon?';
+      await send(page, ask);
+      await answered(page, `echo: ${ask} (with skill weather)`);
+
+      const tool = page.locator('details[data-tool="skills_load"]');
+      expect(await tool.count()).toBe(1);
+      expect(await tool.getAttribute('open')).toBeNull();
+      expect(await tool.locator('pre').isVisible()).toBe(false);
+      await tool.locator('summary').click();
+      expect(await tool.locator('pre').textContent()).toContain('"name": "weather"');
       await page.close();
     });
 
