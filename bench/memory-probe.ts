@@ -7,7 +7,7 @@ import { BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
 import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
 
 /**
- * Where the overhead benchmark's peak RSS comes from (docs/BENCHMARKS.md §7b): the same two
+ * Where the overhead benchmark's peak RSS comes from (docs/benchmarks.md, "Wrapper overhead"): the same two
  * sides as `--only overhead` (a chatlane worker, `bench/bare-loop.mjs`) against the mock model,
  * each probed from inside. Not a benchmark: no ratios, only files for bench/memory-report.ts.
  *

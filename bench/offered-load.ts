@@ -17,7 +17,7 @@ import {
  * Throughput and latency against offered load: `chatlane loadtest` (open model, bursts) at
  * rising message rates against one ingress and one worker process with the mock model
  * answering in 200 ms. Where answered messages/s stops following the offered rate the stack
- * is saturated; the reply p99 shows what that costs a user. Feeds the chart in BENCHMARKS.md.
+ * is saturated; the reply p99 shows what that costs a user. Feeds the chart in docs/benchmarks.md.
  */
 
 export interface OfferedLoadOptions {

@@ -2,13 +2,14 @@ import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { writeCharts } from './chart.js';
-import { benchCompaction, COMPACTION_DEFAULTS } from './compaction.js';
+import { benchCompaction, COMPACTION_DEFAULTS } from './compaction/index.js';
 import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
 import { benchMemory, MEMORY_DEFAULTS } from './memory.js';
 import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
 import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
+import { benchPromptCache, PROMPT_CACHE_DEFAULTS } from './prompt-cache.js';
 import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchScaling, SCALING_DEFAULTS } from './scaling.js';
 import { benchSerialized, SERIALIZED_DEFAULTS } from './serialized.js';
@@ -17,7 +18,7 @@ import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
 
 /**
- * Entry: `tsx bench/run.ts [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR]`
+ * Entry: `tsx bench/run.ts [--help] [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR]`
  * (duration and warmup are the ingress seconds per measurement and of warm-up; `--smoke` runs
  * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
  * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
@@ -40,6 +41,7 @@ const BENCHMARKS = [
   'scaling',
   'offered-load',
   'memory',
+  'prompt-cache',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -54,9 +56,32 @@ const { values } = parseArgs({
     'chart-label': { type: 'string', default: '' },
     profile: { type: 'string' },
     levels: { type: 'string' },
+    help: { type: 'boolean', default: false },
   },
   strict: true,
 });
+
+if (values.help) {
+  process.stdout.write(`usage: tsx bench/run.ts [--only <name>] [--runs N] [flags]   (JSON report on stdout)
+
+benchmarks (--only): ${BENCHMARKS.join(', ')}
+  the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load)
+  start dist/cli.js: npm run build first. memory starts its own redis-server from PATH.
+
+flags:
+  --runs N             runs of each benchmark (default 3)
+  --smoke              small sizes that prove a benchmark works; never a figure
+  --duration S         ingress: seconds per measurement (default ${INGRESS_DEFAULTS.durationS})
+  --warmup S           ingress: warm-up seconds (default ${INGRESS_DEFAULTS.warmupS})
+  --levels A,B         overhead: turns in flight (default 100,2000)
+  --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
+  --charts DIR         offered-load, scaling: write the SVG charts into DIR
+  --chart-label TEXT   title of those charts
+
+Figures, targets and what limits each: docs/benchmarks.md.
+`);
+  process.exit(0);
+}
 
 function positive(name: string, raw: string | undefined): number {
   const n = Number(raw);
@@ -78,6 +103,7 @@ const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
 // Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
 const SMOKE = {
+  compaction: { conversationTurns: 120, chats: 40, warmupChats: 8 },
   serialized: { chats: 100, anchorJobs: 500 },
   overhead: { levels: [20, 100], latencyMs: 300, warmupTurns: 20 },
   concurrency: { levels: [20, 100], latencyMs: 500, warmupChats: 20 },
@@ -169,11 +195,21 @@ for (const name of selected) {
         ...(smoke && SMOKE['offered-load']),
         runs,
       });
+    } else if (name === 'prompt-cache') {
+      // One pass: tokens are counted, not timed (runs does not apply).
+      results['prompt-cache'] = await benchPromptCache({
+        ...PROMPT_CACHE_DEFAULTS,
+        ...(smoke && { turns: 6, chats: 2, smallWindowMessages: 6 }),
+      });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).
       results.memory = await benchMemory({ ...MEMORY_DEFAULTS, ...(smoke && SMOKE.memory) });
     } else {
-      results.compaction = await benchCompaction({ ...COMPACTION_DEFAULTS, runs });
+      results.compaction = await benchCompaction({
+        ...COMPACTION_DEFAULTS,
+        ...(smoke && SMOKE.compaction),
+        runs,
+      });
     }
   } catch (err) {
     // One broken benchmark must not hide the others' numbers.

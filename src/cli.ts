@@ -8,7 +8,8 @@ import type { Prepared } from './worker/process/startup.js';
 const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
 
-const USAGE = `usage: chatlane <role>
+const USAGE = `usage: chatlane <role> [--help]
+       chatlane config [--role <role>] [--markdown]
   ingress    HTTP API and webhooks
   worker     turn worker (needs LLM_BASE_URL and LLM_MODEL)
   compactor  history compaction worker (needs LLM_BASE_URL and LLM_MODEL)
@@ -16,7 +17,8 @@ const USAGE = `usage: chatlane <role>
   all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo
   demo       end-to-end demo on a local Redis and the mock model
-  loadtest   drive a running deployment over HTTP and check its invariants (--help)`;
+  loadtest   drive a running deployment over HTTP and check its invariants (--help)
+  config     every environment variable: type, default, allowed range, roles, meaning`;
 
 interface Closable {
   close(): Promise<void>;
@@ -109,8 +111,45 @@ function onShutdown(handles: Closable[], config: Config, logger: Logger): void {
   );
 }
 
+/**
+ * `chatlane config [--role R] [--markdown]` and `chatlane <role> --help`: the configuration
+ * reference, built from the schema only when asked (a running role never loads it).
+ */
+async function reference(role: string, args: string[]): Promise<number> {
+  const ref = await import('./shared/config-reference.js');
+  if (role !== 'config') {
+    if (role === 'demo') {
+      process.stdout.write(
+        'chatlane demo: a local Redis (started if none answers), the mock model, an ingress and a worker in one process; a short conversation, a Telegram round trip and a 10-second load test. Reads REDIS_URL.\n',
+      );
+      return 0;
+    }
+    process.stdout.write(ref.roleHelp(role as Parameters<typeof ref.roleHelp>[0]));
+    return 0;
+  }
+  const at = args.indexOf('--role');
+  const wanted = at === -1 ? undefined : args[at + 1];
+  const known: readonly string[] = [...ref.ROLES, 'all'];
+  if (at !== -1 && (wanted === undefined || !known.includes(wanted))) {
+    process.stderr.write(`chatlane config: --role must be one of ${known.join(', ')}\n`);
+    return 2;
+  }
+  const docs =
+    wanted === undefined ? ref.configReference() : ref.variablesOf(wanted as (typeof ref.ROLES)[number]);
+  process.stdout.write(
+    args.includes('--markdown') ? ref.configurationMarkdown(docs) : `${ref.configurationText(docs)}\n`,
+  );
+  return 0;
+}
+
 async function main(): Promise<void> {
-  const role = process.argv[2] as Role | undefined;
+  const role = process.argv[2] as Role | 'config' | undefined;
+  const args = process.argv.slice(3);
+  if (role === 'config' || (role && role !== 'loadtest' && ROLES.includes(role) && args.includes('--help'))) {
+    const code = await reference(role, args);
+    process.stdout.write('', () => process.exit(code));
+    return;
+  }
   if (!role || !ROLES.includes(role)) {
     console.error(USAGE);
     process.exit(2);

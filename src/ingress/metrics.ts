@@ -33,7 +33,7 @@ function resultOf(statusCode: number, payload: unknown): { result: string; reaso
     return status ? { result: status } : undefined;
   }
   if (statusCode < 400) return undefined;
-  // Errors are `{ error: { code, message } }` (README).
+  // Errors are `{ error: { code, message } }` (docs/http-api.md).
   return { result: 'rejected', reason: CODE.exec(text)?.[1] ?? `HTTP_${statusCode}` };
 }
 

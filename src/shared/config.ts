@@ -1,195 +1,271 @@
 import { z } from 'zod';
+import { type GenericSource, genericSources } from './config-secrets.js';
+import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
 import { retentionShape } from './retention.js';
+
+export { type GenericSource, genericSecretsVariable } from './config-secrets.js';
+export type { ClusterNode } from './config-values.js';
 
 /**
  * The one place that reads the environment. Parsed once at boot; a bad value stops the
  * process with a message naming the variable (see `ConfigError`).
  */
 
-const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
-const optionalString = z
-  .string()
-  .optional()
-  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
-
-export interface ClusterNode {
-  host: string;
-  port: number;
-}
-
-/** `host:port,host:port` (IPv6 as `[::1]:7000`): startup nodes of a Redis Cluster. */
-const clusterNodes = z
-  .string()
-  .optional()
-  .transform((v, ctx): ClusterNode[] | undefined => {
-    if (v === undefined || v.trim() === '') return undefined;
-    const nodes: ClusterNode[] = [];
-    for (const item of v.split(',').map((s) => s.trim())) {
-      const m = /^(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})$/.exec(item);
-      const port = Number(m?.[3]);
-      if (!m || port < 1 || port > 65535) {
-        ctx.addIssue({ code: 'custom', message: `'${item}' is not host:port (comma-separated list)` });
-        return z.NEVER;
-      }
-      nodes.push({ host: (m[1] ?? m[2])!, port });
-    }
-    return nodes;
-  });
-
-/** A flag variable: true/false/1/0. */
-const flag = (def: 'true' | 'false') =>
-  z
-    .enum(['true', 'false', '1', '0'])
-    .default(def)
-    .transform((v) => v === 'true' || v === '1');
-
-/** Comma-separated names matching `pattern`, without repeats; unset = none. */
-const nameList = (pattern: RegExp, what: string) =>
-  z
-    .string()
-    .optional()
-    .transform((v, ctx): string[] => {
-      const names = (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
-      for (const name of names) {
-        if (!pattern.test(name)) ctx.addIssue({ code: 'custom', message: `'${name}' is not ${what}` });
-      }
-      if (new Set(names).size !== names.length)
-        ctx.addIssue({ code: 'custom', message: 'lists a name twice' });
-      return names;
-    });
-
 /**
  * The environment's schema, built for the one parse at boot and then dropped: held in a
  * module constant, its zod objects (each carrying its own methods) would stay on every
- * process's heap for good (see docs/BENCHMARKS.md §7b).
+ * process's heap for good (see docs/benchmarks.md, "Wrapper overhead"). Every variable carries a
+ * one-line meaning (`.describe`): config-reference.ts builds its own copy of the schema to
+ * generate docs/configuration.md and `chatlane config` from them, and names each one's roles.
  */
-const configSchema = () =>
+export const configSchema = () =>
   z.object({
-    REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+    REDIS_URL: z
+      .string()
+      .url()
+      .default('redis://127.0.0.1:6379')
+      .describe('Redis to use; it must run with maxmemory-policy noeviction (and AOF in production)'),
     // When set, every connection is an ioredis Cluster over these nodes (REDIS_URL then only
     // lends its username, password and rediss: TLS to every node).
-    REDIS_CLUSTER_NODES: clusterNodes,
+    REDIS_CLUSTER_NODES: clusterNodes.describe(
+      'host:port,... of a Redis Cluster: every connection becomes a Cluster (REDIS_URL then only lends credentials and rediss: TLS)',
+    ),
     // Braces would let a prefix steal the hash tag of every key; colons are our separator.
     CHATLANE_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 chars of [A-Za-z0-9._-]')
-      .default('chatlane'),
-    HOST: z.string().min(1).default('0.0.0.0'),
-    PORT: int(3000).pipe(z.number().max(65535)),
-    API_TOKEN: optionalString,
+      .default('chatlane')
+      .describe('prefix of every Redis key and queue, so several deployments can share one Redis'),
+    HOST: z
+      .string()
+      .min(1)
+      .default('0.0.0.0')
+      .describe(
+        'address the ingress, and the side port of workers, compactors and delivery processes, listen on',
+      ),
+    PORT: int(3000)
+      .pipe(z.number().max(65535))
+      .describe('ingress HTTP port; a taken port stops the process with a message naming PORT'),
+    API_TOKEN: optionalString.describe(
+      'bearer token required by /v1/* when set (the load test sends it too)',
+    ),
     // Bull Board at /admin/queues: mounted only when both are set (basic auth).
-    ADMIN_USER: optionalString,
-    ADMIN_PASSWORD: optionalString,
-    ADMIN_READ_ONLY: flag('false'),
+    ADMIN_USER: optionalString.describe(
+      'Bull Board basic-auth user; the board at /admin/queues is mounted only when ADMIN_USER and ADMIN_PASSWORD are both set',
+    ),
+    ADMIN_PASSWORD: optionalString.describe('Bull Board basic-auth password (see ADMIN_USER)'),
+    ADMIN_READ_ONLY: flag('false').describe(
+      'Bull Board shows queues and jobs but refuses every action (405)',
+    ),
     // Worker / compactor side port for /metrics, /healthz, /readyz. Unset: DEFAULT_METRICS_PORT
     // if it is free, else any free port (so several processes share a host with no setup).
     // Set: exactly that port (0 = any free port); a taken one stops the process.
-    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    METRICS_PORT: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .optional()
+      .describe(
+        'side port for /metrics, /healthz, /readyz; unset: 9100 when free, else any free port (logged as metricsUrl); set: exactly that port, 0 = any free port',
+      ),
     // Queue-wide metrics (BullMQ job counts by state, completed/failed totals) describe the whole
     // fleet, so exactly one process should export them or sums over processes over-count.
     // Unset: the ingress does, workers and compactors do not. true/false overrides per process.
     QUEUE_METRICS: z
       .enum(['true', 'false', '1', '0'])
       .optional()
-      .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1'))
+      .describe(
+        'whether this process exports the queue-wide BullMQ metrics; unset: the ingress does, the other roles do not, so fleet sums count each queue once',
+      ),
+    LOG_LEVEL: z
+      .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      .default('info')
+      .describe('pino log level'),
 
-    LLM_BASE_URL: optionalString.pipe(z.string().url().optional()),
-    LLM_API_KEY: optionalString,
-    LLM_MODEL: optionalString,
-    LLM_TIMEOUT_MS: int(120_000, 1000),
+    LLM_BASE_URL: optionalString
+      .pipe(z.string().url().optional())
+      .describe(
+        'OpenAI-compatible endpoint of the model; a worker or compactor without it stops with a message naming it',
+      ),
+    LLM_API_KEY: optionalString.describe('API key sent to LLM_BASE_URL, if the endpoint needs one'),
+    LLM_MODEL: optionalString.describe(
+      'model id for turns (and for summaries unless COMPACTION_MODEL is set)',
+    ),
+    LLM_TIMEOUT_MS: int(120_000, 1000).describe(
+      'longest one model step may take before it counts as a model timeout',
+    ),
 
-    WORKER_CONCURRENCY: int(32, 1),
-    MAX_STEPS: int(16, 1),
-    MAX_MERGES_PER_TURN: int(8, 0),
-    MAX_MESSAGES_PER_TURN: int(20, 1),
-    MAX_PENDING_PER_CHAT: int(1000, 1),
-    MAX_INPUT_TOKENS: int(12_000, 256),
-    HISTORY_KEEP_LAST_MESSAGES: int(30, 1),
-    HISTORY_WINDOW_MESSAGES: int(200, 1),
-    MAX_CHARS_PER_MESSAGE: int(4000, 100),
-    CHAT_SEND_MAX_PER_TURN: int(5, 1),
-    SYSTEM_PROMPT_FILE: optionalString,
+    WORKER_CONCURRENCY: int(32, 1).describe(
+      'turns one worker process runs at once (= its concurrent model calls)',
+    ),
+    MAX_STEPS: int(16, 1).describe('model steps per turn'),
+    MAX_MERGES_PER_TURN: int(8, 0).describe(
+      'messages that arrive mid-turn and are folded into the running turn',
+    ),
+    MAX_MESSAGES_PER_TURN: int(20, 1).describe(
+      'pending messages a turn starts with; the rest wait for the next turn',
+    ),
+    MAX_PENDING_PER_CHAT: int(1000, 1).describe(
+      'inbox cap of one chat: a message beyond it is refused with 429 CHAT_FULL',
+    ),
+    MAX_INPUT_TOKENS: int(12_000, 256).describe('hard budget of what one model request may hold'),
+    HISTORY_KEEP_LAST_MESSAGES: int(30, 1).describe('recent messages compaction always keeps verbatim'),
+    HISTORY_WINDOW_MESSAGES: int(200, 1).describe('newest history messages a turn reads'),
+    MAX_CHARS_PER_MESSAGE: int(4000, 100).describe(
+      'text parts of one message beyond this are cut (with a note) before they reach the model, and counted as cut; history keeps them whole',
+    ),
+    CHAT_SEND_MAX_PER_TURN: int(5, 1).describe('chat_send calls allowed in one turn'),
+    SYSTEM_PROMPT_FILE: optionalString.describe("file with the operator's system prompt (Agent.md style)"),
 
-    // Agent capabilities (README, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in
+    // Agent capabilities (docs/agent.md, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in
     // the Claude Desktop `mcpServers` format; checked at start, a bad file stops the worker.
-    MCP_CONFIG: optionalString,
-    MCP_TOOL_TIMEOUT_MS: int(30_000, 100),
+    MCP_CONFIG: optionalString.describe(
+      'JSON file of MCP servers (Claude Desktop mcpServers format, plus allowTools per server); a bad file stops the worker naming the field',
+    ),
+    MCP_TOOL_TIMEOUT_MS: int(30_000, 100).describe(
+      "one MCP tool call's limit; past it the call is a tool error the model reads",
+    ),
     // A tool result longer than this (as JSON) reaches the model and the history truncated.
-    MCP_RESULT_MAX_CHARS: int(20_000, 200),
-    MCP_CONNECT_TIMEOUT_MS: int(10_000, 100),
-    MCP_RECONNECT_MS: int(10_000, 100),
+    MCP_RESULT_MAX_CHARS: int(20_000, 200).describe(
+      'an MCP tool result longer than this (as JSON) is cut to its text with a note',
+    ),
+    MCP_CONNECT_TIMEOUT_MS: int(10_000, 100).describe('time allowed to connect to one MCP server'),
+    MCP_RECONNECT_MS: int(10_000, 100).describe('pause between reconnects to an MCP server that is down'),
     // A directory of skills (<skill>/SKILL.md with name and description front matter).
-    SKILLS_DIR: optionalString,
+    SKILLS_DIR: optionalString.describe(
+      'directory of skills, each <folder>/SKILL.md with name and description front matter',
+    ),
     // Primary.md and other.md from here go into the system prompt right after its first line.
-    PROFILE_DIR: optionalString,
+    PROFILE_DIR: optionalString.describe(
+      'directory with Primary.md and/or other.md, placed in the system prompt right after its first line',
+    ),
     // The per-chat memory document (chat_memory_update, /v1/chats/:chatKey/memory) is capped at this.
-    MEMORY_MAX_TOKENS: int(1000, 1),
+    MEMORY_MAX_TOKENS: int(1000, 1).describe(
+      "cap of a chat's memory document (chat_memory_update and PUT /v1/chats/:chatKey/memory)",
+    ),
 
-    // Liveness (docs/DESIGN.md, "Recovery"): lease and job lock are renewed ~10× per period, so
+    // Liveness (docs/design.md, "Recovery"): lease and job lock are renewed ~10× per period, so
     // a worker stalled up to ~7 s keeps its turns while a dead one's chats are taken over
     // within about JOB_LOCK_MS + STALLED_INTERVAL_MS.
-    TURN_LEASE_MS: int(10_000, 100),
-    JOB_LOCK_MS: int(10_000, 100),
-    STALLED_INTERVAL_MS: int(1_000, 100),
+    TURN_LEASE_MS: int(10_000, 100).describe(
+      "a running turn's lease on its chat, checked every twentieth of it and renewed once a quarter of it has passed (shorter turns never renew)",
+    ),
+    JOB_LOCK_MS: int(10_000, 100).describe(
+      'BullMQ job lock of a running turn, compaction or delivery; renewed every fifth to tenth of it',
+    ),
+    STALLED_INTERVAL_MS: int(1_000, 100).describe(
+      "how often the fleet checks for jobs whose lock ran out (a dead worker's)",
+    ),
     // Sweeper (DESIGN §5): re-enqueues chats with pending messages, no live job and no live lease.
-    SWEEP_INTERVAL_MS: int(30_000, 100),
-    SWEEP_BATCH: int(1000, 1),
+    SWEEP_INTERVAL_MS: int(30_000, 100).describe(
+      'how often one worker of the fleet sweeps for chats left with pending messages and no job',
+    ),
+    SWEEP_BATCH: int(1000, 1).describe(
+      'chats one sweep checks (plus up to a tenth of it from failed turn jobs)',
+    ),
     // Graceful shutdown: running turns get this long to finish. Keep it below the orchestrator's
     // kill deadline (docker-compose stop_grace_period: 40s for workers).
-    SHUTDOWN_GRACE_MS: int(25_000, 0),
+    SHUTDOWN_GRACE_MS: int(25_000, 0).describe(
+      "how long a stopping process lets running work finish; plus 5 s it must stay below the orchestrator's kill deadline (compose: 40 s)",
+    ),
     // Turns running at once across the whole fleet (BullMQ global concurrency on `turns`):
     // unset leaves the value stored in Redis alone, 0 removes the cap.
-    TURNS_GLOBAL_CONCURRENCY: z.coerce.number().int().min(0).optional(),
-    DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000),
+    TURNS_GLOBAL_CONCURRENCY: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        'cap on turns running at once across all workers (stored in Redis); unset leaves the stored value alone, 0 removes it',
+      ),
+    DEDUP_WINDOW_MS: int(7 * 24 * 3600 * 1000, 1000).describe(
+      'how long message ids are remembered for idempotent ingest',
+    ),
     // Per-chat event stream (~290 B an event), trimmed approximately (Redis MAXLEN ~).
-    EVENTS_MAX_LEN: int(300, 10),
-    BODY_LIMIT_BYTES: int(256 * 1024, 1024),
+    EVENTS_MAX_LEN: int(300, 10).describe(
+      'cap of the per-chat event stream (about 290 bytes an event), trimmed approximately',
+    ),
+    BODY_LIMIT_BYTES: int(256 * 1024, 1024).describe(
+      'largest request body the ingress accepts (413 BODY_TOO_LARGE beyond)',
+    ),
     // Ingress: a Redis command not answered within this fails the request with 503 (a hung
     // Redis must not hang every request). Workers wait instead: see src/shared/redis.ts.
-    REDIS_COMMAND_TIMEOUT_MS: int(1000, 0),
+    REDIS_COMMAND_TIMEOUT_MS: int(1000, 0).describe(
+      'ingress: a Redis command not answered in this time fails its request with 503 (0 = wait forever); workers never time commands out',
+    ),
     // Slow clients (ingress): the request line and headers must arrive within the first, the whole
     // request (body included) within the second, or the client gets 408 and the connection is
     // closed. An idle keep-alive connection is closed after the third: keep it above the idle
     // timeout of the load balancer in front (AWS ALB: 60 s), so the balancer closes first.
-    HTTP_HEADERS_TIMEOUT_MS: int(10_000, 1),
-    HTTP_REQUEST_TIMEOUT_MS: int(30_000, 1),
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000, 1),
+    HTTP_HEADERS_TIMEOUT_MS: int(10_000, 1).describe(
+      'ingress: the request line and headers must arrive within this, or 408 and the connection is closed',
+    ),
+    HTTP_REQUEST_TIMEOUT_MS: int(30_000, 1).describe(
+      'ingress: the whole request, body included, must arrive within this (at least HTTP_HEADERS_TIMEOUT_MS)',
+    ),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000, 1).describe(
+      "ingress: an idle keep-alive connection is closed after this; keep it above the load balancer's idle timeout",
+    ),
     // Requests one connection may carry before the server closes it (0 = no limit).
-    HTTP_MAX_REQUESTS_PER_SOCKET: int(0, 0),
+    HTTP_MAX_REQUESTS_PER_SOCKET: int(0, 0).describe(
+      'ingress: requests per connection before the server closes it (0 = no limit, right behind a balancer that pools connections)',
+    ),
 
     // Compaction (DESIGN §7). Token thresholds default to fractions of MAX_INPUT_TOKENS.
-    COMPACT_AT_TOKENS: z.coerce.number().int().min(1).optional(),
-    KEEP_RECENT_TOKENS: z.coerce.number().int().min(0).optional(),
-    COMPACTION_MODEL: optionalString,
-    COMPACTION_MAX_TOKENS: int(1500, 64),
-    COMPACTION_CONCURRENCY: int(4, 1),
-    ARCHIVE_ON_COMPACT: flag('true'),
+    COMPACT_AT_TOKENS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        'a commit that leaves the history above this (or above 80 % of what the turn had for messages) enqueues a compaction; default 0.8 x MAX_INPUT_TOKENS',
+      ),
+    KEEP_RECENT_TOKENS: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe('recent tokens compaction always keeps verbatim; default 0.4 x MAX_INPUT_TOKENS'),
+    COMPACTION_MODEL: optionalString.describe('model for summaries on the same endpoint; default LLM_MODEL'),
+    COMPACTION_MAX_TOKENS: int(1500, 64).describe('output cap of one summary'),
+    COMPACTION_CONCURRENCY: int(4, 1).describe('compactions one compactor process runs at once'),
+    ARCHIVE_ON_COMPACT: flag('true').describe(
+      'keep the summarised originals in the chat archive (chat_history_search needs them)',
+    ),
 
     // Delivery of outbox items to chats with a reply route (platforms, generic webhooks).
     // The worker process runs the delivery worker too unless this is false (then run
     // `chatlane delivery` processes).
-    DELIVERY_IN_WORKER: flag('true'),
-    DELIVERY_CONCURRENCY: int(64, 1),
+    DELIVERY_IN_WORKER: flag('true').describe(
+      'workers also deliver replies; false leaves delivery to chatlane delivery processes',
+    ),
+    DELIVERY_CONCURRENCY: int(64, 1).describe('chats one process delivers to at once'),
     // Attempts per outbox item (every non-ok answer counts, rate limits included); then the
     // item is skipped and recorded as `delivery.failed`.
-    DELIVERY_MAX_ATTEMPTS: int(10, 1),
-    DELIVERY_BACKOFF_MS: int(1000, 10),
-    DELIVERY_BACKOFF_MAX_MS: int(60_000, 10),
+    DELIVERY_MAX_ATTEMPTS: int(10, 1).describe(
+      'sends of one outbox item before it is given up on (every refusal counts, rate limits included)',
+    ),
+    DELIVERY_BACKOFF_MS: int(1000, 10).describe(
+      'first retry delay of a refused send; doubles per attempt (plus or minus 20 %) unless the receiver said how long to wait',
+    ),
+    DELIVERY_BACKOFF_MAX_MS: int(60_000, 10).describe('cap of the delivery retry delay'),
     // One send's limit; a chat's delivery lease is derived from it (see src/worker/delivery).
-    DELIVERY_TIMEOUT_MS: int(10_000, 100),
+    DELIVERY_TIMEOUT_MS: int(10_000, 100).describe(
+      "one send's limit; a chat's delivery lease is 2 x this + 1 s",
+    ),
 
     // Signed generic webhooks (POST /webhooks/generic/:source). Each source listed here needs
     // GENERIC_WEBHOOK_SECRETS_<NAME> (see `genericSources`).
     GENERIC_WEBHOOK_SOURCES: nameList(
       /^[a-z0-9][a-z0-9_-]{0,63}$/,
       'a source name (1-64 chars of [a-z0-9_-])',
+    ).describe(
+      'comma-separated source names accepted at POST /webhooks/generic/:source; each needs GENERIC_WEBHOOK_SECRETS_<NAME>',
     ),
     // Where replies may be POSTed (replyTo.url). Unset: any host whose addresses are all
     // public. Set: only these hosts (exact, or `*.example.com` for subdomains), which may then
@@ -197,18 +273,28 @@ const configSchema = () =>
     GENERIC_WEBHOOK_REPLY_HOSTS: nameList(
       /^(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$|^\[[0-9a-f:.]+\]$/,
       'a host name, *.domain, an IPv4 address or a [bracketed] IPv6 address (lowercase)',
+    ).describe(
+      'allowlist of replyTo.url hosts (hooks.example.com, *.example.com, 127.0.0.1, [::1]), which may then be private; unset: any host that resolves to public addresses only',
     ),
     // http: reply URLs (development against a local receiver); https only otherwise.
-    GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: flag('false'),
+    GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: flag('false').describe(
+      'allow http: reply URLs (development); https only otherwise',
+    ),
 
     // Live stream (GET /v1/chats/:chatKey/stream): heartbeat comment interval, streams per
     // ingress process, and on a Redis Cluster the interval between reads of a chat with news,
     // backing off to SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one
     // blocking XREAD instead).
-    SSE_HEARTBEAT_MS: int(15_000, 100),
-    SSE_MAX_CLIENTS: int(10_000, 1),
-    SSE_POLL_MS: int(250, 10),
-    SSE_POLL_MAX_MS: int(1000, 10),
+    SSE_HEARTBEAT_MS: int(15_000, 100).describe('a heartbeat comment goes to every live stream this often'),
+    SSE_MAX_CLIENTS: int(10_000, 1).describe(
+      'live streams one ingress process serves (503 STREAM_CAPACITY beyond)',
+    ),
+    SSE_POLL_MS: int(250, 10).describe(
+      "Redis Cluster only: how often a watched chat's streams are read after news",
+    ),
+    SSE_POLL_MAX_MS: int(1000, 10).describe(
+      'Redis Cluster only: the read interval a quiet chat backs off to',
+    ),
 
     WEB_TOKEN_SECRET: optionalString
       .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters')
@@ -216,24 +302,27 @@ const configSchema = () =>
         "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream; unset: no browser tokens",
       ),
     WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
-      'Comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
+      'comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
     ),
     REPLY_STREAM_MAX_LEN: int(5000, 10).describe(
-      'Most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
+      'most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
     ),
     REPLY_STREAM_TTL_MS: int(300_000, 1000).describe(
-      'How long a reply stream (the live view of a reply for /v1/ui) lives after its last write',
+      'how long a reply stream (the live view of a reply for /v1/ui) lives after its last write',
     ),
     UI_WAIT_MS: int(600_000, 1000).describe(
-      'Longest POST /v1/ui waits for the turn that answers its message before it ends the response',
+      'longest POST /v1/ui waits for the turn that answers its message before it ends the response',
     ),
 
     // Contact book: entries not seen for this long are dropped. chat_contact_send (the model
     // writing to another chat found in it) only with CONTACT_SEND=on.
-    CONTACTS_RETENTION_DAYS: int(90, 1),
-    CONTACT_SEND: z.enum(['on', 'off']).default('off'),
+    CONTACTS_RETENTION_DAYS: int(90, 1).describe('contact book entries not seen for this long are dropped'),
+    CONTACT_SEND: z
+      .enum(['on', 'off'])
+      .default('off')
+      .describe('on gives the model chat_contact_send (writing to another chat found in the contact book)'),
 
-    // File parts (README "File parts"): at ingest only https: URLs and data: URLs up to
+    // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
     // `family/*`); the worker fetches https: files itself, after DNS, refusing private addresses,
     // at most FILE_FETCH_MAX_BYTES within FILE_FETCH_TIMEOUT_MS.
@@ -251,28 +340,45 @@ const configSchema = () =>
             ctx.addIssue({ code: 'custom', message: `'${t}' is not a media type (type/subtype or type/*)` });
         }
         return types;
-      }),
-    FILE_DATA_URL_MAX_BYTES: int(128 * 1024, 0),
-    FILE_FETCH_MAX_BYTES: int(10 * 1024 * 1024, 1),
-    FILE_FETCH_TIMEOUT_MS: int(10_000, 100),
+      })
+      .describe(
+        'comma-separated media types a file part may have (type/subtype or type/*); default images, PDF and plain text',
+      ),
+    FILE_DATA_URL_MAX_BYTES: int(128 * 1024, 0).describe("decoded size cap of a file part's data: URL"),
+    FILE_FETCH_MAX_BYTES: int(10 * 1024 * 1024, 1).describe(
+      "size cap of a worker's download of one https: file part for the model",
+    ),
+    FILE_FETCH_TIMEOUT_MS: int(10_000, 100).describe(
+      'time limit of one file part download, redirects included',
+    ),
 
-    // When a message itself cannot be processed (README "When a message fails") the chat gets
+    // When a message itself cannot be processed (docs/agent.md "When a message fails") the chat gets
     // this one notice and the message is kept in history marked failed.
     FAILURE_NOTICE: z
       .string()
       .max(2000)
-      .default("Sorry — I couldn't process your last message. Please send it again."),
+      .default("Sorry — I couldn't process your last message. Please send it again.")
+      .describe('the one notice a chat gets when its message cannot be processed'),
     // Model unreachable or refusing our credentials: the chat's turn waits this long, doubling
     // per consecutive failure of this worker's model calls up to the max, then tries again.
-    MODEL_RETRY_BACKOFF_MS: int(2000, 10),
-    MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10),
+    MODEL_RETRY_BACKOFF_MS: int(2000, 10).describe(
+      "after a model error (unreachable, 401/403, 404, 429, 5xx, timeout) the chat's turn waits this long, doubling per retry; its messages stay pending",
+    ),
+    MODEL_RETRY_BACKOFF_MAX_MS: int(60_000, 10).describe('cap of the model retry wait'),
     ...retentionShape(),
     // Chat platforms (src/shared/platforms): each reads its own variables (TELEGRAM_BOT_TOKEN,
     // ...) through its module; a half-configured one stops the process. In group chats,
     // ingest every message (all) or only those that mention the bot (mentions).
-    GROUP_MODE: z.enum(['all', 'mentions']).default('mentions'),
+    GROUP_MODE: z
+      .enum(['all', 'mentions'])
+      .default('mentions')
+      .describe(
+        'platforms: in group chats ingest only messages that mention the bot (mentions) or every message (all); private chats always',
+      ),
     // How long one poller holds a platform's fleet-wide polling lease without renewing it.
-    POLLER_LEASE_MS: int(15_000, 1000),
+    POLLER_LEASE_MS: int(15_000, 1000).describe(
+      "platforms in polling mode: how long the fleet-wide poller lease lives without renewal (a dead poller's successor takes over after it)",
+    ),
   });
 
 type RawConfig = z.infer<ReturnType<typeof configSchema>>;
@@ -284,58 +390,6 @@ export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'>
   /** Chat platforms the environment turns on (src/shared/platforms/registry.ts). */
   PLATFORMS: EnabledPlatform[];
 };
-
-/** A generic webhook source: its name and its Standard Webhooks secrets, current first. */
-export interface GenericSource {
-  name: string;
-  secrets: string[];
-}
-
-/** The variable holding a source's secrets: GENERIC_WEBHOOK_SECRETS_<NAME> ('-' becomes '_'). */
-export function genericSecretsVariable(source: string): string {
-  return `GENERIC_WEBHOOK_SECRETS_${source.toUpperCase().replace(/-/g, '_')}`;
-}
-
-const WHSEC = /^(?:whsec_)?([A-Za-z0-9+/]+={0,2})$/;
-
-/**
- * Each source's secrets: whitespace- or comma-separated Standard Webhooks secrets
- * (`whsec_` + base64 of 24-64 bytes). Several at once for rotation: every one verifies
- * incoming webhooks and signs replies (one signature each); put the newest first.
- */
-function genericSources(
-  names: string[],
-  env: Record<string, string>,
-): { sources: GenericSource[]; issues: string[] } {
-  const sources: GenericSource[] = [];
-  const issues: string[] = [];
-  const seen = new Map<string, string>();
-  for (const name of names) {
-    const variable = genericSecretsVariable(name);
-    const other = seen.get(variable);
-    if (other) {
-      issues.push(`  GENERIC_WEBHOOK_SOURCES: '${other}' and '${name}' both read ${variable}`);
-      continue;
-    }
-    seen.set(variable, name);
-    const secrets = (env[variable] ?? '').split(/[\s,]+/).filter(Boolean);
-    if (secrets.length === 0) {
-      issues.push(`  ${variable}: missing: source '${name}' needs at least one signing secret`);
-      continue;
-    }
-    secrets.forEach((secret, i) => {
-      const m = WHSEC.exec(secret);
-      const bytes = m ? Buffer.from(m[1]!, 'base64').length : 0;
-      if (bytes < 24 || bytes > 64) {
-        issues.push(
-          `  ${variable}: secret ${i + 1} is not whsec_ followed by the base64 of 24-64 random bytes`,
-        );
-      }
-    });
-    sources.push({ name, secrets });
-  }
-  return { sources, issues };
-}
 
 /** Values that default to a share of another one. */
 function derive(raw: RawConfig, sources: GenericSource[], platforms: EnabledPlatform[]): Config {
@@ -417,30 +471,16 @@ export function requireModel(config: Config): ModelConfig {
 // require the ingress/worker variables.
 // ---------------------------------------------------------------------------
 
-/** '250' or '100-400' (milliseconds); unset or blank means no added latency. */
-const latencyRange = z
-  .string()
-  .optional()
-  .transform((v, ctx): [number, number] => {
-    if (v === undefined || v.trim() === '') return [0, 0];
-    const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(v);
-    const min = Number(m?.[1]);
-    const max = m?.[2] === undefined ? min : Number(m[2]);
-    if (!m || !Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max) {
-      ctx.addIssue({ code: 'custom', message: "must be 'n' or 'min-max' in ms with min <= max" });
-      return z.NEVER;
-    }
-    return [min, max];
-  });
-
 /** Built when read, like `configSchema`: other processes load this module too. */
-const mockLlmConfigSchema = () =>
+export const mockLlmConfigSchema = () =>
   z.object({
-    MOCK_LLM_HOST: z.string().min(1).default('127.0.0.1'),
-    MOCK_LLM_PORT: int(4010).pipe(z.number().max(65535)),
-    MOCK_LLM_LATENCY_MS: latencyRange,
+    MOCK_LLM_HOST: z.string().min(1).default('127.0.0.1').describe('address the mock model listens on'),
+    MOCK_LLM_PORT: int(4010).pipe(z.number().max(65535)).describe('port the mock model listens on'),
+    MOCK_LLM_LATENCY_MS: latencyRange.describe(
+      "the mock model's added latency per request: n or min-max milliseconds",
+    ),
     MOCK_LLM_CHUNK_MS: int(0).describe(
-      'mock-llm: pause between the chunks of a streamed answer (0: all chunks at once), so clients see a reply grow',
+      'pause between the chunks of a streamed answer (0: all chunks at once), so clients see a reply grow',
     ),
   });
 

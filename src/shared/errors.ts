@@ -27,7 +27,7 @@ export class FencedOutError extends Error {
 }
 
 /**
- * Why a message itself could not be processed (README "When a message fails"): stored on the
+ * Why a message itself could not be processed (docs/agent.md "When a message fails"): stored on the
  * message as `metadata.failure.code` and in its `turn.failed` event. Stable API, like the
  * HTTP codes.
  * - CONTEXT_OVERFLOW: the provider refused the turn as too long again after compaction;
@@ -48,7 +48,7 @@ export type MessageFailureCode = (typeof MESSAGE_FAILURE_CODES)[number];
 /**
  * The model endpoint cannot be used right now (credentials refused, unreachable, overloaded):
  * nothing is wrong with the chat's messages. They stay pending and the turn job is delayed,
- * never counted as a failed attempt (README "When a message fails").
+ * never counted as a failed attempt (docs/agent.md "When a message fails").
  */
 export class ModelUnavailableError extends Error {
   override name = 'ModelUnavailableError';

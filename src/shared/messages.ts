@@ -30,7 +30,7 @@ export const messageMetadataSchema = z
     tokens: z.number().int().nonnegative().optional(),
     /** Set when `tokens` counts the message cut to this many text characters (its model view). */
     tokensMaxChars: z.number().int().positive().optional(),
-    /** Set when the message could not be processed (README "When a message fails"). */
+    /** Set when the message could not be processed (docs/agent.md "When a message fails"). */
     failed: z.boolean().optional(),
     failure: z.object({ code: z.string(), detail: z.string().optional() }).optional(),
     /** Caller-supplied fields we carry but do not interpret. */

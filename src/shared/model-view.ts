@@ -13,7 +13,7 @@ export interface ModelView {
 }
 
 /**
- * A message that failed (README "When a message fails") is shown to later turns as this
+ * A message that failed (docs/agent.md "When a message fails") is shown to later turns as this
  * marker only: its content made a turn fail once (too long, refused, an unsafe file), so
  * sending it again would fail the next turn too, while the marker keeps the conversation
  * readable ("the user was asked to send it again").

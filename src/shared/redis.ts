@@ -31,7 +31,7 @@ export interface ConnectionTuning {
    * Off for a connection BullMQ defines its Lua commands on: ioredis copies every defined
    * command into each auto-pipeline batch it builds (~25 KB of garbage per batch with
    * BullMQ's ~60). Turning it off there cut a worker's peak RSS by ~45 MB at 2,000 turns in
-   * flight (two A/B runs of the overhead bench, docs/BENCHMARKS.md 7b).
+   * flight (two A/B runs of the overhead bench: 7b of docs/BENCHMARKS.md, in git history).
    */
   autoPipelining?: boolean | undefined;
 }

@@ -31,8 +31,8 @@ export const TOKENIZER_SLICE_CHARS = 128;
 /**
  * Async counting returns to the event loop after this many UTF-8 bytes or TOKENIZER_YIELD_MS,
  * whichever comes first. The byte bound is the testable one (a slice costs about its bytes:
- * ~1–2.5 µs per byte for the slowest shapes here, docs/BENCHMARKS.md); the time bound catches
- * a slow machine or a slower shape. One stretch is at most that plus one slice.
+ * ~1–2.5 µs per byte for the slowest shapes here, docs/benchmarks.md "Token counting on
+ * hostile text"); the time bound catches a slow machine or a slower shape. One stretch is at most that plus one slice.
  */
 export const TOKENIZER_YIELD_BYTES = 1024;
 export const TOKENIZER_YIELD_MS = 1;

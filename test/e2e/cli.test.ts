@@ -29,4 +29,29 @@ describe('chatlane CLI', () => {
     expect(res.status).toBe(2);
     expect(res.stderr).toContain('usage: chatlane <role>');
   });
+
+  it("config --role worker prints the worker's variables with their defaults, and none only the ingress reads", () => {
+    const res = run(['config', '--role', 'worker'], {});
+    expect(res.status).toBe(0);
+    expect(res.stdout).toMatch(/^WORKER_CONCURRENCY {2}\(integer; ≥ 1; default 32; roles: worker\)$/m);
+    expect(res.stdout).toContain('LLM_BASE_URL');
+    expect(res.stdout).not.toMatch(/^PORT /m);
+    expect(run(['config'], {}).stdout).toMatch(
+      /^PORT {2}\(integer; 0–65535; default 3000; roles: ingress\)$/m,
+    );
+  });
+
+  it('config refuses a role that does not exist', () => {
+    const res = run(['config', '--role', 'janitor'], {});
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain('--role must be one of');
+  });
+
+  it('<role> --help says what the role does and which variables it needs, and starts nothing', () => {
+    const res = run(['compactor', '--help'], { REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(res.status).toBe(0);
+    expect(res.stdout).toContain('chatlane compactor: Summarises');
+    expect(res.stdout).toContain('COMPACTION_MODEL');
+    expect(res.stdout).not.toContain('WORKER_CONCURRENCY');
+  });
 });

@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitReady } from '../../src/shared/redis.js';
 import { readMemory } from '../../src/shared/store/memory.js';
+import { docBlock } from '../helpers/docs.js';
 import { queueMetaWritten, type TestIngress, testIngress } from '../helpers/ingress.js';
 import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -82,14 +82,9 @@ describe('GET/PUT /v1/chats/:chatKey/memory', () => {
   });
 });
 
-describe('README: the memory example', () => {
+describe('docs/agent.md: the memory example', () => {
   it('runs as documented against a real ingress', async () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)]
-      .map((m) => m[1]!)
-      .filter((b) => b.includes('/memory'));
-    expect(blocks).toHaveLength(1);
-    const [command, documented] = blocks[0]!.split('\n# ');
+    const [command, documented] = docBlock('sh', '/memory').code.split('\n# ');
     const open = await testIngress(redis, prefix, { memoryMaxTokens: 1000 });
     try {
       await open.store.ingest('alice', userMessage('alice', 'a1', 'hi'), {

@@ -13,7 +13,7 @@ import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
-/** Retention caps (README "Retention"), each enforced by the script that appends, with tiny settings. */
+/** Retention caps (docs/redis.md "Retention"), each enforced by the script that appends, with tiny settings. */
 
 const redis = testRedis();
 const limits = { maxPending: 1000, dedupWindowMs: 60_000 };

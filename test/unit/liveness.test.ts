@@ -8,7 +8,7 @@ import {
 } from '../../src/worker/turn/liveness.js';
 
 /**
- * The arithmetic of docs/DESIGN.md "Recovery" on the default settings: the e2e tests
+ * The arithmetic of docs/design.md "Recovery" on the default settings: the e2e tests
  * (crash.test.ts, slow-worker.test.ts) prove the behaviour; this pins the margins.
  */
 describe('default liveness settings', () => {

@@ -20,7 +20,7 @@ import { whatsapp } from './whatsapp.js';
  *      half-configured platform;
  *   4. test it end to end against a local fake of the platform's API (see
  *      test/integration/telegram-webhook.test.ts and src/fake-telegram/server.ts), and
- *      add its subsection under "Connecting platforms" in the README.
+ *      add its subsection to docs/platforms.md.
  */
 export const PLATFORMS: readonly PlatformModule<unknown>[] = [
   telegram,

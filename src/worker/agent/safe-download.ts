@@ -6,7 +6,7 @@ import { guardLookup, isPrivateAddress, type ResolveAll } from '../../shared/web
 import type { DownloadFunction } from './loop.js';
 
 /**
- * The AI SDK's file download, made safe (README "File parts"). A file part's URL comes from
+ * The AI SDK's file download, made safe (docs/http-api.md "File parts"). A file part's URL comes from
  * whoever sent the message, so fetching it is a server-side request forgery vector: the SDK's
  * own check refuses IP literals only, not a host name that resolves to 127.0.0.1, 10.x or
  * the cloud metadata address. Here every URL (and every redirect) is:

@@ -11,7 +11,7 @@ import { isRedisUnavailable } from '../../shared/redis-errors.js';
 import { isContextOverflowError } from '../compaction/overflow.js';
 
 /**
- * What a failed turn says about its messages (README "When a message fails"):
+ * What a failed turn says about its messages (docs/agent.md "When a message fails"):
  * - `message`: the messages themselves cannot be processed. Retrying cannot help, so the
  *   batch fails now: one notice, the messages kept in history marked failed.
  * - `model`: the model endpoint is unreachable, refuses our credentials or is overloaded.

@@ -11,7 +11,7 @@
  * period − maxRenewalGap − S > 0, maxRenewalGap = renewAfter + renewalInterval: at the
  * defaults (10 s lease, gap ≤ 3 s) a 5 s stall leaves 2 s to spare; the job lock (renewed
  * every 1–2 s) leaves 3 s. A killed worker's chats are taken over within JOB_LOCK_MS +
- * STALLED_INTERVAL_MS (≈ 11 s). See docs/DESIGN.md, "Recovery", for the arithmetic and why
+ * STALLED_INTERVAL_MS (≈ 11 s). See docs/design.md, "Recovery", for the arithmetic and why
  * this rather than a heartbeat key.
  */
 export const CHECKS_PER_LEASE = 20;

@@ -9,7 +9,7 @@ import type { Lane } from './lane.js';
 import type { ModelHealth } from './model-health.js';
 import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 
-/** README "When a message fails": FAILURE_NOTICE's default. */
+/** docs/agent.md "When a message fails": FAILURE_NOTICE's default. */
 export const DEFAULT_FAILURE_NOTICE = "Sorry — I couldn't process your last message. Please send it again.";
 
 /** What settling a failed turn needs of the turn's dependencies. */

@@ -19,7 +19,7 @@ const INPUT = toolInput(z.object({ text: z.string().min(1).max(CHAT_SEND_MAX_CHA
  * flooding the chat. One per process: the turn comes with each call (tool-turn.ts).
  */
 export const chatSendTool = tool({
-  // Short: it is in every model request (docs/BENCHMARKS.md §7b), and so is each word.
+  // Short: it is in every model request (docs/benchmarks.md, "Wrapper overhead"), and so is each word.
   description: 'Send one message to the user in this chat: the only way they see your reply.',
   inputSchema: INPUT,
   execute: async ({ text }, options) => send(turnOf(options), text),

@@ -1,24 +1,20 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parser } from '@prometheus-io/lezer-promql';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/shared/metrics.js';
+import { blocks } from '../helpers/docs.js';
 
 /**
- * The README's alert examples, checked with Prometheus's own PromQL grammar: they parse, they
+ * The documents' alert examples (every ```promql block in README.md and docs/), checked with Prometheus's own PromQL grammar: they parse, they
  * name metrics chatlane exports, and they aggregate the way a fleet needs — per-process series
  * summed, queue-wide series (one exporter, or by mistake several reporting the same value)
  * taken with max/min or tested with absent(), never summed.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const readme = readFileSync(`${root}README.md`, 'utf8');
-
 /** Each expression of the ```promql blocks; an indented line continues the previous one. */
-function readmeExpressions(): string[] {
+function documentedExpressions(): string[] {
   const out: string[] = [];
-  for (const block of readme.matchAll(/```promql\n([\s\S]*?)```/g)) {
-    for (const line of block[1]!.split('\n')) {
+  for (const block of blocks('promql')) {
+    for (const line of block.code.split('\n')) {
       if (line.trim() === '' || line.trim().startsWith('#')) continue;
       if (/^\s/.test(line) && out.length > 0) out[out.length - 1] += ` ${line.trim()}`;
       else out.push(line.trim());
@@ -76,8 +72,8 @@ function selectors(expr: string): { errors: number; found: Selector[] } {
   return { errors, found };
 }
 
-describe("README's PromQL examples", () => {
-  const expressions = readmeExpressions();
+describe("the documents' PromQL examples", () => {
+  const expressions = documentedExpressions();
 
   it('are there', () => {
     expect(expressions.length).toBeGreaterThanOrEqual(5);

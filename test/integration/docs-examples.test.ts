@@ -1,34 +1,27 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GenericWebhookSender } from '../../src/shared/delivery/generic-sender.js';
 import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
+import { docBlock, repoRoot as root } from '../helpers/docs.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { freePort } from '../helpers/ports.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { webhookSecret } from '../helpers/webhooks.js';
 
 /**
- * The README's examples for the signed generic webhook, the live stream and the contact book,
+ * The documents' examples for the signed generic webhook, the live stream and the contact book,
  * run as written against a real ingress and delivery worker: the curl + openssl signing in
  * bash, the Node program (`standardwebhooks`) and the EventSource snippet in `node`. Only
- * addresses and the secret are substituted.
+ * addresses and the secret are substituted. Each block is found by what it contains in README.md
+ * or any page under docs/ (test/helpers/docs.ts), so moving a page keeps it tested.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const readme = readFileSync(`${root}README.md`, 'utf8');
-
-/** The one fenced block of `lang` that contains `marker`. */
+/** The one fenced block of `lang` that contains `marker`, in whichever document holds it. */
 function block(lang: string, marker: string): string {
-  const found = [...readme.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, 'g'))]
-    .map((m) => m[1]!)
-    .filter((b) => b.includes(marker));
-  expect(found, `README ${lang} block with ${marker}`).toHaveLength(1);
-  return found[0]!;
+  return docBlock(lang, marker).code;
 }
 
 /** A `# {…}` output comment as a pattern: `…` stands for any value text. */
@@ -56,7 +49,7 @@ function bash(script: string): Promise<string> {
   });
 }
 
-/** `node` running a README snippet as an ES module from the repository (its node_modules). */
+/** `node` running a documented snippet as an ES module from the repository (its node_modules). */
 function runNode(code: string, env: Record<string, string>): { child: ChildProcess; out: string[] } {
   const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
     cwd: root,
@@ -89,7 +82,7 @@ let delivery: TestDelivery;
 
 beforeAll(() => waitReady(redis));
 beforeEach(async () => {
-  prefix = randomPrefix('readme');
+  prefix = randomPrefix('docs');
   ing = await testIngress(redis, prefix, {
     genericWebhooks: { sources: standardSources(SOURCES), replyPolicy: POLICY },
   });
@@ -110,7 +103,7 @@ afterEach(async () => {
 });
 afterAll(() => redis.disconnect());
 
-describe('README: signed generic webhooks', () => {
+describe('docs/webhooks-and-delivery.md: signed generic webhooks', () => {
   it('the curl + openssl example is accepted as documented, and the contact book lists its sender', async () => {
     const sh = block('sh', 'openssl dgst');
     const receiver = `http://127.0.0.1:${await freePort()}/hooks/chatlane`;
@@ -179,7 +172,7 @@ describe('README: signed generic webhooks', () => {
   });
 });
 
-describe('README: live stream', () => {
+describe('docs/live-stream.md: live stream', () => {
   it('the EventSource example prints replies and events as they happen', async () => {
     const code = `import { EventSource } from 'eventsource';\n${block('js', 'new EventSource(').replaceAll(
       'http://localhost:3000',

@@ -1,0 +1,329 @@
+import { z } from 'zod';
+import { configSchema, mockLlmConfigSchema } from './config.js';
+
+/**
+ * The configuration reference: every variable of the config schema with its type, default,
+ * allowed range, the roles that read it and its one-line meaning (the schema's `.describe`).
+ * docs/configuration.md, `chatlane config` and `chatlane <role> --help` are all rendered from
+ * it, and a test fails when the generated page differs from the schema, so neither can drift.
+ * Loaded only by those commands: a running role never builds a second copy of the schema.
+ */
+
+export const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'mock-llm', 'loadtest'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** What each role does, for `chatlane <role> --help`. `all` runs ingress, worker and compactor. */
+export const ROLE_SUMMARY: Record<Role | 'all', string> = {
+  ingress:
+    'HTTP API and webhooks: stores each message in Redis and enqueues the turn of its chat; serves the live stream, /metrics, /healthz, /readyz and Bull Board.',
+  worker:
+    'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_BASE_URL and LLM_MODEL.',
+  compactor:
+    'Summarises the oldest part of long histories in the background so turns stay under MAX_INPUT_TOKENS. Needs LLM_BASE_URL and LLM_MODEL.',
+  delivery:
+    'Sends outbox items to platforms and signed webhook receivers, in order, at least once; for fleets that keep delivery apart from the model workers (DELIVERY_IN_WORKER=false on those).',
+  'mock-llm': 'The OpenAI-compatible mock model the tests, the demo and load tests use.',
+  loadtest:
+    'Drives a running deployment over HTTP and checks that nothing was lost (flags: chatlane loadtest --help).',
+  all: 'Ingress, worker and compactor in one process, for development.',
+};
+
+const I = 'ingress';
+const W = 'worker';
+const C = 'compactor';
+const D = 'delivery';
+const every = [I, W, C, D] as const;
+
+/**
+ * Which roles read each variable. Every role parses the whole schema at boot (a bad value stops
+ * any of them); this says whose behaviour a variable changes. A variable added to config.ts
+ * needs a line here: the configuration reference test fails without one.
+ */
+export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
+  REDIS_URL: every,
+  REDIS_CLUSTER_NODES: every,
+  CHATLANE_PREFIX: every,
+  HOST: every,
+  PORT: [I],
+  API_TOKEN: [I, 'loadtest'],
+  ADMIN_USER: [I],
+  ADMIN_PASSWORD: [I],
+  ADMIN_READ_ONLY: [I],
+  METRICS_PORT: [W, C, D],
+  QUEUE_METRICS: every,
+  LOG_LEVEL: every,
+  LLM_BASE_URL: [W, C],
+  LLM_API_KEY: [W, C],
+  LLM_MODEL: [W, C],
+  LLM_TIMEOUT_MS: [W],
+  WORKER_CONCURRENCY: [W],
+  MAX_STEPS: [W],
+  MAX_MERGES_PER_TURN: [W],
+  MAX_MESSAGES_PER_TURN: [W],
+  MAX_PENDING_PER_CHAT: [I],
+  MAX_INPUT_TOKENS: [W, C],
+  HISTORY_KEEP_LAST_MESSAGES: [C],
+  HISTORY_WINDOW_MESSAGES: [W],
+  MAX_CHARS_PER_MESSAGE: [W, C],
+  CHAT_SEND_MAX_PER_TURN: [W],
+  SYSTEM_PROMPT_FILE: [W],
+  MCP_CONFIG: [W],
+  MCP_TOOL_TIMEOUT_MS: [W],
+  MCP_RESULT_MAX_CHARS: [W],
+  MCP_CONNECT_TIMEOUT_MS: [W],
+  MCP_RECONNECT_MS: [W],
+  SKILLS_DIR: [W],
+  PROFILE_DIR: [W],
+  MEMORY_MAX_TOKENS: [I, W],
+  TURN_LEASE_MS: [W],
+  JOB_LOCK_MS: [W, C, D],
+  STALLED_INTERVAL_MS: [W, C, D],
+  SWEEP_INTERVAL_MS: [W],
+  SWEEP_BATCH: [W],
+  SHUTDOWN_GRACE_MS: every,
+  TURNS_GLOBAL_CONCURRENCY: [W],
+  DEDUP_WINDOW_MS: [I],
+  EVENTS_MAX_LEN: every,
+  BODY_LIMIT_BYTES: [I],
+  REDIS_COMMAND_TIMEOUT_MS: [I],
+  HTTP_HEADERS_TIMEOUT_MS: [I],
+  HTTP_REQUEST_TIMEOUT_MS: [I],
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: [I],
+  HTTP_MAX_REQUESTS_PER_SOCKET: [I],
+  COMPACT_AT_TOKENS: [W, C],
+  KEEP_RECENT_TOKENS: [C],
+  COMPACTION_MODEL: [C],
+  COMPACTION_MAX_TOKENS: [C],
+  COMPACTION_CONCURRENCY: [C],
+  ARCHIVE_ON_COMPACT: [C],
+  DELIVERY_IN_WORKER: [W],
+  DELIVERY_CONCURRENCY: [W, D],
+  DELIVERY_MAX_ATTEMPTS: [W, D],
+  DELIVERY_BACKOFF_MS: [W, D],
+  DELIVERY_BACKOFF_MAX_MS: [W, D],
+  DELIVERY_TIMEOUT_MS: [W, D],
+  GENERIC_WEBHOOK_SOURCES: [I, W, D],
+  GENERIC_WEBHOOK_REPLY_HOSTS: [I, W, D],
+  GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: [I, W, D],
+  SSE_HEARTBEAT_MS: [I],
+  SSE_MAX_CLIENTS: [I],
+  SSE_POLL_MS: [I],
+  SSE_POLL_MAX_MS: [I],
+  WEB_TOKEN_SECRET: [I],
+  WEB_ORIGINS: [I],
+  REPLY_STREAM_MAX_LEN: [W],
+  REPLY_STREAM_TTL_MS: [W],
+  UI_WAIT_MS: [I],
+  CONTACTS_RETENTION_DAYS: [I, W],
+  CONTACT_SEND: [W],
+  FILE_MEDIA_TYPES: [I],
+  FILE_DATA_URL_MAX_BYTES: [I],
+  FILE_FETCH_MAX_BYTES: [W],
+  FILE_FETCH_TIMEOUT_MS: [W],
+  FAILURE_NOTICE: [W],
+  MODEL_RETRY_BACKOFF_MS: [W],
+  MODEL_RETRY_BACKOFF_MAX_MS: [W],
+  ARCHIVE_MAX_ENTRIES: [I, W, C],
+  ARCHIVE_MAX_BYTES: [I, W, C],
+  CONTEXTS_MAX: [I, W, C],
+  OUTBOX_KEEP_ITEMS: [I, W, C],
+  CHAT_TTL_DAYS: [W],
+  CHAT_EXPIRY_INTERVAL_MS: [W],
+  GROUP_MODE: [I],
+  POLLER_LEASE_MS: [I],
+  MOCK_LLM_HOST: ['mock-llm'],
+  MOCK_LLM_PORT: ['mock-llm'],
+  MOCK_LLM_LATENCY_MS: ['mock-llm'],
+  MOCK_LLM_CHUNK_MS: ['mock-llm'],
+};
+
+export interface VariableDoc {
+  name: string;
+  /** integer, string, URL, flag, one of …, list, … */
+  type: string;
+  /** As the variable would be written; undefined when unset by default. */
+  default: string | undefined;
+  /** Allowed values beyond the type (bounds, pattern, length); undefined when any. */
+  range: string | undefined;
+  roles: readonly Role[];
+  /** The schema's `.describe`; undefined when missing (a test fails on it). */
+  description: string | undefined;
+}
+
+interface JsonProp {
+  type?: string;
+  default?: unknown;
+  enum?: unknown[];
+  minimum?: number;
+  maximum?: number;
+  maxLength?: number;
+  minLength?: number;
+  pattern?: string;
+  format?: string;
+  description?: string;
+}
+
+/** Lists, flags and the like are strings with a transform: their type says what to write. */
+const LIST_TYPES: Record<string, string> = {
+  REDIS_CLUSTER_NODES: 'list of host:port',
+  GENERIC_WEBHOOK_SOURCES: 'list of names',
+  GENERIC_WEBHOOK_REPLY_HOSTS: 'list of hosts',
+  FILE_MEDIA_TYPES: 'list of media types',
+  MOCK_LLM_LATENCY_MS: 'n or min-max',
+};
+
+/** One schema's properties as JSON Schema: its input (bounds, defaults) and output (pipes' bounds). */
+function properties(schema: z.ZodObject): Record<string, { in: JsonProp; out: JsonProp }> {
+  const read = (io: 'input' | 'output') =>
+    (z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as { properties: Record<string, JsonProp> })
+      .properties;
+  const input = read('input');
+  const output = read('output');
+  return Object.fromEntries(
+    Object.keys(schema.shape).map((k) => [k, { in: input[k]!, out: output[k] ?? {} }]),
+  );
+}
+
+function describeVariable(
+  name: string,
+  p: { in: JsonProp; out: JsonProp },
+  description?: string,
+): VariableDoc {
+  const { in: input, out } = p;
+  const values = input.enum?.map(String);
+  const isFlag =
+    values !== undefined &&
+    values.length === 4 &&
+    ['true', 'false', '1', '0'].every((v) => values.includes(v));
+  let type: string;
+  if (isFlag) type = 'flag';
+  else if (values) type = `one of ${values.join(', ')}`;
+  else if (LIST_TYPES[name]) type = LIST_TYPES[name];
+  else if (input.type === 'integer' || input.type === 'number') type = input.type;
+  else if (out.format === 'uri' || input.format === 'uri') type = 'URL';
+  else type = 'string';
+
+  const bounds: string[] = [];
+  const min = Math.max(input.minimum ?? -Infinity, out.minimum ?? -Infinity);
+  const max = Math.min(input.maximum ?? Infinity, out.maximum ?? Infinity);
+  if (Number.isFinite(min) && Number.isFinite(max) && max < Number.MAX_SAFE_INTEGER)
+    bounds.push(`${min}–${max}`);
+  else if (Number.isFinite(min)) bounds.push(`≥ ${min}`);
+  else if (Number.isFinite(max) && max < Number.MAX_SAFE_INTEGER) bounds.push(`≤ ${max}`);
+  const maxLength = input.maxLength ?? out.maxLength;
+  if (maxLength !== undefined) bounds.push(`at most ${maxLength} characters`);
+  const pattern = input.pattern ?? out.pattern;
+  if (pattern !== undefined) bounds.push(`matches \`${pattern}\``);
+  if (isFlag) bounds.push('true, false, 1 or 0');
+
+  return {
+    name,
+    type,
+    default: input.default === undefined ? undefined : String(input.default),
+    range: bounds.length > 0 ? bounds.join(', ') : undefined,
+    roles: VARIABLE_ROLES[name] ?? [],
+    description: description ?? input.description,
+  };
+}
+
+/** Every variable of the config schema and the mock model's, in schema order. */
+export function configReference(): VariableDoc[] {
+  const docs: VariableDoc[] = [];
+  for (const schema of [configSchema(), mockLlmConfigSchema()]) {
+    const props = properties(schema);
+    for (const [name, field] of Object.entries(schema.shape)) {
+      docs.push(describeVariable(name, props[name]!, (field as z.ZodType).description));
+    }
+  }
+  return docs;
+}
+
+/** A default as a person reads it: 600000 ms also as 10 min, 131072 bytes also as 128 KiB. */
+export function readableDefault(name: string, value: string | undefined): string {
+  if (value === undefined) return '—';
+  const n = Number(value);
+  if (value === '' || !Number.isFinite(n) || n === 0) return value === '' ? '""' : value;
+  if (name.endsWith('_MS') && n >= 60_000) {
+    const units: [number, string][] = [
+      [86_400_000, 'd'],
+      [3_600_000, 'h'],
+      [60_000, 'min'],
+    ];
+    const [size, unit] = units.find(([s]) => n % s === 0) ?? [1000, 's'];
+    return `${value} (${n / size} ${unit})`;
+  }
+  if (name.endsWith('_BYTES') && n >= 1024 && n % 1024 === 0) {
+    return n % (1024 * 1024) === 0 ? `${value} (${n / 1024 / 1024} MiB)` : `${value} (${n / 1024} KiB)`;
+  }
+  return value;
+}
+
+const cell = (s: string) => s.replaceAll('|', '\\|');
+
+/** docs/configuration.md, whole. */
+export function configurationMarkdown(docs: VariableDoc[] = configReference()): string {
+  const rows = docs.map(
+    (d) =>
+      `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`,
+  );
+  return `# Configuration
+
+<!-- Generated from src/shared/config.ts by \`npm run docs:config\`; do not edit by hand. -->
+
+chatlane reads its configuration from the environment only, parsed once at boot by one zod
+schema (src/shared/config.ts); a bad value stops the process with a message naming the
+variable, before it binds a port or takes a job. An empty variable counts as unset. Every
+role parses every variable of the main schema (the mock model only its own \`MOCK_LLM_*\`);
+**roles** says whose behaviour a variable changes (\`all\` runs ingress, worker and compactor in
+one process and reads what they read).
+
+\`chatlane config\` prints this table, \`chatlane config --role worker\` one role's part of it,
+and \`chatlane <role> --help\` says what a role does and which variables it reads. This page is
+generated from the schema (\`npm run docs:config\`); a test fails when it differs from what the
+schema generates, and when a variable has no one-line meaning.
+
+Not in this table, because they are named by other variables or owned by the platform
+modules:
+
+- \`GENERIC_WEBHOOK_SECRETS_<NAME>\`: for each source in \`GENERIC_WEBHOOK_SOURCES\` (name
+  upper-cased, \`-\` becomes \`_\`), its Standard Webhooks secrets, \`whsec_\` + base64 of 24–64
+  bytes, separated by spaces or commas, newest first ([webhooks-and-delivery.md](webhooks-and-delivery.md)).
+- The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …), read by the
+  ingress, workers and delivery processes: [platforms.md](platforms.md#platform-variables).
+- \`chatlane loadtest\` reads \`API_TOKEN\` and \`LOADTEST_WEBHOOK_SECRET\` and takes the rest as
+  flags (\`chatlane loadtest --help\`, [load-testing.md](load-testing.md)).
+
+| variable | type | default | allowed | roles | meaning |
+|---|---|---|---|---|---|
+${rows.join('\n')}
+`;
+}
+
+/** Which variables a role reads; `all` is the ingress's, worker's and compactor's together. */
+export function variablesOf(role: Role | 'all', docs: VariableDoc[] = configReference()): VariableDoc[] {
+  const wanted: readonly Role[] = role === 'all' ? [I, W, C] : [role];
+  return docs.filter((d) => d.roles.some((r) => wanted.includes(r)));
+}
+
+/** The reference as plain text for a terminal: one entry per variable, its meaning indented under it. */
+export function configurationText(docs: VariableDoc[]): string {
+  return docs
+    .map((d) => {
+      const facts = [
+        d.type,
+        d.range,
+        `default ${readableDefault(d.name, d.default)}`,
+        `roles: ${d.roles.join(', ') || 'none'}`,
+      ].filter(Boolean);
+      return `${d.name}  (${facts.join('; ')})\n    ${d.description ?? '(no description)'}`;
+    })
+    .join('\n');
+}
+
+/** `chatlane <role> --help`. */
+export function roleHelp(role: Role | 'all'): string {
+  const platforms = ['ingress', 'worker', 'delivery', 'all'].includes(role)
+    ? '\nPlus the variables of every chat platform it is given (docs/platforms.md).\n'
+    : '';
+  return `chatlane ${role}: ${ROLE_SUMMARY[role]}\n\nVariables it reads (docs/configuration.md has them all):\n\n${configurationText(variablesOf(role))}\n${platforms}`;
+}
