@@ -169,7 +169,7 @@ interface Sample {
 }
 
 async function once(deps: Deps, chatKey: string, budget: number): Promise<Sample> {
-  const context: RuntimeContext = { chatKey, now: new Date() };
+  const context: RuntimeContext = { chatKey };
   const t0 = performance.now();
   const loaded = await deps.provider.load(chatKey);
   const t1 = performance.now();
@@ -247,7 +247,7 @@ async function measure(opts: PipelineOptions, run: number): Promise<PipelineRun>
 
     // As runTurn computes it; of the history only a leading summary changes the system
     // prompt (its rule), and these seeded histories have none.
-    const system = deps.assembler.systemPrompt({ chatKey: 'bench-big', now: new Date() });
+    const system = deps.assembler.systemPrompt({ chatKey: 'bench-big' });
     const budget = deps.settings.maxInputTokens - countTextTokens(system) - deps.settings.reserveTokens;
 
     const samples: Record<(typeof chats)[number]['name'], Sample[]> = { small: [], windowFull: [], big: [] };

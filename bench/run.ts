@@ -9,6 +9,7 @@ import { benchMemory, MEMORY_DEFAULTS } from './memory.js';
 import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
 import { benchOverhead, OVERHEAD_DEFAULTS } from './overhead.js';
 import { benchPipeline, PIPELINE_DEFAULTS } from './pipeline.js';
+import { benchPromptCache, PROMPT_CACHE_DEFAULTS } from './prompt-cache.js';
 import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchScaling, SCALING_DEFAULTS } from './scaling.js';
 import { benchSerialized, SERIALIZED_DEFAULTS } from './serialized.js';
@@ -40,6 +41,7 @@ const BENCHMARKS = [
   'scaling',
   'offered-load',
   'memory',
+  'prompt-cache',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -192,6 +194,12 @@ for (const name of selected) {
         ...OFFERED_LOAD_DEFAULTS,
         ...(smoke && SMOKE['offered-load']),
         runs,
+      });
+    } else if (name === 'prompt-cache') {
+      // One pass: tokens are counted, not timed (runs does not apply).
+      results['prompt-cache'] = await benchPromptCache({
+        ...PROMPT_CACHE_DEFAULTS,
+        ...(smoke && { turns: 6, chats: 2, smallWindowMessages: 6 }),
       });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).

@@ -45,9 +45,13 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** As OpenAI reports prompt-cache reads (prompt-cache.ts). */
+  prompt_tokens_details: { cached_tokens: number };
 }
 
 const CHAT_KEY_LINE = /^ChatKey:[ \t]*(\S+)/m;
+/** The context block chatlane starts a user message with (when, from whom): not the user's words. */
+const CONTEXT_BLOCK = /^\[sent [^\]\n]*\]\n?/;
 const SUMMARY_HINT = /summar/i;
 const SUMMARY_CHARS = 300;
 const CHAT_SEND = 'chat_send';
@@ -84,11 +88,15 @@ export function toolNames(request: ChatCompletionRequest): string[] {
 
 export function promptTokens(request: ChatCompletionRequest): number {
   let total = 0;
-  for (const message of request.messages) {
-    total += countTokens(messageText(message));
-    for (const call of message.tool_calls ?? []) {
-      total += countTokens(call.function.name + (call.function.arguments ?? ''));
-    }
+  for (const message of request.messages) total += messageTokens(message);
+  return total;
+}
+
+/** One message's share of `promptTokens`. */
+export function messageTokens(message: Message): number {
+  let total = countTokens(messageText(message));
+  for (const call of message.tool_calls ?? []) {
+    total += countTokens(call.function.name + (call.function.arguments ?? ''));
   }
   return total;
 }
@@ -109,7 +117,12 @@ function freshUserTexts(messages: Message[], end = messages.length): string[] {
   return messages
     .slice(lastAssistant + 1, end)
     .filter((m) => m.role === 'user')
-    .map(messageText);
+    .map(userText);
+}
+
+/** What the user wrote: the text without chatlane's context block. */
+function userText(message: Message): string {
+  return messageText(message).replace(CONTEXT_BLOCK, '');
 }
 
 function toolCall(name: string, args: unknown): MockReply {
@@ -151,7 +164,7 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
 
   const system = messages.filter(isSystem).map(messageText).join('\n');
   const lastUser = messages.findLast((m) => m.role === 'user');
-  const lastUserText = lastUser ? messageText(lastUser) : '';
+  const lastUserText = lastUser ? userText(lastUser) : '';
   if (SUMMARY_HINT.test(system) || SUMMARY_HINT.test(lastUserText)) {
     const dialogue = messages
       .filter((m) => m.role === 'user' || m.role === 'assistant')
@@ -163,16 +176,21 @@ export function decideReply(request: ChatCompletionRequest): MockReply {
   return { kind: 'text', content: `echo: ${lastUserText}` };
 }
 
-function usageOf(prompt: number, reply: MockReply): Usage {
+function usageOf(prompt: number, reply: MockReply, cached: number): Usage {
   const completion = completionTokens(reply);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
 }
 
 function finishReason(reply: MockReply): 'stop' | 'tool_calls' {
   return reply.kind === 'tool' ? 'tool_calls' : 'stop';
 }
 
-export function completionBody(model: string, prompt: number, reply: MockReply) {
+export function completionBody(model: string, prompt: number, reply: MockReply, cached = 0) {
   const message =
     reply.kind === 'text'
       ? { role: 'assistant' as const, content: reply.content }
@@ -193,7 +211,7 @@ export function completionBody(model: string, prompt: number, reply: MockReply) 
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(reply) }],
-    usage: usageOf(prompt, reply),
+    usage: usageOf(prompt, reply, cached),
   };
 }
 
@@ -206,7 +224,13 @@ function pieces(text: string, size = 8): string[] {
 }
 
 /** The SSE `data:` payloads for one streamed answer, in order, without the `[DONE]` sentinel. */
-export function completionChunks(model: string, prompt: number, reply: MockReply, includeUsage: boolean) {
+export function completionChunks(
+  model: string,
+  prompt: number,
+  reply: MockReply,
+  includeUsage: boolean,
+  cached = 0,
+) {
   const id = nextId('chatcmpl-');
   const created = Math.floor(Date.now() / 1000);
   // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
@@ -246,7 +270,7 @@ export function completionChunks(model: string, prompt: number, reply: MockReply
       created,
       model,
       choices: [],
-      usage: usageOf(prompt, reply),
+      usage: usageOf(prompt, reply, cached),
     });
   }
   return chunks;

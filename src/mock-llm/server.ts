@@ -11,6 +11,7 @@ import {
   completionBody,
   completionChunks,
   decideReply,
+  messageTokens,
   promptTokens,
   toolNames,
 } from './reply.js';
@@ -196,14 +197,21 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     const chatKey = chatKeyOf(body);
     const prompt = promptTokens(body);
     const stream = body.stream === true;
+    // The raw body, not zod's copy: what a provider caches is the request as sent.
+    const raw = request.body as { tools?: unknown; messages: unknown[] };
+    const cached = state.promptCache.read(chatKey, raw.tools, raw.messages, (i) =>
+      messageTokens(body.messages[i]!),
+    );
 
     const { end, failure, index } = state.begin({
       chatKey,
       at: Date.now(),
       stream,
-      messages: body.messages,
+      messages: raw.messages,
       tools: toolNames(body),
       promptTokens: prompt,
+      cachedTokens: cached,
+      body: raw,
     });
     // A client that gave up is no longer "in flight" from the caller's point of view; a
     // retry it sends next must not show up as a concurrency violation.
@@ -224,10 +232,16 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
           ? {
               status: 200,
               sse: sseEvents(
-                completionChunks(body.model, prompt, decided, body.stream_options?.include_usage === true),
+                completionChunks(
+                  body.model,
+                  prompt,
+                  decided,
+                  body.stream_options?.include_usage === true,
+                  cached,
+                ),
               ),
             }
-          : { status: 200, json: completionBody(body.model, prompt, decided) };
+          : { status: 200, json: completionBody(body.model, prompt, decided, cached) };
       }
     } finally {
       // Released before the first byte goes out: a client that reacts to this response

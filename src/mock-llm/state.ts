@@ -3,6 +3,8 @@
  * asserts on lives here, so the same object serves in-process callers and `GET /stats`.
  */
 
+import { MockPromptCache } from './prompt-cache.js';
+
 export const NO_CHAT_KEY = '(none)';
 
 export const DEFAULT_FAIL_MESSAGE =
@@ -18,6 +20,10 @@ export interface RecordedRequest {
   /** Names of the function tools offered. */
   tools: string[];
   promptTokens: number;
+  /** Of `promptTokens`, those the chat's previous request had as a prefix (prompt-cache.ts). */
+  cachedTokens: number;
+  /** The request body as received (tool definitions, provider fields, ...). */
+  body: unknown;
 }
 
 export interface Violation {
@@ -134,6 +140,8 @@ export class MockLlmState {
   private failRules: FailRule[] = [];
   private gates = new Map<string, Gate>();
   private waiters: ArrivalWaiter[] = [];
+  /** What each chat sent last: the cached tokens of its next request. */
+  readonly promptCache = new MockPromptCache();
 
   constructor(options: { latencyMs?: LatencyRange; maxRecorded?: number } = {}) {
     this.initialLatency = checkLatency(options.latencyMs ?? [0, 0]);
@@ -278,6 +286,7 @@ export class MockLlmState {
    * keep waiting and count arrivals from zero.
    */
   reset(): void {
+    this.promptCache.clear();
     this.requestCount = 0;
     this.maxPerChat = 0;
     this.violationList = [];

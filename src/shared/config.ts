@@ -302,16 +302,16 @@ export const configSchema = () =>
         "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream; unset: no browser tokens",
       ),
     WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
-      'Comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
+      'comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
     ),
     REPLY_STREAM_MAX_LEN: int(5000, 10).describe(
-      'Most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
+      'most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
     ),
     REPLY_STREAM_TTL_MS: int(300_000, 1000).describe(
-      'How long a reply stream (the live view of a reply for /v1/ui) lives after its last write',
+      'how long a reply stream (the live view of a reply for /v1/ui) lives after its last write',
     ),
     UI_WAIT_MS: int(600_000, 1000).describe(
-      'Longest POST /v1/ui waits for the turn that answers its message before it ends the response',
+      'longest POST /v1/ui waits for the turn that answers its message before it ends the response',
     ),
 
     // Contact book: entries not seen for this long are dropped. chat_contact_send (the model
@@ -480,7 +480,7 @@ export const mockLlmConfigSchema = () =>
       "the mock model's added latency per request: n or min-max milliseconds",
     ),
     MOCK_LLM_CHUNK_MS: int(0).describe(
-      'mock-llm: pause between the chunks of a streamed answer (0: all chunks at once), so clients see a reply grow',
+      'pause between the chunks of a streamed answer (0: all chunks at once), so clients see a reply grow',
     ),
   });
 

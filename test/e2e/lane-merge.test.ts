@@ -35,7 +35,8 @@ describe('lane merge across processes', () => {
     // Step 2 of the same turn: after the chat_send result, the new message as a user message.
     const second = requests[1]!.messages as WireMessage[];
     expect(second.at(-1)).toMatchObject({ role: 'user' });
-    expect(wireText(second.at(-1)!)).toBe('for four people');
+    // With its context block, as every later turn's history shows it (docs/prompt-caching.md).
+    expect(wireText(second.at(-1)!)).toMatch(/^\[sent \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]\nfor four people$/);
     expect(second.at(-2)?.role).toBe('tool');
 
     const history = await store.readHistory('merge');

@@ -17,12 +17,21 @@ export const usage = {
   outputTokens: { total: 5, text: 5, reasoning: undefined },
 };
 
-/** Texts of the user messages after the last assistant message. */
+/** chatlane's context block at the start of a user message (request-cache.ts). */
+const CONTEXT_BLOCK = /^\[sent [^\]\n]*\]\n?/;
+
+/** A user message's text as the user wrote it: without the context block. */
+export function withoutContextBlock(text: string): string {
+  return text.replace(CONTEXT_BLOCK, '');
+}
+
+/** Texts of the user messages after the last assistant message (without their context blocks). */
 export function newUserTexts(prompt: LanguageModelV4Prompt): string[] {
   const out: string[] = [];
   for (const m of prompt) {
     if (m.role === 'assistant') out.length = 0;
-    if (m.role === 'user') for (const p of m.content) if (p.type === 'text') out.push(p.text);
+    if (m.role === 'user')
+      for (const p of m.content) if (p.type === 'text') out.push(withoutContextBlock(p.text));
   }
   return out;
 }
@@ -114,13 +123,24 @@ export function scriptedModel(script: Script = echoScript) {
   return { model, prompts, calls: () => calls };
 }
 
-/** The text of every message in a prompt, role-tagged, for assertions on what the model saw. */
+/** The system prompt a model call got: its system messages' texts (static part, chat part), joined. */
+export function systemText(prompt: LanguageModelV4Prompt): string {
+  return prompt
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n\n');
+}
+
+/**
+ * The text of every message in a prompt, role-tagged, for assertions on what the model saw;
+ * the system prompt's messages (static part, chat part) are one `system` entry.
+ */
 export function promptTranscript(prompt: LanguageModelV4Prompt): string[] {
-  return prompt.map((m) => {
-    if (m.role === 'system') return `system`;
+  return prompt.flatMap((m, i) => {
+    if (m.role === 'system') return prompt[i - 1]?.role === 'system' ? [] : ['system'];
     const texts = (m.content as Array<{ type: string; text?: string; toolName?: string }>).map((p) =>
-      p.type === 'text' ? p.text : p.type,
+      p.type === 'text' ? withoutContextBlock(p.text ?? '') : p.type,
     );
-    return `${m.role}: ${texts.join(' ')}`;
+    return [`${m.role}: ${texts.join(' ')}`];
   });
 }

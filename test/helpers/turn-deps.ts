@@ -7,6 +7,7 @@ import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
 import { RedisProvider } from '../../src/worker/pipeline/provider.js';
+import { contextBlockTokens } from '../../src/worker/pipeline/request-cache.js';
 import type { TurnDeps, TurnSettings } from '../../src/worker/turn/turn.js';
 import { userMessage } from './messages.js';
 
@@ -25,7 +26,10 @@ export function turnDeps(
       maxPendingPerTurn: settings.maxPendingPerTurn ?? 20,
       maxCharsPerMessage: settings.maxCharsPerMessage ?? 4000,
     }),
-    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: settings.maxCharsPerMessage ?? 4000 }),
+    compressor: new TokenBudgetCompressor({
+      maxCharsPerMessage: settings.maxCharsPerMessage ?? 4000,
+      overheadTokens: contextBlockTokens,
+    }),
     assembler: new DefaultAssembler({ maxSendsPerTurn: settings.maxSendsPerTurn ?? 5 }),
     settings: {
       leaseMs: 5000,

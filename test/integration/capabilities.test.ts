@@ -6,11 +6,11 @@ import { applyCompaction, readSnapshot } from '../../src/shared/store/archive.js
 import { readMemory, writeMemory } from '../../src/shared/store/memory.js';
 import { createSkillsTool, loadSkills } from '../../src/worker/agent/skills.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
-import { BUDGET_LINE, BUDGET_LINE_FRESH } from '../../src/worker/pipeline/sections.js';
+import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
-import { echoScript, type Script, scriptedModel } from '../helpers/scripted-model.js';
+import { echoScript, type Script, scriptedModel, systemText } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
 const SKILLS_DIR = fileURLToPath(new URL('../fixtures/skills/', import.meta.url));
@@ -45,7 +45,7 @@ function deps(script: Script, settings: Parameters<typeof turnDeps>[3] = {}) {
   };
 }
 
-const systemOf = (prompt: { role: string; content: unknown }[]) => String(prompt[0]!.content);
+const systemOf = systemText;
 
 async function toolParts(store: ReturnType<typeof turnDeps>['store'], chatKey: string) {
   const history: ChatMessage[] = await store.readHistory(chatKey);
@@ -200,8 +200,7 @@ describe('profile, skills and memory in a turn', () => {
       return systemOf(prompts[0]!);
     };
     // Hundreds of tokens of message plus the system prompt and reserve: over 90 % of 1,000, far under 12,000.
-    // A first turn has no working context to archive: its line does not point to chat_context_new.
-    expect(await run('full', 1000)).toContain(BUDGET_LINE_FRESH);
+    expect(await run('full', 1000)).toContain(BUDGET_LINE);
     expect(await run('roomy', 12_000)).not.toContain('nearly full');
   });
 });

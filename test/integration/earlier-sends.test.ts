@@ -12,6 +12,7 @@ import {
   type Script,
   scriptedModel,
   untilAborted,
+  withoutContextBlock,
 } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
@@ -36,7 +37,9 @@ afterAll(async () => {
 const repeatEverything: Script = (prompt, call) => {
   if (call > 0) return { text: '' };
   const users = prompt.flatMap((m) =>
-    m.role === 'user' ? m.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])) : [],
+    m.role === 'user'
+      ? m.content.flatMap((p) => (p.type === 'text' ? [withoutContextBlock(p.text)] : []))
+      : [],
   );
   return { toolCalls: [{ name: 'chat_send', input: { text: `echo: ${users.join(' | ')}` } }] };
 };

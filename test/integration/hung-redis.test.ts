@@ -11,7 +11,7 @@ import { closeRedis, createRedisClient, type RedisClient, waitReady } from '../.
 import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
 import { waitFor } from '../helpers/redis.js';
-import { echoScript, scriptedModel } from '../helpers/scripted-model.js';
+import { echoScript, scriptedModel, systemText } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
 /**
@@ -116,8 +116,7 @@ describe('a worker with Redis hung', () => {
     });
     const calls: Array<{ chatKey: string; at: number }> = [];
     const { model } = scriptedModel(async (prompt, call, options) => {
-      const system = String(prompt[0]?.content ?? '');
-      const chatKey = /ChatKey: (\S+)/.exec(system)?.[1] ?? '?';
+      const chatKey = /ChatKey: (\S+)/.exec(systemText(prompt))?.[1] ?? '?';
       calls.push({ chatKey, at: Date.now() });
       if (call === 0) await firstHeld;
       return echoScript(prompt, call, options);

@@ -398,6 +398,54 @@ describe('mock-llm HTTP surface', () => {
     }
   });
 
+  it("reports as cached the leading messages identical to the chat's previous request, per chat", async () => {
+    type Usage = { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } };
+    // The chat is named by the system message's ChatKey line, as the worker's requests name it.
+    const post = (messages: object[], tools: object[] = []) =>
+      fetch(`${url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages, tools }),
+      }).then(async (r) => ((await r.json()) as { usage: Usage }).usage);
+    const sys = { role: 'system', content: system('chat-pc') };
+    const u1 = { role: 'user', content: 'first question about the deploy window' };
+    const a1 = { role: 'assistant', content: 'echo: first question about the deploy window' };
+    const u2 = { role: 'user', content: 'second one' };
+    const first = await post([sys, u1]);
+    expect(first.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    const second = await post([sys, u1, a1, u2]);
+    const lastTwo = second.prompt_tokens - first.prompt_tokens;
+    expect(second.prompt_tokens_details.cached_tokens).toBe(first.prompt_tokens);
+    expect(lastTwo).toBeGreaterThan(0);
+    // Another chat's identical prefix is not this chat's cache.
+    expect(
+      (await post([{ role: 'system', content: system('chat-other') }, u1])).prompt_tokens_details,
+    ).toEqual({ cached_tokens: 0 });
+    // A changed first message ends the prefix at once; other tools end it before the messages.
+    const changed = await post([{ ...sys, content: `${sys.content} ` }, u1, a1, u2]);
+    expect(changed.prompt_tokens_details.cached_tokens).toBe(0);
+    const tools = [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }];
+    expect((await post([{ ...sys, content: `${sys.content} ` }, u1], tools)).prompt_tokens_details).toEqual({
+      cached_tokens: 0,
+    });
+    // The real client reads it as the AI SDK's cached input.
+    const result = await generateText({ model: model(), system: system('chat-sdk'), prompt: 'hello there' });
+    const again = await generateText({
+      model: model(),
+      system: system('chat-sdk'),
+      messages: [
+        { role: 'user', content: 'hello there' },
+        { role: 'assistant', content: result.text },
+        { role: 'user', content: 'and again' },
+      ],
+    });
+    expect(result.usage.inputTokenDetails.cacheReadTokens).toBe(0);
+    expect(again.usage.inputTokenDetails.cacheReadTokens).toBe(result.usage.inputTokens);
+    const recorded = state.recorded('chat-sdk');
+    expect(recorded.map((r) => r.cachedTokens)).toEqual([0, result.usage.inputTokens]);
+    expect(recorded[1]?.body).toMatchObject({ model: 'mock', messages: recorded[1]?.messages });
+  });
+
   it('serves /stats, /requests, /v1/models and /healthz', async () => {
     await completionRequest('chat-h', 'one');
     await completionRequest('chat-i', 'two');

@@ -10,13 +10,16 @@ import { compactChat } from '../../src/worker/compaction/compact.js';
 import { SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
-import { echoScript, type Script, scriptedModel } from '../helpers/scripted-model.js';
+import { echoScript, type Script, scriptedModel, systemText } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
 const SKILLS_DIR = fileURLToPath(new URL('../fixtures/skills/', import.meta.url));
-const GUIDED = ['chat_context_new', 'chat_context_list', 'chat_context_load', 'chat_history_search'];
+/** Guided tools a chat is offered only once it has what they act on. */
+const GUIDED = ['chat_context_list', 'chat_context_load', 'chat_history_search'];
+/** Offered to every turn, the first included: the tool list heads every request a prompt cache reuses. */
+const ALWAYS = ['chat_context_clear_active', 'chat_context_new', 'chat_memory_update', 'chat_send'];
 
 beforeEach(() => {
   prefix = randomPrefix('offer');
@@ -37,7 +40,7 @@ function recording(script: Script = echoScript) {
   const { model } = scriptedModel((prompt, call, options: LanguageModelV4CallOptions) => {
     offers.push({
       tools: (options.tools ?? []).map((t) => t.name).sort(),
-      system: String(prompt[0]?.role === 'system' ? prompt[0].content : ''),
+      system: systemText(prompt),
     });
     return script(prompt, call, options);
   });
@@ -79,7 +82,7 @@ async function toolOutputs(store: ChatStore, chatKey: string, type: string): Pro
 }
 
 describe('the tools a turn offers', () => {
-  it("a fresh chat's first turn offers chat_send and chat_memory_update (plus configured skills and contacts), and its prompt names no other tool", async () => {
+  it("a fresh chat's first turn offers chat_send, chat_memory_update, chat_context_new and chat_context_clear_active (plus configured skills and contacts), and its prompt names no other tool", async () => {
     const { model, offers } = recording();
     const base = turnDeps(redis, prefix, model);
     const skills = loadSkills(SKILLS_DIR, silentLogger());
@@ -91,13 +94,12 @@ describe('the tools a turn offers', () => {
     const first = await turn(deps, offers, 'c1', 'hello');
     expect(first.outcome).toMatchObject({ status: 'done', sent: 1 });
     for (const offer of first.offers) {
-      expect(offer.tools).toEqual(['chat_contact_send', 'chat_memory_update', 'chat_send', 'skills_load']);
+      expect(offer.tools).toEqual(['chat_contact_send', ...ALWAYS, 'skills_load']);
       for (const name of GUIDED) expect(offer.system).not.toContain(name);
-      expect(offer.system).not.toContain('## Working context');
     }
   });
 
-  it('offers chat_context_new once the chat has history, then list and load once it has an archived context', async () => {
+  it('offers the same tools on the first and second turn, then list and load once the chat has an archived context', async () => {
     const { model, offers } = recording((prompt, call, options) => {
       const last = prompt.at(-1);
       const asked = last?.role === 'user' && JSON.stringify(last.content).includes('switch topic');
@@ -106,7 +108,7 @@ describe('the tools a turn offers', () => {
     });
     const deps = turnDeps(redis, prefix, model);
     const fresh = await turn(deps, offers, 'c1', 'hello');
-    expect(fresh.offers[0]!.tools).toEqual(['chat_memory_update', 'chat_send']);
+    expect(fresh.offers[0]!.tools).toEqual(ALWAYS);
 
     const second = await turn(deps, offers, 'c1', 'switch topic');
     expect(second.outcome).toMatchObject({ status: 'done' });
@@ -179,7 +181,7 @@ describe('the tools a turn offers', () => {
 
   it('a call to a tool the turn does not offer fails as a tool error and changes nothing', async () => {
     const { model } = recording((prompt, call, options) => {
-      if (call === 0) return { toolCalls: [{ name: 'chat_context_clear_active', input: {} }] };
+      if (call === 0) return { toolCalls: [{ name: 'chat_context_load', input: { id: 'ctx-1' } }] };
       if (call === 1) return { toolCalls: [{ name: 'chat_send', input: { text: 'hi there' } }] };
       return echoScript(prompt, call, options);
     });
@@ -189,11 +191,11 @@ describe('the tools a turn offers', () => {
     const history = await deps.store.readHistory('c1');
     const refused = history.flatMap((m) => m.parts).find((p) => p.type === 'dynamic-tool');
     expect(refused).toMatchObject({
-      toolName: 'chat_context_clear_active',
+      toolName: 'chat_context_load',
       state: 'output-error',
-      errorText: expect.stringContaining('Available tools: chat_send, chat_memory_update'),
+      errorText: expect.stringContaining('Available tools: chat_send, chat_memory_update, chat_context_new'),
     });
     const events = await deps.store.readEvents('c1', undefined, 100);
-    expect(events.map((e) => e.type)).not.toContain('context.cleared');
+    expect(events.map((e) => e.type)).not.toContain('context.loaded');
   });
 });

@@ -10,6 +10,7 @@ import {
   newUserTexts,
   promptTranscript,
   scriptedModel,
+  systemText,
   untilAborted,
 } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
@@ -48,7 +49,7 @@ describe('a turn', () => {
     expect(prompts).toHaveLength(2);
     // The system prompt carries the chat's identity for the model and for the mock server.
     expect(prompts[0]![0]).toMatchObject({ role: 'system' });
-    expect(String(prompts[0]![0]!.content)).toContain('ChatKey: c1');
+    expect(systemText(prompts[0]!)).toContain('ChatKey: c1');
   });
 
   it('sends the final text when the model never calls chat_send', async () => {
@@ -342,8 +343,7 @@ describe('fencing', () => {
       if (prompt.at(-1)?.role !== 'tool') {
         await new Promise((r) => setTimeout(r, 500));
         // Well past the 200 ms lease: another worker still finds the chat held.
-        const system = prompt.find((m) => m.role === 'system');
-        const chatKey = /ChatKey: (\S+)/.exec(String(system?.content))?.[1] ?? 'unknown';
+        const chatKey = /ChatKey: (\S+)/.exec(systemText(prompt))?.[1] ?? 'unknown';
         busy.push(!(await store.acquire(chatKey, 'other-worker', 1000)).ok);
         await new Promise((r) => setTimeout(r, 200));
       }

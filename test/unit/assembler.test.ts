@@ -5,22 +5,26 @@ import { countTextTokens } from '../../src/shared/tokens.js';
 import { ChatTools } from '../../src/worker/agent/tools/chat-tools.js';
 import { DefaultAssembler, SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
 import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
-import type { RuntimeContext } from '../../src/worker/pipeline/types.js';
+import type { AssembleInput, RuntimeContext } from '../../src/worker/pipeline/types.js';
 import { assistantMessage, userMessage } from '../helpers/messages.js';
 
 const chatKey = 'telegram-chat-42';
 
-const context: RuntimeContext = {
-  chatKey,
-  channel: 'telegram',
-  chatId: '42',
-  userId: '1001',
-  username: 'alice',
-  now: new Date('2024-05-06T07:08:09.000Z'),
-};
+const context: RuntimeContext = { chatKey, channel: 'telegram', chatId: '42' };
 
 function assembler(operatorPrompt?: string): DefaultAssembler {
   return new DefaultAssembler({ operatorPrompt, maxSendsPerTurn: 3 });
+}
+
+/** `assemble` with its system messages as the one text they make up. */
+async function assembled(a: DefaultAssembler, input: AssembleInput) {
+  const { system, messages } = await a.assemble(input);
+  return { system: system.map((m) => m.content).join('\n\n'), messages };
+}
+
+/** A user message's text without the context block chatlane puts first. */
+function withoutBlock(text: string): string {
+  return text.replace(/^\[sent [^\]]*\]\n/, '');
 }
 
 /** The plain text of a model message (text content only). */
@@ -35,19 +39,19 @@ function nonAscii(text: string): string[] {
 }
 
 describe('DefaultAssembler system prompt', () => {
-  it('contains the exact ChatKey line and the runtime context, the time to the second', async () => {
-    const { system } = await assembler().assemble({ context, messages: [] });
+  it("contains the exact ChatKey line and the chat's runtime context, but no clock and no sender", async () => {
+    const { system } = await assembled(assembler(), { context, messages: [] });
     const lines = system.split('\n');
     expect(lines).toContain(`ChatKey: ${chatKey}`);
     expect(lines).toContain('Channel: telegram');
     expect(lines).toContain('ChatId: 42');
-    expect(lines).toContain('User: alice (id 1001)');
-    expect(lines).toContain('Time: 2024-05-06T07:08:09Z');
+    // Both change from turn to turn: each user message carries its own (request-cache.ts).
+    expect(system).not.toMatch(/^(Time|User):/m);
   });
 
   it('omits the optional runtime lines when the context lacks them', async () => {
-    const bare: RuntimeContext = { chatKey: 'k1', now: new Date(0) };
-    const { system } = await assembler().assemble({ context: bare, messages: [] });
+    const bare: RuntimeContext = { chatKey: 'k1' };
+    const { system } = await assembled(assembler(), { context: bare, messages: [] });
     const lines = system.split('\n');
     expect(lines).toContain('ChatKey: k1');
     expect(system).not.toMatch(/^Channel:/m);
@@ -56,7 +60,7 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('includes the trimmed operator prompt under an Instructions section when given', async () => {
-    const { system } = await assembler('  Always answer like a pirate.\n').assemble({
+    const { system } = await assembled(assembler('  Always answer like a pirate.\n'), {
       context,
       messages: [],
     });
@@ -65,14 +69,17 @@ describe('DefaultAssembler system prompt', () => {
 
   it('has no Instructions section when no operator prompt is given or it is blank', async () => {
     for (const prompt of [undefined, '', '   \n']) {
-      const { system } = await assembler(prompt).assemble({ context, messages: [] });
+      const { system } = await assembled(assembler(prompt), { context, messages: [] });
       expect(system).not.toContain('## Instructions');
       expect(system).toContain('## Output rules');
     }
   });
 
   it('states the per-turn send limit from its options', async () => {
-    const { system } = await new DefaultAssembler({ maxSendsPerTurn: 9 }).assemble({ context, messages: [] });
+    const { system } = await assembled(new DefaultAssembler({ maxSendsPerTurn: 9 }), {
+      context,
+      messages: [],
+    });
     expect(system).toContain('Send at most 9 messages per turn');
   });
 
@@ -82,7 +89,7 @@ describe('DefaultAssembler system prompt', () => {
       assistantMessage(chatKey, 'a1', 'periwinkle xylophone'),
       assistantMessage(chatKey, 's1', 'obsidian tangerine', { kind: 'summary' }),
     ];
-    const { system, messages: out } = await assembler('Be brief.').assemble({ context, messages });
+    const { system, messages: out } = await assembled(assembler('Be brief.'), { context, messages });
     for (const word of [
       'zanzibar',
       'quokka',
@@ -133,7 +140,7 @@ describe('DefaultAssembler system prompt', () => {
     ];
     const contexts: RuntimeContext[] = [
       context,
-      { chatKey: 'k1', now: new Date(0) },
+      { chatKey: 'k1' },
       { ...context, memory: 'likes tea\n\n- and cake' },
       { ...context, summarized: true, offered: ['chat_send', 'chat_memory_update'] },
       { ...context, memory: 'x', offered: ['chat_send', 'chat_context_new', 'chat_history_search'] },
@@ -184,9 +191,6 @@ describe('DefaultAssembler system prompt', () => {
       chatKey: 'slack-team-7',
       channel: 'slack',
       chatId: '7',
-      userId: '2002',
-      username: 'bob',
-      now: new Date('2025-01-02T03:04:05.000Z'),
       memory: 'vegetarian',
     });
     let common = 0;
@@ -211,7 +215,7 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('is plain ASCII, so the prompt and every request body built from it stay one-byte strings', async () => {
-    const { system } = await assembler('Be brief.').assemble({
+    const { system } = await assembled(assembler('Be brief.'), {
       context: { ...context, summarized: true },
       messages: [],
     });
@@ -221,7 +225,7 @@ describe('DefaultAssembler system prompt', () => {
   });
 
   it('describes every tool in plain ASCII (the descriptions and schemas go into every request body)', () => {
-    const everything = { historyTotal: 1, archived: 1, contexts: 1 };
+    const everything = { archived: 1, contexts: 1 };
     const { tools, active } = new ChatTools({ memoryMaxTokens: 1000 }).forTurn(everything);
     expect(active).toHaveLength(7);
     for (const [name, t] of Object.entries(tools)) {
@@ -240,8 +244,8 @@ describe('DefaultAssembler messages', () => {
       userMessage(chatKey, 'u3', 'third question'),
       assistantMessage(chatKey, 'a2', 'second answer'),
     ];
-    const { messages: out } = await assembler().assemble({ context, messages });
-    expect(out.map((m) => [m.role, contentText(m)])).toEqual([
+    const { messages: out } = await assembled(assembler(), { context, messages });
+    expect(out.map((m) => [m.role, withoutBlock(contentText(m))])).toEqual([
       ['user', 'first question'],
       ['assistant', 'first answer'],
       ['user', 'second question'],
@@ -251,26 +255,26 @@ describe('DefaultAssembler messages', () => {
   });
 
   it('gives an empty message list for an empty history', async () => {
-    const { messages } = await assembler().assemble({ context, messages: [] });
+    const { messages } = await assembled(assembler(), { context, messages: [] });
     expect(messages).toEqual([]);
   });
 
   it('shows a summary message with the summary header before its text', async () => {
     const summary = assistantMessage(chatKey, 's1', 'They discussed the weather.', { kind: 'summary' });
-    const { messages } = await assembler().assemble({
+    const { messages } = await assembled(assembler(), {
       context,
       messages: [summary, userMessage(chatKey, 'u1', 'and now?')],
     });
     expect(messages).toHaveLength(2);
     expect(messages[0]!.role).toBe('assistant');
     expect(contentText(messages[0]!)).toBe(`${SUMMARY_HEADER}\nThey discussed the weather.`);
-    expect(contentText(messages[1]!)).toBe('and now?');
+    expect(withoutBlock(contentText(messages[1]!))).toBe('and now?');
   });
 
   it('does not add the summary header to ordinary messages nor mutate the input summary', async () => {
     const summary = assistantMessage(chatKey, 's1', 'Old talk.', { kind: 'summary' });
     const snapshot = structuredClone(summary);
-    const { messages } = await assembler().assemble({
+    const { messages } = await assembled(assembler(), {
       context,
       messages: [summary, assistantMessage(chatKey, 'a1', 'Plain reply.')],
     });
@@ -294,7 +298,7 @@ describe('DefaultAssembler messages', () => {
       ],
       metadata: { ts: 1, chatKey, kind: 'normal' },
     };
-    const { messages } = await assembler().assemble({
+    const { messages } = await assembled(assembler(), {
       context,
       messages: [userMessage(chatKey, 'u1', 'hello'), withTool],
     });

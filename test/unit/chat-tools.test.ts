@@ -5,28 +5,15 @@ import { countTextTokens } from '../../src/shared/tokens.js';
 import { type ChatToolName, ChatTools, offeredTools } from '../../src/worker/agent/tools/chat-tools.js';
 import { turnOf } from '../../src/worker/agent/tools/tool-turn.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
-import { BUDGET_LINE, BUDGET_LINE_FRESH } from '../../src/worker/pipeline/sections.js';
+import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
 
-const fresh = { historyTotal: 0, archived: 0, contexts: 0 };
-const ALWAYS = ['chat_send', 'chat_memory_update'];
-const GUIDED: ChatToolName[] = [
-  'chat_context_new',
-  'chat_context_list',
-  'chat_context_load',
-  'chat_history_search',
-];
+const fresh = { archived: 0, contexts: 0 };
+const ALWAYS = ['chat_send', 'chat_memory_update', 'chat_context_new', 'chat_context_clear_active'];
+const GUIDED: ChatToolName[] = ['chat_context_list', 'chat_context_load', 'chat_history_search'];
 
 describe('offered tools', () => {
-  it("offers a fresh chat's first turn only chat_send and chat_memory_update", () => {
+  it("offers a chat's first turn the same tools as its second: the tool list heads every request a prompt cache reuses", () => {
     expect(offeredTools(fresh)).toEqual(ALWAYS);
-  });
-
-  it('offers chat_context_new and chat_context_clear_active once the working context holds messages', () => {
-    expect(offeredTools({ ...fresh, historyTotal: 1 })).toEqual([
-      ...ALWAYS,
-      'chat_context_new',
-      'chat_context_clear_active',
-    ]);
   });
 
   it('offers chat_context_list and chat_context_load once the chat has an archived context', () => {
@@ -50,12 +37,12 @@ describe('offered tools', () => {
     });
     const mcp = { srv__lookup: mcpTool };
     const first = chatTools.forTurn(fresh, mcp);
-    expect(first.active.sort()).toEqual(
+    expect([...first.active].sort()).toEqual(
       ['srv__lookup', 'skills_load', 'chat_contact_send', ...ALWAYS].sort(),
     );
     // Every tool of the process is in the set; the SDK sends the model only the active ones.
     expect(Object.keys(first.tools)).toHaveLength(10);
-    const next = chatTools.forTurn({ historyTotal: 3, archived: 1, contexts: 2 }, mcp);
+    const next = chatTools.forTurn({ archived: 1, contexts: 2 }, mcp);
     expect(next.tools).toBe(first.tools);
     expect(next.tools.chat_send).toBe(first.tools.chat_send);
     expect(next.active).toHaveLength(10);
@@ -82,18 +69,18 @@ describe('offered tools', () => {
 });
 
 describe('system prompt guidance follows the offered tools', () => {
-  const context = { chatKey: 'c1', now: new Date(0) };
+  const context = { chatKey: 'c1' };
   const assembler = () => new DefaultAssembler({ maxSendsPerTurn: 5 });
 
   it('names no tool a fresh chat is not offered', () => {
     const system = assembler().systemPrompt({ ...context, offered: offeredTools(fresh) }, true);
-    expect(system).not.toContain('## Working context');
+    expect(system).toContain('`chat_context_new`');
     for (const name of GUIDED) expect(system).not.toContain(name);
-    expect(system.endsWith(BUDGET_LINE_FRESH)).toBe(true);
+    expect(system.endsWith(BUDGET_LINE)).toBe(true);
   });
 
   it('names exactly the tools offered', () => {
-    const offered = offeredTools({ historyTotal: 4, archived: 0, contexts: 1 });
+    const offered = offeredTools({ archived: 0, contexts: 1 });
     const system = assembler().systemPrompt({ ...context, offered }, true);
     expect(system).toContain('## Working context');
     for (const name of ['chat_context_new', 'chat_context_list', 'chat_context_load']) {
@@ -105,11 +92,10 @@ describe('system prompt guidance follows the offered tools', () => {
 
   it('counts each variant of the static parts as what is sent', () => {
     const a = assembler();
-    const variants = [
-      fresh,
-      { historyTotal: 2, archived: 0, contexts: 0 },
-      { historyTotal: 2, archived: 1, contexts: 3 },
-    ].map((facts) => ({ ...context, offered: offeredTools(facts) }));
+    const variants = [fresh, { archived: 1, contexts: 0 }, { archived: 1, contexts: 3 }].map((facts) => ({
+      ...context,
+      offered: offeredTools(facts),
+    }));
     const tokens = variants.map((c) => a.systemTokens(c));
     expect(tokens[0]).toBeLessThan(tokens[1]!);
     expect(tokens[1]).toBeLessThan(tokens[2]!);

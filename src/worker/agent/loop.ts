@@ -4,6 +4,7 @@ import {
   type ModelMessage,
   type PrepareStepFunction,
   type StepResult,
+  type SystemModelMessage,
   streamText,
   type TextStreamPart,
   type ToolSet,
@@ -16,8 +17,11 @@ import { stepsToUIParts } from './ui-parts.js';
 
 export interface LoopInput<T> {
   model: LanguageModel;
-  system: string;
+  /** One text, or system messages (each may carry provider options: a cache point). */
+  system: string | SystemModelMessage[];
   messages: ModelMessage[];
+  /** Call-level provider options (the prompt cache key). */
+  providerOptions?: SystemModelMessage['providerOptions'];
   tools: ToolSet;
   /** The names of `tools` the model is offered (all when absent); fixed for the whole loop. */
   activeTools?: string[];
@@ -139,6 +143,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     tools: input.tools,
     ...(input.activeTools && { activeTools: input.activeTools }),
     ...toolsContextOf(input),
+    ...(input.providerOptions && { providerOptions: input.providerOptions }),
     stopWhen: isStepCount(input.maxSteps),
     prepareStep,
     abortSignal: abort.signal,

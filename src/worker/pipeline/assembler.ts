@@ -1,8 +1,9 @@
-import { convertToModelMessages, type ToolSet } from 'ai';
+import { convertToModelMessages, type ModelMessage, type SystemModelMessage, type ToolSet } from 'ai';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
 import { countTextTokens } from '../../shared/tokens.js';
 import type { ChatToolName } from '../agent/tools/chat-tools.js';
-import { BUDGET_LINE, BUDGET_LINE_FRESH, memorySection, profileSection, skillsSection } from './sections.js';
+import { CACHE_POINT, contextBlock } from './request-cache.js';
+import { BUDGET_LINE, memorySection, profileSection, skillsSection } from './sections.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
 
 // Plain ASCII, like the rest of the system prompt and the tool descriptions: one character
@@ -55,11 +56,12 @@ export interface AssemblerOptions {
 
 /**
  * System prompt = the static part (identity, profile, skills, operator prompt, output rules,
- * working-context guidance), then the per-turn part (runtime context, the chat's memory, the
- * budget line). Static first because providers cache prompt prefixes (OpenAI, Anthropic cache
- * points, vLLM/SGLang prefix caching, DeepSeek): the first byte that differs ends the cached
- * prefix, and the runtime context's time differs on every turn. History is never folded into
- * the system prompt (seed 000 §2.1): it stays in role-correct messages.
+ * working-context guidance), then the chat's part (its identity, its memory, the budget line).
+ * Neither changes from turn to turn unless the chat does (memory update, nearly full), so each
+ * turn's request starts with the previous turn's request byte for byte and providers serve it
+ * from their prompt cache (docs/prompt-caching.md). What differs per turn (the clock, who
+ * writes) goes with each user message instead (request-cache.ts). History is never folded
+ * into the system prompt (seed 000 §2.1): it stays in role-correct messages.
  */
 export class DefaultAssembler implements Assembler {
   constructor(private readonly opts: AssemblerOptions) {}
@@ -107,6 +109,8 @@ export class DefaultAssembler implements Assembler {
         '- The user sees only what you send with `chat_send`; call it for every reply.',
         `- Send at most ${this.opts.maxSendsPerTurn} messages per turn, never the same text twice.`,
         '- User messages may arrive while you work, as ordinary messages; answer them too.',
+        // The clock and the sender are per message (request-cache.ts), never in this prompt.
+        '- chatlane starts each user message with [sent <UTC time> by <sender>]: when it arrived and who wrote it.',
         // The summary rule only with a summary to explain: a line about something absent misleads.
         ...(key & SUMMARY_BIT ? [SUMMARY_RULE] : []),
         '- Once you have replied, stop: call no tool without a reason.',
@@ -118,33 +122,42 @@ export class DefaultAssembler implements Assembler {
   }
 
   private runtimeSection(context: RuntimeContext): string {
-    // No run id: nothing the model does needs it (tools get it from their turn). The time to
-    // the second: the model has no use for milliseconds.
+    // Only what stays the same for the chat: no run id (tools get it from their turn), no
+    // clock and no sender (they change every turn; each user message carries its own).
     const runtime = [
       `ChatKey: ${context.chatKey}`,
       context.channel && `Channel: ${context.channel}`,
       context.chatId && `ChatId: ${context.chatId}`,
-      (context.username || context.userId) &&
-        `User: ${[context.username, context.userId && `(id ${context.userId})`].filter(Boolean).join(' ')}`,
-      `Time: ${context.now.toISOString().slice(0, 19)}Z`,
     ].filter(Boolean);
     return `${RUNTIME_HEADING}\n${runtime.join('\n')}`;
   }
 
-  /** The per-turn sections: runtime context, then the chat's memory when it has one. */
+  /** The chat's sections: runtime context, then the chat's memory when it has one. */
   private perTurn(context: RuntimeContext): string[] {
     const memory = memorySection(context.memory);
     return memory ? [this.runtimeSection(context), memory] : [this.runtimeSection(context)];
   }
 
+  /** The chat's part: its sections, and the budget line when the context is nearly full. */
+  private chatPart(context: RuntimeContext, nearlyFull: boolean): string {
+    return [...this.perTurn(context), nearlyFull ? BUDGET_LINE : undefined].filter(Boolean).join('\n\n');
+  }
+
+  /** The system prompt as one text (what `systemMessages` sends in two). */
   systemPrompt(context: RuntimeContext, nearlyFull = false): string {
-    const offered = context.offered;
-    const budgetLine = !offered || offered.includes('chat_context_new') ? BUDGET_LINE : BUDGET_LINE_FRESH;
-    // The static part first and whole: every chat and turn with the same offered tools shares
-    // it byte for byte, so a provider's prefix cache covers it (docs/design.md).
-    return [this.staticPart(context).text, ...this.perTurn(context), nearlyFull ? budgetLine : undefined]
-      .filter(Boolean)
-      .join('\n\n');
+    return `${this.staticPart(context).text}\n\n${this.chatPart(context, nearlyFull)}`;
+  }
+
+  /**
+   * The system prompt as sent: the static part first and whole (every chat and turn with the
+   * same offered tools shares it byte for byte) with Anthropic's cache point on it, then the
+   * chat's part.
+   */
+  systemMessages(context: RuntimeContext, nearlyFull = false): SystemModelMessage[] {
+    return [
+      { role: 'system', content: this.staticPart(context).text, providerOptions: CACHE_POINT },
+      { role: 'system', content: this.chatPart(context, nearlyFull) },
+    ];
   }
 
   /**
@@ -157,22 +170,48 @@ export class DefaultAssembler implements Assembler {
   }
 
   async assemble(input: AssembleInput): Promise<Assembled> {
-    const system = this.systemPrompt(input.context, input.nearlyFull);
-    const messages = await convertToModelMessages(input.messages.map(toModelView), {
+    const system = this.systemMessages(input.context, input.nearlyFull);
+    const all = input.messages;
+    const split = Math.min(Math.max(0, input.historyCount ?? all.length), all.length);
+    // Converted apart so the history's last model message is known (a UI message may become
+    // several model messages); conversion is per message, so the result is the same.
+    const history = await this.toModel(all.slice(0, split));
+    const turn = split < all.length ? await this.toModel(all.slice(split)) : [];
+    // Anthropic's cache points: the end of the history (what the next turn starts with) and
+    // the end of this input (what this turn's later steps start with).
+    markCachePoint(history.at(-1));
+    markCachePoint(turn.at(-1));
+    return { system, messages: [...history, ...turn] };
+  }
+
+  /** Stored messages as the model sees them: lane merges and the assembled input alike. */
+  toModel(messages: ChatMessage[]): Promise<ModelMessage[]> {
+    if (messages.length === 0) return Promise.resolve([]);
+    return convertToModelMessages(messages.map(toModelView), {
       ...(this.opts.tools ? { tools: this.opts.tools } : {}),
       ignoreIncompleteToolCalls: true,
     });
-    return { system, messages };
   }
 }
 
-/** How a stored message is shown to the model: summaries are labelled as such. */
+function markCachePoint(message: ModelMessage | undefined): void {
+  if (message) message.providerOptions = { ...message.providerOptions, ...CACHE_POINT };
+}
+
+/**
+ * How a stored message is shown to the model: summaries are labelled as such, and a user
+ * message starts with its context block (when it arrived, who wrote it). Both depend on the
+ * message alone, so a message looks the same in every request that carries it.
+ */
 function toModelView(message: ChatMessage): ChatMessage {
-  if (!isSummary(message)) return message;
+  const label = isSummary(message) ? SUMMARY_HEADER : contextBlock(message);
+  if (label === undefined) return message;
+  const first = message.parts.findIndex((p) => p.type === 'text');
+  if (first === -1) return { ...message, parts: [{ type: 'text', text: label }, ...message.parts] };
   return {
     ...message,
     parts: message.parts.map((p, i) =>
-      i === 0 && p.type === 'text' ? { ...p, text: `${SUMMARY_HEADER}\n${p.text}` } : p,
+      i === first && p.type === 'text' ? { ...p, text: `${label}\n${p.text}` } : p,
     ),
   };
 }

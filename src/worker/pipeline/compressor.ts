@@ -27,6 +27,14 @@ export interface SimpleCompressorOptions {
 
 export interface TokenBudgetCompressorOptions {
   maxCharsPerMessage: number;
+  /** Tokens the model view adds to a message beyond its stored count (its context block). */
+  overheadTokens?: (message: ChatMessage) => number;
+  /**
+   * A cut drops the oldest messages in multiples of this many (counted from the start of the
+   * input after its summary): the turns between two steps start alike, and a provider's
+   * prompt cache serves them (docs/prompt-caching.md). 1 (the default): the least cut.
+   */
+  cutStep?: number;
 }
 
 /** The worker records a `context.compressed` event only when the model sees less than was stored. */
@@ -45,7 +53,7 @@ export class SimpleCompressor implements Compressor {
   }
 
   compress(messages: ChatMessage[], budget: number): BudgetResult {
-    return guarded(messages, budget, () => {
+    return guarded(messages, budget, safeTokens, () => {
       const { summary, rest } = splitSummary(messages);
       const tail = rest.slice(Math.max(0, rest.length - this.keepLast));
       const kept = summary ? [summary, ...tail] : tail;
@@ -56,29 +64,40 @@ export class SimpleCompressor implements Compressor {
 
 export class TokenBudgetCompressor implements Compressor {
   private readonly maxChars: number;
+  private readonly overhead: ((message: ChatMessage) => number) | undefined;
+  private readonly cutStep: number;
 
   constructor(options: TokenBudgetCompressorOptions) {
     this.maxChars = limit('maxCharsPerMessage', options.maxCharsPerMessage, 0);
+    this.overhead = options.overheadTokens;
+    this.cutStep = limit('cutStep', options.cutStep ?? 1, 1);
   }
 
   compress(messages: ChatMessage[], budget: number): BudgetResult {
-    return guarded(messages, budget, () => {
+    const cost = (message: ChatMessage) => messageCost(message, this.overhead);
+    return guarded(messages, budget, cost, () => {
       const { summary, rest } = splitSummary(messages);
       const cap = normalizeBudget(budget);
       const head = summary ? truncate(summary, this.maxChars) : undefined;
       // The summary stands for everything older than the window, so its tokens come first.
-      let used = head ? safeTokens(head.message) : 0;
+      let used = head ? cost(head.message) : 0;
       const kept: Truncated[] = [];
       // Walking back lazily means cut messages are never truncated or re-tokenized.
       for (let i = rest.length - 1; i >= 0; i--) {
         const item = truncate(rest[i]!, this.maxChars);
-        const tokens = safeTokens(item.message);
+        const tokens = cost(item.message);
         // The newest message is kept regardless: the model must see what it answers.
         if (kept.length > 0 && used + tokens > cap) break;
         used += tokens;
         kept.push(item);
       }
       kept.reverse();
+      // A cut only ever drops more (within the budget), up to the next step, the newest kept.
+      const first = rest.length - kept.length;
+      if (first > 0 && this.cutStep > 1) {
+        const stepped = Math.min(Math.ceil(first / this.cutStep) * this.cutStep, rest.length - 1);
+        kept.splice(0, stepped - first);
+      }
       return head ? [head, ...kept] : kept;
     });
   }
@@ -89,8 +108,18 @@ interface Truncated {
   truncated: boolean;
 }
 
-function guarded(messages: ChatMessage[], budget: number, run: () => Truncated[]): BudgetResult {
+function guarded(
+  messages: ChatMessage[],
+  budget: number,
+  cost: (message: ChatMessage) => number,
+  run: () => Truncated[],
+): BudgetResult {
   const input = Array.isArray(messages) ? messages : [];
+  const sumTokens = (list: ChatMessage[]) => {
+    let sum = 0;
+    for (const message of list) sum += cost(message);
+    return sum;
+  };
   const originalTokens = sumTokens(input);
   let kept: Truncated[];
   try {
@@ -154,10 +183,16 @@ function safeTokens(message: ChatMessage): number {
   }
 }
 
-function sumTokens(messages: ChatMessage[]): number {
-  let sum = 0;
-  for (const message of messages) sum += safeTokens(message);
-  return sum;
+/** A message's tokens as the model gets it: its stored count and the view's overhead. */
+function messageCost(message: ChatMessage, overhead: ((message: ChatMessage) => number) | undefined): number {
+  if (!overhead) return safeTokens(message);
+  let extra: number;
+  try {
+    extra = overhead(message);
+  } catch {
+    extra = 0;
+  }
+  return safeTokens(message) + extra;
 }
 
 function normalizeBudget(budget: number): number {

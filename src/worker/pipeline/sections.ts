@@ -40,13 +40,9 @@ export function isNearlyFull(inputTokens: number, maxInputTokens: number): boole
 export const BUDGET_LINE =
   'Note: the context is nearly full. If the topic has changed, prefer `chat_context_new`; otherwise keep this turn brief.';
 
-/** The budget line of a turn without chat_context_new (nothing in the working context to archive). */
-export const BUDGET_LINE_FRESH = 'Note: the context is nearly full. Keep this turn brief.';
-
 /**
  * What the budget line adds to the system prompt (its text and the blank line before it).
  * Budgeted on every turn: it is added exactly when the input is near the limit, so leaving
- * it to the reserve pushed such turns past MAX_INPUT_TOKENS. Counted for the longer line
- * (BUDGET_LINE_FRESH is shorter): one count for every turn.
+ * it to the reserve pushed such turns past MAX_INPUT_TOKENS.
  */
 export const BUDGET_LINE_TOKENS = countTextTokens(BUDGET_LINE) + 2;

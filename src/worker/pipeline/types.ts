@@ -1,4 +1,4 @@
-import type { ModelMessage } from 'ai';
+import type { ModelMessage, SystemModelMessage } from 'ai';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { InboxEntry, TurnInput, TurnReads } from '../../shared/store/chat-store.js';
 import type { ChatToolName } from '../agent/tools/chat-tools.js';
@@ -56,13 +56,14 @@ export interface Compressor {
   compress(messages: ChatMessage[], budget: number): CompressionResult;
 }
 
+/**
+ * What the system prompt says about the chat: only what stays the same from turn to turn
+ * unless the chat changes (the clock and the sender ride on each user message instead).
+ */
 export interface RuntimeContext {
   chatKey: string;
   channel?: string;
   chatId?: string;
-  userId?: string;
-  username?: string;
-  now: Date;
   /** The chat's memory document, if it has one (bounded by MEMORY_MAX_TOKENS). */
   memory?: string;
   /**
@@ -80,12 +81,18 @@ export interface RuntimeContext {
 export interface AssembleInput {
   context: RuntimeContext;
   messages: ChatMessage[];
+  /**
+   * How many of `messages`, from the start, are stored history (the rest are this turn's):
+   * where the history's cache point goes. Absent: all of them.
+   */
+  historyCount?: number;
   /** The budget guard: the assembled input is above 90 % of MAX_INPUT_TOKENS. */
   nearlyFull?: boolean;
 }
 
 export interface Assembled {
-  system: string;
+  /** The static part (with its cache point), then the chat's part. */
+  system: SystemModelMessage[];
   messages: ModelMessage[];
 }
 

@@ -32,6 +32,7 @@ import { loadMcpConfig } from '../mcp/mcp-config.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { RedisProvider } from '../pipeline/provider.js';
+import { contextBlockTokens } from '../pipeline/request-cache.js';
 import { ModelHealth } from '../turn/model-health.js';
 import { RunningTurns } from '../turn/running-turns.js';
 import type { TurnDeps } from '../turn/turn.js';
@@ -55,6 +56,12 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
 const STOP_WAIT_MS = 3000;
+
+/**
+ * The hard token cut (a chat compaction has not shortened in time) drops messages in steps of
+ * this many, not one per turn: the turns in between keep their cached prefix.
+ */
+const CUT_STEP_MESSAGES = 8;
 
 /** Tool schemas and message framing the tokenizer does not see in the messages. */
 const RESERVE_TOKENS = 400;
@@ -95,7 +102,11 @@ export function turnDepsFromConfig(
       maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
       maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
     }),
-    compressor: new TokenBudgetCompressor({ maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE }),
+    compressor: new TokenBudgetCompressor({
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      overheadTokens: contextBlockTokens,
+      cutStep: CUT_STEP_MESSAGES,
+    }),
     assembler: new DefaultAssembler({
       operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
       maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { convertToModelMessages, type LanguageModel, type Tool, type ToolSet } from 'ai';
+import type { LanguageModel, Tool, ToolSet } from 'ai';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
@@ -18,6 +18,7 @@ import { UiChunker } from '../agent/ui-chunks.js';
 import { isContextOverflowError } from '../compaction/overflow.js';
 import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
+import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
 import type { Compressor, Provider, ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import { Lane } from './lane.js';
@@ -266,6 +267,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
   const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
   const context = runtimeContext(chatKey, pendingMessages, loaded, offer.offered);
+  // The compressed input is the history's kept tail, then this turn's messages (always kept).
+  const historyCount = (kept: number) => Math.max(0, kept - turn.messages.length);
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, and the operator's MCP tools.
   const fixedTokens =
@@ -281,6 +284,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const assembled = await deps.assembler.assemble({
     context,
     messages: compressed.messages,
+    historyCount: historyCount(compressed.messages.length),
     nearlyFull: isNearlyFull(fixedTokens + compressed.report.keptTokens, settings.maxInputTokens),
   });
   // Mid-turn arrivals ride on requests already carrying this input: they get what is left
@@ -304,7 +308,13 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     fencedOut: (reason) => lane.markLost(reason),
     rebase: async (contextMessages) => {
       const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
-      control.rebase = (await deps.assembler.assemble({ context, messages: next.messages })).messages;
+      control.rebase = (
+        await deps.assembler.assemble({
+          context,
+          messages: next.messages,
+          historyCount: historyCount(next.messages.length),
+        })
+      ).messages;
       // Later requests carry the new context, not the input the turn started with.
       mergeRoom.rebase(fixedTokens - settings.reserveTokens + next.report.keptTokens);
     },
@@ -318,6 +328,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     model: deps.model,
     system: assembled.system,
     messages: assembled.messages,
+    providerOptions: cacheKeyOptions(chatKey),
     tools: offer.tools,
     activeTools: offer.active,
     toolContext: toolTurnState,
@@ -337,7 +348,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       let used = 0;
       for (const e of entries) {
         const message = await withTokens(e.message, settings.maxCharsPerMessage);
-        const tokens = viewTokens(message, settings.maxCharsPerMessage);
+        const tokens = viewTokens(message, settings.maxCharsPerMessage) + contextBlockTokens(message);
         // Oldest first and no gaps: a message that does not fit waits, and so does every later one.
         if (used + tokens > room) break;
         fitting.push({ streamId: e.streamId, message });
@@ -347,7 +358,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
       return fitting;
     },
-    toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
+    // As the assembler shows them: the next turn's history then carries them byte for byte.
+    toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
     ...(chunker && {
       onPart: (part) => chunker.push(part),
@@ -390,13 +402,10 @@ function runtimeContext(
   const first = loaded.history[0];
   return {
     chatKey,
-    now: new Date(),
     offered,
     ...(first && isSummary(first) && { summarized: true }),
     ...(loaded.memory && { memory: loaded.memory }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
-    ...(latest?.userId !== undefined && { userId: latest.userId }),
-    ...(latest?.username !== undefined && { username: latest.username }),
   };
 }

@@ -21,8 +21,6 @@ export type ChatToolName =
  * Named as the Provider's result names them, which is passed as is.
  */
 export interface ChatFacts {
-  /** Messages in the working context (the stored history, its summary included). */
-  historyTotal: number;
   /** Entries in the chat's archive: what chat_history_search reads. */
   archived: number;
   /** Archived contexts: what chat_context_list and chat_context_load read. */
@@ -33,13 +31,21 @@ export interface ChatFacts {
  * The tools of ours a turn offers: only those that can do something for this chat now
  * (docs/design.md, "chatlane's tools"). Every offered definition is in every model request
  * of the turn (prompt tokens per call, and the request body is held ~3 times per call in
- * flight), so a fresh chat gets chat_send and chat_memory_update only. Fixed for the turn.
+ * flight). The set changes only where the chat's state does (an archive, an archived
+ * context: after a compaction or a context switch, which change the request anyway): the tool
+ * definitions come first in what providers cache, so a tool offered from the second turn on
+ * would make every chat's second request miss the first one's prefix. Fixed for the turn.
  */
 export function offeredTools(facts: ChatFacts): ChatToolName[] {
-  const offered: ChatToolName[] = ['chat_send', 'chat_memory_update'];
+  // chat_context_new and chat_context_clear_active from the first turn on: with no history they
+  // archive nothing, but their turn has messages, and the next turn has history.
+  const offered: ChatToolName[] = [
+    'chat_send',
+    'chat_memory_update',
+    'chat_context_new',
+    'chat_context_clear_active',
+  ];
   if (facts.archived > 0) offered.push('chat_history_search');
-  // Both archive the working context and continue from nothing: nothing to archive, no use.
-  if (facts.historyTotal > 0) offered.push('chat_context_new', 'chat_context_clear_active');
   if (facts.contexts > 0) offered.push('chat_context_list', 'chat_context_load');
   return offered;
 }
