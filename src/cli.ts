@@ -124,7 +124,7 @@ async function reference(role: string, args: string[]): Promise<number> {
   if (role !== 'config') {
     if (role === 'demo') {
       process.stdout.write(
-        'chatlane demo: a local Redis (started if none answers), the mock model, an ingress and a worker in one process; a short conversation, a Telegram round trip and a 10-second load test. Reads REDIS_URL.\n',
+        'chatlane demo: a local Redis (started if none answers), the mock model, an ingress and a worker in one process; a short conversation, a Telegram round trip and a 10-second load test. Reads REDIS_URL.\n  --web  instead serve the web chat page (examples/web-chat, built by npm run build:web) and run until Ctrl-C.\n',
       );
       return 0;
     }
@@ -171,6 +171,10 @@ async function main(): Promise<void> {
     return;
   }
   if (role === 'demo') {
+    if (args.includes('--web')) {
+      const { runWebDemo } = await import('./demo-web-run.js');
+      process.exit(await runWebDemo());
+    }
     const { runDemo } = await import('./demo.js');
     process.exit(await runDemo());
   }

@@ -1,15 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { Cluster } from 'ioredis';
+import { demoConfig, demoRedis, dropDemoKeys } from './demo-env.js';
 import { demoLoadtest } from './demo-loadtest.js';
 import { demoTelegram, demoTelegramRoundTrip } from './demo-telegram.js';
-import { ensureRedis } from './dev-redis.js';
 import { startIngress } from './ingress/main.js';
 import { startMockLlm } from './mock-llm/server.js';
 import { loadConfig } from './shared/config.js';
 import { silentLogger } from './shared/logger.js';
 import type { ChatMessage } from './shared/messages.js';
-import { createRedisClient } from './shared/redis.js';
 import { startWorker } from './worker/process/main.js';
 
 /**
@@ -27,9 +23,6 @@ const CONVERSATION: Array<{ chatKey: string; id: string; text: string; user: str
   { chatKey: 'demo-bob', id: 'b3', text: 'skill: weather — what should I wear in Lisbon?', user: 'bob' },
 ];
 
-/** The example skills and profile shipped with chatlane (examples/, next to dist/ and src/). */
-const EXAMPLES = new URL('../examples/', import.meta.url);
-
 function render(m: ChatMessage): string {
   return m.parts
     .map((p) => {
@@ -44,29 +37,16 @@ function render(m: ChatMessage): string {
 
 export async function runDemo(): Promise<number> {
   const base = loadConfig();
-  // A cluster is never started for the demo: it must already run at REDIS_CLUSTER_NODES.
-  const redisServer = base.REDIS_CLUSTER_NODES
-    ? { started: false, stop: async () => undefined }
-    : await ensureRedis(base.REDIS_URL);
+  const redisServer = await demoRedis(base);
   const mock = await startMockLlm({ port: 0, latencyMs: [200, 400] });
   const telegram = await demoTelegram();
-  const prefix = `chatlane-demo-${randomBytes(3).toString('hex')}`;
   const config = {
-    ...base,
-    CHATLANE_PREFIX: prefix,
-    HOST: '127.0.0.1',
-    PORT: 0,
-    METRICS_PORT: 0,
-    LLM_BASE_URL: mock.url,
-    LLM_MODEL: 'mock',
-    SKILLS_DIR: fileURLToPath(new URL('skills/', EXAMPLES)),
-    PROFILE_DIR: fileURLToPath(new URL('profile/', EXAMPLES)),
+    ...demoConfig(base, mock.url),
     PLATFORMS: telegram.platforms,
   };
   const logger = silentLogger();
   const worker = await startWorker(config, logger);
   const ingress = await startIngress(config, logger);
-  const admin = createRedisClient(config, 'worker');
   const where = config.REDIS_CLUSTER_NODES
     ? `Redis Cluster ${config.REDIS_CLUSTER_NODES.map((n) => `${n.host}:${n.port}`).join(',')}`
     : `Redis ${config.REDIS_URL}`;
@@ -129,11 +109,7 @@ export async function runDemo(): Promise<number> {
     await worker.close();
     await mock.close();
     await telegram.fake.close();
-    // On a Cluster, KEYS answers for one node only: ask every master, delete key by key.
-    for (const node of admin instanceof Cluster ? admin.nodes('master') : [admin]) {
-      for (const key of await node.keys(`${prefix}:*`)) await node.del(key);
-    }
-    admin.disconnect();
+    await dropDemoKeys(config);
     await redisServer.stop();
   }
 }

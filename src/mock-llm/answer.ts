@@ -78,14 +78,30 @@ export async function answer<B>(
     if (out.retryAfterMs !== undefined) reply.header('retry-after-ms', String(out.retryAfterMs));
     return reply.code(out.status).send(out.json);
   }
-  // All events in one write: the event boundaries are what SSE clients parse, and
-  // nothing here benefits from trickling them out.
   reply.hijack();
   reply.raw.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
   });
-  reply.raw.end(out.sse);
+  // Without a chunk pause all events go in one write: the event boundaries are what SSE
+  // clients parse. With one (`chunkMs`), a streaming client sees the answer grow.
+  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), state.chunkMs);
+  else reply.raw.end(out.sse);
   return reply;
+}
+
+/** An SSE body's events, each with its blank-line terminator. */
+function sseEvents(body: string): string[] {
+  return body.split(/(?<=\n\n)/).filter((e) => e !== '');
+}
+
+/** The events one by one, `ms` apart; stops early when the client has gone. */
+async function paced(res: NodeJS.WritableStream & { destroyed: boolean }, events: string[], ms: number) {
+  for (const [i, event] of events.entries()) {
+    if (res.destroyed) return;
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    res.write(event);
+  }
+  res.end();
 }

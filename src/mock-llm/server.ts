@@ -33,6 +33,8 @@ export {
 
 export interface MockLlmOptions {
   latencyMs?: [number, number];
+  /** Pause between the chunks of a streamed answer (default 0: all at once). */
+  chunkMs?: number;
   host?: string;
   port?: number;
   maxRecorded?: number;
@@ -77,6 +79,8 @@ const controlSchema = z.strictObject({
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.
   hold: z.array(z.string().min(1)).optional(),
   release: z.array(z.string().min(1)).optional(),
+  /** Pause between the chunks of a streamed answer, so a client sees the answer grow. */
+  chunkMs: msSchema.optional(),
 });
 
 const requestsQuerySchema = z.object({ chatKey: z.string().min(1).optional() });
@@ -124,6 +128,7 @@ function geminiRoute(request: FastifyRequest): RouteParams | undefined {
 
 export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstance; state: MockLlmState } {
   const state = new MockLlmState({ latencyMs: options.latencyMs, maxRecorded: options.maxRecorded });
+  state.chunkMs = options.chunkMs ?? 0;
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES });
 
   app.setErrorHandler((error, _request, reply) => {
@@ -170,6 +175,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     if (control.laterRequestLatency !== undefined) {
       state.setLaterRequestLatency(control.laterRequestLatency ?? undefined);
     }
+    if (control.chunkMs !== undefined) state.chunkMs = control.chunkMs;
     if (control.failNext) state.failNext(control.failNext);
     for (const chatKey of control.hold ?? []) state.hold(chatKey);
     for (const chatKey of control.release ?? []) state.release(chatKey);
@@ -235,6 +241,7 @@ export async function runMockLlm(env?: NodeJS.ProcessEnv): Promise<void> {
     host: config.MOCK_LLM_HOST,
     port: config.MOCK_LLM_PORT,
     latencyMs: config.MOCK_LLM_LATENCY_MS,
+    chunkMs: config.MOCK_LLM_CHUNK_MS,
   });
   log.info({ url: server.url, latencyMs: config.MOCK_LLM_LATENCY_MS }, 'mock-llm listening');
 

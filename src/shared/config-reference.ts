@@ -131,6 +131,11 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   SSE_MAX_CLIENTS: [I],
   SSE_POLL_MS: [I],
   SSE_POLL_MAX_MS: [I],
+  WEB_TOKEN_SECRET: [I],
+  WEB_ORIGINS: [I],
+  REPLY_STREAM_MAX_LEN: [W],
+  REPLY_STREAM_TTL_MS: [W],
+  UI_WAIT_MS: [I],
   CONTACTS_RETENTION_DAYS: [I, W],
   CONTACT_SEND: [W],
   FILE_MEDIA_TYPES: [I],
@@ -155,6 +160,7 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   MOCK_LLM_HOST: ['mock-llm'],
   MOCK_LLM_PORT: ['mock-llm'],
   MOCK_LLM_LATENCY_MS: ['mock-llm'],
+  MOCK_LLM_CHUNK_MS: ['mock-llm'],
 };
 
 export interface VariableDoc {

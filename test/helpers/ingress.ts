@@ -37,6 +37,7 @@ export interface TestIngressOptions {
   usage?: IngressDeps['usage'];
   /** REDIS_REPLICA_ACKS for the store's writes. */
   replicaAcks?: ReplicaAcks;
+  web?: IngressDeps['web'];
 }
 
 export async function testIngress(
@@ -62,6 +63,7 @@ export async function testIngress(
     ...(opts.ingest && { ingest: opts.ingest }),
     ...(opts.metrics && { metrics: opts.metrics }),
     ...(opts.usage && { usage: opts.usage }),
+    ...(opts.web && { web: opts.web }),
   });
   return {
     app,

@@ -24,11 +24,21 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-/** A fetch that records every JSON body and answers `reply`. */
-function recordingFetch(reply: object) {
+/**
+ * A fetch that records every JSON body and answers `reply`, or `events` as Server-Sent Events
+ * when the request asks for a stream (turns stream their model calls).
+ */
+function recordingFetch(reply: object, events?: Array<[string, object]>) {
   const bodies: Array<Record<string, unknown>> = [];
   const fetch = async (_url: Parameters<typeof globalThis.fetch>[0], init?: RequestInit) => {
-    bodies.push(JSON.parse(String(init?.body)) as Record<string, unknown>);
+    const body = JSON.parse(String(init?.body)) as Record<string, unknown>;
+    bodies.push(body);
+    if (body.stream === true && events) {
+      const sse = events
+        .map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
+        .join('');
+      return new Response(sse, { status: 200, headers: { 'content-type': 'text/event-stream' } });
+    }
     return new Response(JSON.stringify(reply), {
       status: 200,
       headers: { 'content-type': 'application/json' },
@@ -48,21 +58,62 @@ async function twoTurns(model: LanguageModel) {
 
 const EPHEMERAL = { type: 'ephemeral' };
 
+/** The same answer as Anthropic's Messages API streams it. */
+const ANTHROPIC_STREAM: Array<[string, object]> = [
+  [
+    'message_start',
+    {
+      type: 'message_start',
+      message: {
+        id: 'msg_1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 1 },
+      },
+    },
+  ],
+  [
+    'content_block_start',
+    { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+  ],
+  [
+    'content_block_delta',
+    { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'fine, thanks' } },
+  ],
+  ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+  [
+    'message_delta',
+    {
+      type: 'message_delta',
+      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      usage: { output_tokens: 3 },
+    },
+  ],
+  ['message_stop', { type: 'message_stop' }],
+];
+
 type Block = { type: string; text?: string; cache_control?: unknown };
 type AnthropicMessage = { role: string; content: Block[] };
 
 describe('the prompt-cache hints on the wire', () => {
   it("Anthropic: cache_control on the static system block, on the history's last block and on the input's last block", async () => {
-    const { bodies, fetch } = recordingFetch({
-      id: 'msg_1',
-      type: 'message',
-      role: 'assistant',
-      model: 'claude-test',
-      content: [{ type: 'text', text: 'fine, thanks' }],
-      stop_reason: 'end_turn',
-      stop_sequence: null,
-      usage: { input_tokens: 10, output_tokens: 3 },
-    });
+    const { bodies, fetch } = recordingFetch(
+      {
+        id: 'msg_1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [{ type: 'text', text: 'fine, thanks' }],
+        stop_reason: 'end_turn',
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 3 },
+      },
+      ANTHROPIC_STREAM,
+    );
     await twoTurns(createAnthropic({ apiKey: 'test', fetch })('claude-test'));
     expect(bodies).toHaveLength(2);
     for (const body of bodies) {

@@ -1,4 +1,5 @@
-import { APICallError } from 'ai';
+import type { LanguageModelV4StreamPart } from '@ai-sdk/provider';
+import { APICallError, simulateReadableStream } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { ModelUnavailableError } from '../../src/shared/errors.js';
@@ -36,13 +37,14 @@ type Step = { served: string; usage: ReturnType<typeof reported> } & (
   | { fail: number }
 );
 
-/** A model whose every call answers as scripted, naming the model that served it. */
+/** A model whose every call streams its answer as scripted, naming the model that served it (turns stream). */
 function steppedModel(steps: Step[]) {
   let call = 0;
   return new MockLanguageModelV4({
     modelId: 'configured',
-    doGenerate: async () => {
-      const step = steps[call++];
+    doStream: async () => {
+      const at = call++;
+      const step = steps[at];
       if (!step) throw new Error('no more steps scripted');
       if ('fail' in step) {
         throw new APICallError({
@@ -53,23 +55,31 @@ function steppedModel(steps: Step[]) {
           isRetryable: false,
         });
       }
-      const content =
-        'send' in step
+      const parts: LanguageModelV4StreamPart[] = [
+        { type: 'stream-start', warnings: [] },
+        { type: 'response-metadata', modelId: step.served },
+        ...('send' in step
           ? [
               {
                 type: 'tool-call' as const,
-                toolCallId: `c${call}`,
+                toolCallId: `c${at}`,
                 toolName: 'chat_send',
                 input: JSON.stringify({ text: step.send }),
               },
             ]
-          : [{ type: 'text' as const, text: step.text }];
+          : [
+              { type: 'text-start' as const, id: 't' },
+              { type: 'text-delta' as const, id: 't', delta: step.text },
+              { type: 'text-end' as const, id: 't' },
+            ]),
+        {
+          type: 'finish',
+          usage: step.usage,
+          finishReason: { unified: 'send' in step ? 'tool-calls' : 'stop', raw: 'x' },
+        },
+      ];
       return {
-        content,
-        finishReason: { unified: 'send' in step ? ('tool-calls' as const) : ('stop' as const), raw: 'x' },
-        usage: step.usage,
-        response: { modelId: step.served },
-        warnings: [],
+        stream: simulateReadableStream({ chunks: parts, initialDelayInMs: null, chunkDelayInMs: null }),
       };
     },
   });

@@ -6,6 +6,8 @@ import { BUILT_IN_PROVIDERS, type ProviderFactories, registryOf } from './provid
 /** A model object of the AI SDK's current specification (what createModel returns). */
 export type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
+type StreamResult = Awaited<ReturnType<ModelV4['doStream']>>;
+type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
 
 /** Told the outcome of every call of each configured model (ModelHealth: which models are down). */
 export interface ModelCallObserver {
@@ -60,7 +62,37 @@ function served(model: ModelV4, id: string, observer: ModelCallObserver | undefi
       }
     : undefined;
   model.doGenerate = (options) => generate(options).then(ok, failed);
+  // The turn streams: a streamed call drops its request JSON as well, and says which model
+  // served it and how it ended as the generated one does.
+  const stream = model.doStream.bind(model);
+  model.doStream = (options) =>
+    stream(options).then((result) => {
+      delete result.request;
+      result.stream = result.stream.pipeThrough(servedStream(id, observer));
+      return result;
+    }, failed);
   return model;
+}
+
+/**
+ * A streamed call's parts as the model sent them, but opened with the configured
+ * `provider:model` as its response model id (and any id the provider names replaced by it),
+ * so a streamed step says which model served it; its end or error goes to the observer.
+ */
+function servedStream(id: string, observer: ModelCallObserver | undefined) {
+  return new TransformStream<StreamPart, StreamPart>({
+    start(controller) {
+      controller.enqueue({ type: 'response-metadata', modelId: id });
+    },
+    transform(part, controller) {
+      if (part.type === 'response-metadata') controller.enqueue({ ...part, modelId: id });
+      else {
+        if (part.type === 'finish') observer?.served(id);
+        else if (part.type === 'error') observer?.callFailed(id, part.error);
+        controller.enqueue(part);
+      }
+    },
+  });
 }
 
 /**

@@ -10,8 +10,8 @@ import type { GenerateResult, ModelV4 } from '../agent/model.js';
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
  * model call = per tool-loop step, with the usage the provider reported) and the BullMQ
- * processor in a timer (duration by outcome, queue wait). Turns and compaction call the
- * model through generateText, so only doGenerate is metered.
+ * processor in a timer (duration by outcome, queue wait). Turns stream (doStream: metered
+ * until the stream has ended, with the usage of its finish part); compaction generates.
  */
 
 /**
@@ -58,22 +58,13 @@ class MeteredModel implements ModelV4 {
     }
     return Promise.resolve(call).then(
       (result) => {
-        const { inputTokens, outputTokens } = result.usage;
         recordModelCall(
           metrics,
           {
             seconds: (performance.now() - started) / 1000,
             ok: true,
             // The model that answered: a provider may name the exact version it served.
-            usage: callUsage(result.response?.modelId || this.model.modelId, {
-              inputTokens: inputTokens.total,
-              outputTokens: outputTokens.total,
-              inputTokenDetails: {
-                cacheReadTokens: inputTokens.cacheRead,
-                cacheWriteTokens: inputTokens.cacheWrite,
-              },
-              outputTokenDetails: { reasoningTokens: outputTokens.reasoning },
-            }),
+            usage: usageOfCall(result.response?.modelId || this.model.modelId, result.usage),
           },
           prices,
         );
@@ -86,9 +77,65 @@ class MeteredModel implements ModelV4 {
     );
   }
 
+  /** Metered from the call to the end of its stream; an aborted stream (a stop, a lost lane) is not observed. */
   doStream(options: Parameters<ModelV4['doStream']>[0]): ReturnType<ModelV4['doStream']> {
-    return this.model.doStream(options);
+    const started = performance.now();
+    const { metrics, prices } = this;
+    let modelId = this.model.modelId;
+    let call: ReturnType<ModelV4['doStream']>;
+    try {
+      call = this.model.doStream(options);
+    } catch (err) {
+      call = Promise.reject(err);
+    }
+    return Promise.resolve(call).then(
+      (result) => {
+        let usage: ModelUsage | undefined;
+        let failed = false;
+        const stream = result.stream.pipeThrough(
+          new TransformStream<StreamPart, StreamPart>({
+            transform(part, controller) {
+              if (part.type === 'finish') usage = part.usage;
+              else if (part.type === 'error') failed = true;
+              else if (part.type === 'response-metadata' && part.modelId) modelId = part.modelId;
+              controller.enqueue(part);
+            },
+            flush() {
+              recordModelCall(
+                metrics,
+                {
+                  seconds: (performance.now() - started) / 1000,
+                  ok: !failed && usage !== undefined,
+                  ...(usage && { usage: usageOfCall(modelId, usage) }),
+                },
+                prices,
+              );
+            },
+          }),
+        );
+        return { ...result, stream };
+      },
+      (err: unknown) => {
+        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+        throw err;
+      },
+    );
   }
+}
+
+type StreamPart =
+  Awaited<ReturnType<ModelV4['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
+type ModelUsage = GenerateResult['usage'];
+
+/** One call's usage as the metrics count it, by the model that answered. */
+function usageOfCall(modelId: string, usage: ModelUsage) {
+  const { inputTokens, outputTokens } = usage;
+  return callUsage(modelId, {
+    inputTokens: inputTokens.total,
+    outputTokens: outputTokens.total,
+    inputTokenDetails: { cacheReadTokens: inputTokens.cacheRead, cacheWriteTokens: inputTokens.cacheWrite },
+    outputTokenDetails: { reasoningTokens: outputTokens.reasoning },
+  });
 }
 
 /**

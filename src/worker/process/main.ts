@@ -20,6 +20,7 @@ import { replicaAcks } from '../../shared/replica-acks.js';
 import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../../shared/store/contacts.js';
+import { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { loadProfile } from '../agent/profile.js';
 import { loadProviders, type ProviderFactories } from '../agent/providers.js';
 import { createSafeDownload } from '../agent/safe-download.js';
@@ -133,6 +134,13 @@ export function turnDepsFromConfig(
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
+    // Every turn streams its reply (the live view /v1/ui serves) on the store's connection.
+    replies: new ReplyStreams(store.redis, {
+      prefix: config.CHATLANE_PREFIX,
+      maxEvents: config.EVENTS_MAX_LEN,
+      maxLen: config.REPLY_STREAM_MAX_LEN,
+      ttlMs: config.REPLY_STREAM_TTL_MS,
+    }),
     failureNotice: config.FAILURE_NOTICE,
     ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
       budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },

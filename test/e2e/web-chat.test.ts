@@ -1,0 +1,269 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { build } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWebChatServer, type WebChatServer } from '../../src/demo-web.js';
+import { mintWebToken } from '../../src/shared/web-token.js';
+import type { RoleProcess } from '../helpers/processes.js';
+import { useStack } from '../helpers/stack.js';
+
+/**
+ * examples/web-chat (React, useChat with the default transport) built with Vite, served by
+ * the demo's page server, in headless Chromium against real ingress and worker processes
+ * and the mock model streaming chunk by chunk.
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const haveChromium = existsSync(CHROMIUM);
+const SECRET = 'web-token-secret-for-the-web-chat-page-tests';
+const LONG = 'the quick brown fox jumps over the lazy dog while the cat watches';
+/** ~25 pieces of tool input: at 100 ms each, a reply streams for a few seconds. */
+const LONGER = Array.from({ length: 6 }, () => LONG).join(', ');
+/** Short leases: a killed worker's turn is taken over within a few seconds. */
+const FAST_RECOVERY = { TURN_LEASE_MS: '1500', JOB_LOCK_MS: '1500', STALLED_INTERVAL_MS: '500' };
+const SKILLS_DIR = fileURLToPath(new URL('../../examples/skills/', import.meta.url));
+const VITE_CONFIG = fileURLToPath(new URL('../../examples/web-chat/vite.config.ts', import.meta.url));
+
+/**
+ * Every change of the newest assistant message's text, as the page rendered it, with the
+ * time: installed before the page's own scripts, again on each load.
+ */
+const FRAME_RECORDER = `
+window.__frames = [];
+// The text of the newest assistant message, as shown.
+window.__shown = () => {
+  const all = document.querySelectorAll('[data-role="assistant"]');
+  const last = all[all.length - 1];
+  return last ? { id: last.dataset.id, text: Array.from(last.querySelectorAll('.text'), (e) => e.textContent).join('') } : undefined;
+};
+const record = () => {
+  const shown = window.__shown();
+  if (!shown) return;
+  const frames = window.__frames;
+  if (frames.length === 0 || frames[frames.length - 1].text !== shown.text) frames.push({ at: Date.now(), ...shown });
+};
+document.addEventListener('DOMContentLoaded', () =>
+  new MutationObserver(record).observe(document.body, { subtree: true, childList: true, characterData: true }),
+);
+`;
+
+interface Frame {
+  at: number;
+  id: string;
+  text: string;
+}
+
+describe.skipIf(!haveChromium)(
+  `the web chat page in headless Chromium${haveChromium ? '' : ` (skipped: ${CHROMIUM} is missing; apt-get install -y chromium)`}`,
+  () => {
+    const stack = useStack('e2e-web-chat', {
+      roles: [],
+      env: { WEB_TOKEN_SECRET: SECRET, SKILLS_DIR, ...FAST_RECOVERY },
+    });
+    const { store } = stack;
+    let outDir: string;
+    let web: WebChatServer;
+    let worker: RoleProcess;
+    let browser: Browser;
+    let context: BrowserContext;
+
+    beforeAll(async () => {
+      outDir = await mkdtemp(join(tmpdir(), 'web-chat-'));
+      await build({ configFile: VITE_CONFIG, logLevel: 'error', build: { outDir, emptyOutDir: true } });
+      web = await startWebChatServer({ dir: outDir, secret: SECRET, ingressUrl: () => stack.ingressUrl() });
+      // The page is served from its own origin and calls the ingress across origins.
+      stack.env.WEB_ORIGINS = web.url;
+      await stack.start('ingress');
+      worker = await stack.start('worker');
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      context = await browser.newContext();
+      await context.addInitScript({ content: FRAME_RECORDER });
+    }, 90_000);
+
+    afterAll(async () => {
+      await browser?.close();
+      await web?.close();
+      if (outDir) await rm(outDir, { recursive: true, force: true });
+    });
+
+    /** The page for a chat, with a token from the page server (or the one given). */
+    async function open(chat: string, token?: string, page?: Page): Promise<Page> {
+      const p = page ?? (await context.newPage());
+      const query = new URLSearchParams({ chat, ...(token ? { token, api: stack.ingressUrl() } : {}) });
+      await p.goto(`${web.url}/?${query}`);
+      await p.locator('main[data-status]').waitFor({ timeout: 15_000 });
+      return p;
+    }
+
+    async function send(page: Page, text: string): Promise<void> {
+      await page.getByRole('textbox', { name: 'message' }).fill(text);
+      await page.getByRole('textbox', { name: 'message' }).press('Enter');
+    }
+
+    const assistants = (page: Page) => page.locator('[data-role="assistant"]');
+
+    async function frames(page: Page): Promise<Frame[]> {
+      return page.evaluate('window.__frames') as Promise<Frame[]>;
+    }
+
+    // The page's functions run in the browser; they are strings here, as the tests' own
+    // TypeScript knows no DOM.
+    /** Waits until the page shows this reply and is ready for the next message. */
+    async function answered(page: Page, text: string): Promise<void> {
+      await page.waitForFunction(
+        `window.__shown()?.text === ${JSON.stringify(text)} && document.querySelector('main')?.dataset.status === 'ready'`,
+        undefined,
+        { timeout: 20_000 },
+      );
+    }
+
+    /** Waits until the reply is partly shown. */
+    async function underWay(page: Page, chars: number): Promise<void> {
+      await page.waitForFunction(`(window.__shown()?.text ?? '').length > ${chars}`, undefined, {
+        timeout: 15_000,
+      });
+    }
+
+    /** The distinct non-empty texts the page showed for one message, in order. */
+    function grown(all: Frame[], id: string): string[] {
+      return all.filter((f) => f.id === id && f.text !== '').map((f) => f.text);
+    }
+
+    it('typed text is answered, and the reply text grows over several frames before the turn commits', async () => {
+      // Paced so that, even on a loaded machine, the worker reads the pieces one by one.
+      stack.mock.state.chunkMs = 100;
+      const page = await open('web-grow');
+      await send(page, LONG);
+      await answered(page, `echo: ${LONG}`);
+
+      expect(await page.locator('[data-role="user"]').count()).toBe(1);
+      expect(await assistants(page).count()).toBe(1);
+      const id = (await assistants(page).getAttribute('data-id'))!;
+      const texts = grown(await frames(page), id);
+      expect(texts.length).toBeGreaterThanOrEqual(3);
+      for (let i = 1; i < texts.length; i++) expect(texts[i]!.startsWith(texts[i - 1]!)).toBe(true);
+      expect(texts.at(-1)).toBe(`echo: ${LONG}`);
+
+      const committed = (await store.readEvents('web-grow', undefined, 100)).find(
+        (e) => e.type === 'turn.committed',
+      );
+      const firstShown = (await frames(page)).find((f) => f.id === id && f.text !== '')!;
+      expect(firstShown.at).toBeLessThan(committed!.ts);
+      // What the page showed is the committed reply.
+      const history = await store.readHistory('web-grow');
+      expect(history.map((m) => [m.role, m.id])).toEqual([
+        ['user', expect.any(String)],
+        ['assistant', id],
+      ]);
+      await page.close();
+    });
+
+    it('a tool call is shown collapsed, its input inside; the reply after it is text', async () => {
+      stack.mock.state.chunkMs = 0;
+      const page = await open('web-tool');
+      // The mock model loads a skill the user names, then answers.
+      const ask = 'skill: weather — what should I wear in Lisbon?';
+      await send(page, ask);
+      await answered(page, `echo: ${ask} (with skill weather)`);
+
+      const tool = page.locator('details[data-tool="skills_load"]');
+      expect(await tool.count()).toBe(1);
+      expect(await tool.getAttribute('open')).toBeNull();
+      expect(await tool.locator('pre').isVisible()).toBe(false);
+      await tool.locator('summary').click();
+      expect(await tool.locator('pre').textContent()).toContain('"name": "weather"');
+      await page.close();
+    });
+
+    it('a reload mid-reply resumes the reply and follows it to the full text', async () => {
+      stack.mock.state.chunkMs = 100;
+      const page = await open('web-reload');
+      await send(page, LONGER);
+      await underWay(page, 10);
+      await page.reload();
+      await answered(page, `echo: ${LONGER}`);
+
+      expect(await page.locator('[data-role="user"]').count()).toBe(1);
+      expect(await assistants(page).count()).toBe(1);
+      // After the reload the page showed the reply still growing: it resumed the stream,
+      // it did not only load the finished reply.
+      const id = (await assistants(page).getAttribute('data-id'))!;
+      const texts = grown(await frames(page), id);
+      expect(texts.some((t) => t.length < `echo: ${LONGER}`.length)).toBe(true);
+      expect((await store.readHistory('web-reload')).filter((m) => m.role === 'assistant')).toHaveLength(1);
+      await page.close();
+    });
+
+    it('a second tab on the same chat sees the same reply', async () => {
+      stack.mock.state.chunkMs = 100;
+      const first = await open('web-tabs');
+      await send(first, LONGER);
+      await underWay(first, 10);
+      const second = await open('web-tabs');
+      await Promise.all([answered(first, `echo: ${LONGER}`), answered(second, `echo: ${LONGER}`)]);
+
+      const ids = [
+        await assistants(first).getAttribute('data-id'),
+        await assistants(second).getAttribute('data-id'),
+      ];
+      expect(ids[0]).toBe(ids[1]);
+      // The second tab followed it live, too.
+      expect(grown(await frames(second), ids[1]!).length).toBeGreaterThanOrEqual(2);
+      expect(await second.locator('[data-role="user"]').textContent()).toBe(LONGER);
+      await first.close();
+      await second.close();
+    });
+
+    it('a worker killed mid-reply leaves the page showing the takeover’s reply, not a frozen half', async () => {
+      stack.mock.state.chunkMs = 100;
+      const page = await open('web-kill');
+      await send(page, LONGER);
+      await underWay(page, 10);
+      await worker.kill('SIGKILL');
+      worker = await stack.start('worker');
+      await answered(page, `echo: ${LONGER}`);
+
+      // One reply on the page, the committed one, and no half text left beside it.
+      expect(await assistants(page).count()).toBe(1);
+      expect(await assistants(page).locator('.text').count()).toBe(1);
+      const history = await store.readHistory('web-kill');
+      const replies = history.filter((m) => m.role === 'assistant');
+      expect(replies).toHaveLength(1);
+      expect(await assistants(page).getAttribute('data-id')).toBe(replies[0]!.id);
+      expect((await store.readOutbox('web-kill', undefined, 10)).map((o) => o.text)).toEqual([
+        `echo: ${LONGER}`,
+      ]);
+      await page.close();
+    }, 45_000);
+
+    it('a token for another chat is refused: the page shows the error, and nothing is written', async () => {
+      const page = await open('web-mine', await mintWebToken(SECRET, 'web-theirs'));
+      await send(page, 'let me in');
+      // The send itself was refused (useChat's error), not only the page's first load.
+      await page.locator('main[data-status="error"]').waitFor({ timeout: 10_000 });
+      expect(await page.getByRole('alert').textContent()).toContain('FORBIDDEN');
+      expect(await assistants(page).count()).toBe(0);
+      for (const chat of ['web-mine', 'web-theirs']) {
+        expect(await store.readHistory(chat)).toEqual([]);
+        expect(await store.pendingCount(chat)).toBe(0);
+        expect(await store.readEvents(chat, undefined, 10)).toEqual([]);
+      }
+      await page.close();
+    });
+  },
+);
