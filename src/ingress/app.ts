@@ -1,3 +1,4 @@
+import cors from '@fastify/cors';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import { Redis } from 'ioredis';
@@ -11,8 +12,8 @@ import type { RedisClient } from '../shared/redis.js';
 import { UnstorableError } from '../shared/storable.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
 import { ContactBook } from '../shared/store/contacts.js';
+import { ReplyStreams } from '../shared/store/reply-streams.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
-import { bearerAuth } from './auth.js';
 import { clientErrorHandler, frameworkErrors } from './client-errors.js';
 import { ContactTracker } from './contacts.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
@@ -28,8 +29,10 @@ import { memoryRoutes } from './routes/memory.js';
 import { messageRoutes } from './routes/messages.js';
 import { outboxRoutes } from './routes/outbox.js';
 import { streamRoutes } from './routes/stream.js';
+import { uiRoutes } from './routes/ui.js';
 import { STREAM_DEFAULTS, StreamClients, type StreamSettings } from './stream/clients.js';
 import { bodyTooDeep } from './validation.js';
+import { apiAuth } from './web-token.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
 /** How long a slow client may take (see HTTP_*_TIMEOUT_MS in config). */
@@ -85,6 +88,8 @@ export interface IngressDeps {
   files?: FilePolicy;
   /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
   memoryMaxTokens?: number;
+  /** Browsers (docs/streaming.md): per-chat tokens, CORS origins, how long POST /v1/ui waits. */
+  web?: { tokenSecret?: string | undefined; origins?: readonly string[]; waitMs?: number };
   /** Chat platforms (Chat SDK) this process receives from; absent: none enabled. */
   platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
 }
@@ -102,6 +107,8 @@ declare module 'fastify' {
     /** Live stream (SSE) clients of this process and their shared Redis reader. */
     streams: StreamClients;
     contacts: ContactBook;
+    /** Reply streams (the live view of replies that /v1/ui relays). */
+    replies: ReplyStreams;
   }
 }
 
@@ -191,6 +198,27 @@ export async function buildIngress(deps: IngressDeps) {
     done(missingHost ? new HttpError('BAD_REQUEST', 'the Host header is missing') : undefined);
   });
   app.decorate('deps', deps);
+  app.decorateRequest('webChat', undefined);
+  app.decorate(
+    'replies',
+    // The ingress only reads reply streams (and asks turns to stop): length and TTL are the worker's.
+    new ReplyStreams(deps.redis, {
+      prefix: deps.store.prefix,
+      maxEvents: deps.store.maxEvents,
+      maxLen: 0,
+      ttlMs: 0,
+    }),
+  );
+  const origins = deps.web?.origins ?? [];
+  if (origins.length > 0) {
+    await app.register(cors, {
+      origin: [...origins],
+      methods: ['GET', 'POST'],
+      allowedHeaders: ['authorization', 'content-type'],
+      exposedHeaders: ['x-vercel-ai-ui-message-stream'],
+      maxAge: 600,
+    });
+  }
   app.decorate('lifecycle', { shuttingDown: false });
   const contacts =
     deps.contacts ??
@@ -281,7 +309,9 @@ export async function buildIngress(deps: IngressDeps) {
   await app.register(
     async (api) => {
       api.addHook('onRequest', refuseWhenShuttingDown);
-      if (deps.apiToken) api.addHook('onRequest', bearerAuth(deps.apiToken));
+      if (deps.apiToken || deps.web?.tokenSecret) {
+        api.addHook('onRequest', apiAuth({ apiToken: deps.apiToken, webTokenSecret: deps.web?.tokenSecret }));
+      }
       await api.register(messageRoutes);
       await api.register(outboxRoutes);
       await api.register(streamRoutes);
@@ -289,6 +319,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(inspectRoutes);
       await api.register(contextRoutes);
       await api.register(memoryRoutes);
+      await api.register(uiRoutes, { waitMs: deps.web?.waitMs ?? 600_000 });
     },
     { prefix: '/v1' },
   );

@@ -16,9 +16,13 @@ export const ERROR_CODES = {
   FILE_TYPE_NOT_ALLOWED: 400,
   /** A file part's data: URL holds more than FILE_DATA_URL_MAX_BYTES. */
   FILE_TOO_LARGE: 400,
+  /** POST /v1/ui with a trigger chatlane does not take (regenerate-message: history is the record). */
+  UNSUPPORTED_TRIGGER: 400,
   UNAUTHORIZED: 401,
   INVALID_SIGNATURE: 401,
   TIMESTAMP_OUT_OF_TOLERANCE: 401,
+  /** A browser token used for another chat, or outside /v1/ui and its chat's live stream. */
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   CHAT_NOT_FOUND: 404,
   UNKNOWN_SOURCE: 404,

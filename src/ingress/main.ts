@@ -45,6 +45,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     store,
     turns,
     apiToken: config.API_TOKEN,
+    web: { tokenSecret: config.WEB_TOKEN_SECRET, origins: config.WEB_ORIGINS, waitMs: config.UI_WAIT_MS },
     logger,
     queues,
     metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues : [],

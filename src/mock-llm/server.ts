@@ -36,6 +36,8 @@ export {
 
 export interface MockLlmOptions {
   latencyMs?: [number, number];
+  /** Pause between the chunks of a streamed answer (default 0: all at once). */
+  chunkMs?: number;
   host?: string;
   port?: number;
   maxRecorded?: number;
@@ -78,6 +80,8 @@ const controlSchema = z.strictObject({
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.
   hold: z.array(z.string().min(1)).optional(),
   release: z.array(z.string().min(1)).optional(),
+  /** Pause between the chunks of a streamed answer, so a client sees the answer grow. */
+  chunkMs: msSchema.optional(),
 });
 
 const requestsQuerySchema = z.object({ chatKey: z.string().min(1).optional() });
@@ -108,12 +112,23 @@ function errorFields(error: unknown): z.infer<typeof thrownSchema> {
   return parsed.success ? parsed.data : { statusCode: undefined, code: undefined, message: String(error) };
 }
 
-function sseBody(chunks: object[]): string {
-  return `${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`;
+function sseEvents(chunks: object[]): string[] {
+  return [...chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`), 'data: [DONE]\n\n'];
+}
+
+/** The events one by one, `ms` apart; stops early when the client has gone. */
+async function paced(res: NodeJS.WritableStream & { destroyed: boolean }, events: string[], ms: number) {
+  for (const [i, event] of events.entries()) {
+    if (res.destroyed) return;
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    res.write(event);
+  }
+  res.end();
 }
 
 export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstance; state: MockLlmState } {
   const state = new MockLlmState({ latencyMs: options.latencyMs, maxRecorded: options.maxRecorded });
+  state.chunkMs = options.chunkMs ?? 0;
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT_BYTES });
 
   app.setErrorHandler((error, _request, reply) => {
@@ -162,6 +177,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     if (control.laterRequestLatency !== undefined) {
       state.setLaterRequestLatency(control.laterRequestLatency ?? undefined);
     }
+    if (control.chunkMs !== undefined) state.chunkMs = control.chunkMs;
     if (control.failNext) state.failNext(control.failNext);
     for (const chatKey of control.hold ?? []) state.hold(chatKey);
     for (const chatKey of control.release ?? []) state.release(chatKey);
@@ -197,7 +213,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
       end();
     });
 
-    let answer: { status: number; json: object } | { status: 200; sse: string };
+    let answer: { status: number; json: object } | { status: 200; sse: string[] };
     try {
       await state.delay(chatKey, gone.signal, index);
       if (failure) {
@@ -207,7 +223,7 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
         answer = stream
           ? {
               status: 200,
-              sse: sseBody(
+              sse: sseEvents(
                 completionChunks(body.model, prompt, decided, body.stream_options?.include_usage === true),
               ),
             }
@@ -226,15 +242,16 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
       return reply;
     }
     if ('json' in answer) return reply.code(answer.status).send(answer.json);
-    // All chunks in one write: the chunk boundaries are what SSE clients parse, and
-    // nothing here benefits from trickling them out.
     reply.hijack();
     reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
     });
-    reply.raw.end(answer.sse);
+    // Without a chunk pause all chunks go in one write: the chunk boundaries are what SSE
+    // clients parse. With one, a streaming client sees the answer grow.
+    if (state.chunkMs > 0) await paced(reply.raw, answer.sse, state.chunkMs);
+    else reply.raw.end(answer.sse.join(''));
     return reply;
   });
 
@@ -274,6 +291,7 @@ export async function runMockLlm(env?: NodeJS.ProcessEnv): Promise<void> {
     host: config.MOCK_LLM_HOST,
     port: config.MOCK_LLM_PORT,
     latencyMs: config.MOCK_LLM_LATENCY_MS,
+    chunkMs: config.MOCK_LLM_CHUNK_MS,
   });
   log.info({ url: server.url, latencyMs: config.MOCK_LLM_LATENCY_MS }, 'mock-llm listening');
 

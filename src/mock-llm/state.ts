@@ -127,6 +127,8 @@ export class MockLlmState {
   private readonly inFlightByChat = new Map<string, number>();
 
   private latency: LatencyRange;
+  /** Pause between the chunks of a streamed answer (0: all at once); kept by `reset()`. */
+  chunkMs = 0;
   private chatLatency = new Map<string, number>();
   private laterLatency: LaterRequestLatency | undefined;
   private failRules: FailRule[] = [];

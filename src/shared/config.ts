@@ -296,6 +296,24 @@ export const configSchema = () =>
       'Redis Cluster only: the read interval a quiet chat backs off to',
     ),
 
+    WEB_TOKEN_SECRET: optionalString
+      .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters')
+      .describe(
+        "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream; unset: no browser tokens",
+      ),
+    WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
+      'Comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
+    ),
+    REPLY_STREAM_MAX_LEN: int(5000, 10).describe(
+      'Most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
+    ),
+    REPLY_STREAM_TTL_MS: int(300_000, 1000).describe(
+      'How long a reply stream (the live view of a reply for /v1/ui) lives after its last write',
+    ),
+    UI_WAIT_MS: int(600_000, 1000).describe(
+      'Longest POST /v1/ui waits for the turn that answers its message before it ends the response',
+    ),
+
     // Contact book: entries not seen for this long are dropped. chat_contact_send (the model
     // writing to another chat found in it) only with CONTACT_SEND=on.
     CONTACTS_RETENTION_DAYS: int(90, 1).describe('contact book entries not seen for this long are dropped'),
@@ -460,6 +478,9 @@ export const mockLlmConfigSchema = () =>
     MOCK_LLM_PORT: int(4010).pipe(z.number().max(65535)).describe('port the mock model listens on'),
     MOCK_LLM_LATENCY_MS: latencyRange.describe(
       "the mock model's added latency per request: n or min-max milliseconds",
+    ),
+    MOCK_LLM_CHUNK_MS: int(0).describe(
+      'mock-llm: pause between the chunks of a streamed answer (0: all chunks at once), so clients see a reply grow',
     ),
   });
 

@@ -71,6 +71,16 @@ export function contextMessagesKey(prefix: string, chatKey: string, contextId: s
 }
 
 /**
+ * stream: the UI message chunks of one turn's reply (AI SDK `UIMessageChunk` JSON), the live
+ * view `/v1/ui` serves. Named by the turn's run id, so it is not a field of `ChatKeys`: it
+ * expires on its own (REPLY_STREAM_TTL_MS after the turn ends), which is why whole-chat
+ * expiry need not name it.
+ */
+export function replyStreamKey(prefix: string, chatKey: string, runId: string): string {
+  return `${chatTag(prefix, chatKey)}:ui:${runId}`;
+}
+
+/**
  * Every key a chat owns: what deleting the chat (CHAT_TTL_DAYS) deletes, atomically, in one
  * script. It is every field of `ChatKeys` plus one list per context snapshot, so a new
  * per-chat key belongs in `ChatKeys` (and under the chat's hash tag); keys of a chat that

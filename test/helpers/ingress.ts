@@ -33,6 +33,7 @@ export interface TestIngressOptions {
   platforms?: IngressDeps['platforms'];
   ingest?: IngressDeps['ingest'];
   metrics?: IngressDeps['metrics'];
+  web?: IngressDeps['web'];
 }
 
 export async function testIngress(
@@ -57,6 +58,7 @@ export async function testIngress(
     ...(opts.platforms && { platforms: opts.platforms }),
     ...(opts.ingest && { ingest: opts.ingest }),
     ...(opts.metrics && { metrics: opts.metrics }),
+    ...(opts.web && { web: opts.web }),
   });
   return {
     app,

@@ -2,6 +2,7 @@ import type { LanguageModel } from 'ai';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
@@ -38,6 +39,8 @@ export function turnDeps(
     },
     workerId: 'test-worker',
     logger: silentLogger(),
+    // As in production, every turn streams its reply.
+    replies: new ReplyStreams(redis, { prefix, maxEvents: 500, maxLen: 1000, ttlMs: 60_000 }),
   };
 }
 

@@ -71,10 +71,13 @@ async function takeoverAfterStall(script: Script, ...texts: string[]) {
   const takeover = scriptedModel(script);
   const deps = turnDeps(redis, prefix, takeover.model);
   await ingestTexts(deps.store, 'c1', ...texts);
-  let second: TurnOutcome | undefined;
+  let takeoverRun: Promise<TurnOutcome> | undefined;
   const first = await stalledAfterSend('c1', async () => {
-    second = await runTurn(deps, 'c1');
+    takeoverRun = runTurn(deps, 'c1');
+    await takeoverRun;
   });
+  // The stalled turn can end first: its reply stream's next write finds the fence gone.
+  const second = await takeoverRun;
   return { first, second, prompts: takeover.prompts, store: deps.store };
 }
 

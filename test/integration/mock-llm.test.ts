@@ -364,6 +364,40 @@ describe('mock-llm HTTP surface', () => {
     expect(chunks.at(-1).usage.prompt_tokens).toBeGreaterThan(0);
   });
 
+  it('with chunkMs set over /control, a streamed answer arrives chunk by chunk, that far apart', async () => {
+    const control = await fetch(`${origin()}/control`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ chunkMs: 30 }),
+    });
+    expect(control.status).toBe(200);
+    try {
+      const started = Date.now();
+      const res = await completionRequest('chat-paced', 'a reply long enough for several pieces', {
+        stream: true,
+        tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
+      });
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      let firstAt = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        firstAt ||= Date.now();
+        text += decoder.decode(value);
+      }
+      const events = text.split('\n\n').filter((e) => e !== '');
+      expect(events.at(-1)).toBe('data: [DONE]');
+      expect(events.length).toBeGreaterThan(4);
+      // Each event after the first waits chunkMs: the last comes at least that long after the first.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(29 * (events.length - 1));
+      expect(Date.now() - firstAt).toBeGreaterThanOrEqual(29 * (events.length - 2));
+    } finally {
+      state.chunkMs = 0;
+    }
+  });
+
   it('serves /stats, /requests, /v1/models and /healthz', async () => {
     await completionRequest('chat-h', 'one');
     await completionRequest('chat-i', 'two');
@@ -494,6 +528,7 @@ describe('loadMockLlmConfig', () => {
       MOCK_LLM_HOST: '127.0.0.1',
       MOCK_LLM_PORT: 4010,
       MOCK_LLM_LATENCY_MS: [0, 0],
+      MOCK_LLM_CHUNK_MS: 0,
     });
   });
 

@@ -1,4 +1,4 @@
-import { generateText, type LanguageModel } from 'ai';
+import { generateText, type LanguageModel, streamText } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { DelayedError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import {
 } from '../../src/shared/metrics.js';
 import { instrumentTurnProcessor, meteredModel } from '../../src/worker/process/instrument.js';
 import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
-import { usage } from '../helpers/scripted-model.js';
+import { scriptedModel, usage } from '../helpers/scripted-model.js';
 
 const job = (over: Partial<Job> = {}) =>
   ({ timestamp: 1000, processedOn: 3500, attemptsStarted: 1, ...over }) as Job;
@@ -51,6 +51,24 @@ describe('meteredModel', () => {
     expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'input' })).toBe(10);
     expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'output' })).toBe(5);
     expect(meteredModel('some-model-id', metrics)).toBe('some-model-id');
+  });
+
+  it('times a streamed call until its stream ends and counts the usage of its finish part; a failed one as an error', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const { model: inner } = scriptedModel((_prompt, call) => {
+      if (call === 1) throw new Error('model down');
+      return { text: 'streamed' };
+    });
+    const model = meteredModel(inner, metrics);
+    expect(await streamText({ model, prompt: 'hello', maxRetries: 0 }).text).toBe('streamed');
+    await streamText({ model, prompt: 'hello', maxRetries: 0, onError: () => undefined }).consumeStream({
+      onError: () => undefined,
+    });
+    const text = await scrape(metrics);
+    expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'ok' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_model_call_duration_seconds_count', { result: 'error' })).toBe(1);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'input' })).toBe(10);
+    expect(sampleValue(text, 'chatlane_model_tokens_total', { type: 'output' })).toBe(5);
   });
 
   it('meters a model that throws before returning a promise as a failed call, and rejects', async () => {

@@ -40,9 +40,12 @@ export async function streamRoutes(app: FastifyInstance): Promise<void> {
     }
     const open = await withRedis(() => clients.open(chatKey, from));
 
+    // Headers set by hooks (CORS) survive the hijack only if written here.
+    const hooked = reply.getHeaders() as Record<string, string>;
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, {
+      ...hooked,
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
       // The response only ends when the stream does (shutdown, a slow client): then the

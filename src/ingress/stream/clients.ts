@@ -88,6 +88,8 @@ export class OpenStream {
  */
 export class StreamClients {
   private readonly streams = new Set<OpenStream>();
+  /** Other open responses fed by the hub (`/v1/ui`): counted and ended with the streams. */
+  private readonly others = new Set<{ close(): void }>();
   private hub: StreamHub | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private closed = false;
@@ -102,14 +104,22 @@ export class StreamClients {
   ) {}
 
   get size(): number {
-    return this.streams.size;
+    return this.streams.size + this.others.size;
   }
 
   get full(): boolean {
-    return this.closed || this.streams.size >= this.settings.maxClients;
+    return this.closed || this.size >= this.settings.maxClients;
   }
 
-  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+  /** Count an open response of another kind until the returned function is called; `close()` ends it. */
+  adopt(response: { close(): void }): () => void {
+    this.others.add(response);
+    return () => this.others.delete(response);
+  }
+
+  /** The hub (created on first use): `/v1/ui` follows reply streams and chat events through it. */
+  get sharedHub(): StreamHub {
+    if (this.closed) throw new Error('stream clients closed');
     this.hub ??= new StreamHub({
       redis: this.redis,
       createReader: this.createReader,
@@ -119,12 +129,17 @@ export class StreamClients {
       ...(this.settings.pollMs !== undefined && { pollMs: this.settings.pollMs }),
       ...(this.settings.pollMaxMs !== undefined && { pollMaxMs: this.settings.pollMaxMs }),
     });
+    return this.hub;
+  }
+
+  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+    const hub = this.sharedHub;
     let startCursor: StreamCursor | undefined = from;
     const stream = new OpenStream(this, chatKey, () => startCursor ?? { outbox: '0-0', events: '0-0' });
     this.streams.add(stream);
     this.metrics?.sseClients.set(this.streams.size);
     try {
-      stream.subscription = await this.hub.subscribe(chatKey, from, (item, cursor) =>
+      stream.subscription = await hub.subscribe(chatKey, from, (item, cursor) =>
         stream.write(sseMessage(item, cursor)),
       );
     } catch (err) {
@@ -155,6 +170,7 @@ export class StreamClients {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     for (const stream of [...this.streams]) stream.close();
+    for (const other of [...this.others]) other.close();
     await this.hub?.close();
   }
 }

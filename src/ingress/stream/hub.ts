@@ -5,6 +5,7 @@ import type { RedisClient } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import type { StreamCursor, StreamName } from './cursor.js';
+import { KeyTails, type TailSink } from './tails.js';
 
 /**
  * Live tails of chats' outbox and events streams for every SSE client of one ingress
@@ -102,12 +103,31 @@ export class StreamHub {
   private readonly pollMs: number;
   private readonly pollMaxMs: number;
   private readonly cluster: boolean;
+  /** Single streams followed by key (reply streams), read beside the chats' streams. */
+  private readonly tails: KeyTails;
 
   constructor(private readonly opts: HubOptions) {
     this.blockMs = opts.blockMs ?? 5000;
     this.pollMs = opts.pollMs ?? 250;
     this.pollMaxMs = Math.max(this.pollMs, opts.pollMaxMs ?? 1000);
     this.cluster = opts.redis instanceof Cluster;
+    this.tails = new KeyTails(
+      opts.redis,
+      () => {
+        this.start();
+        this.interrupt();
+      },
+      this.pollMs,
+    );
+  }
+
+  /**
+   * Follow one stream by key for one client: the entries after `from` first ('0-0': all it
+   * holds), then live. Resolves with the function that ends the client's follow.
+   */
+  followKey(key: string, from: string, sink: TailSink): Promise<() => void> {
+    if (this.closed) return Promise.reject(new Error('stream hub closed'));
+    return this.tails.follow(key, from, sink);
   }
 
   get clientCount(): number {
@@ -219,6 +239,7 @@ export class StreamHub {
   }
 
   private dispatch(key: string, entries: StreamEntry[]): void {
+    if (this.tails.dispatch(key, entries)) return;
     const where = this.byKey.get(key);
     const channel = where && this.channels.get(where.chatKey);
     if (!where || !channel) return;
@@ -288,7 +309,8 @@ export class StreamHub {
         ids.push(channel.cursor[s]);
       }
     }
-    return { keys, ids };
+    const tails = this.tails.reads();
+    return { keys: [...keys, ...tails.keys], ids: [...ids, ...tails.ids] };
   }
 
   private async blockingLoop(): Promise<void> {
@@ -357,7 +379,8 @@ export class StreamHub {
           }
           c.pollAt = Date.now() + c.pollEvery;
         });
-      await Promise.all(reads);
+      const tailReads = this.tails.poll(now, READ_COUNT, this.pollMaxMs, this.opts.logger);
+      await Promise.all([...reads, ...tailReads]);
       if (!this.closed) await this.idle(this.pollMs);
     }
   }
@@ -375,5 +398,6 @@ export class StreamHub {
     await this.loop;
     this.channels.clear();
     this.byKey.clear();
+    this.tails.clear();
   }
 }

@@ -90,4 +90,6 @@ export const scripts = {
   memorySet: new LuaScript('memory-set', 3),
   pollerAcquire: new LuaScript('poller-acquire', 2),
   pollerRenew: new LuaScript('poller-renew', 1),
+  replyWrite: new LuaScript('reply-write', 4),
+  replyStop: new LuaScript('reply-stop', 2),
 };

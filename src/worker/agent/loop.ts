@@ -1,9 +1,11 @@
 import {
-  generateText,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
   type PrepareStepFunction,
+  type StepResult,
+  streamText,
+  type TextStreamPart,
   type ToolSet,
   type UIMessage,
 } from 'ai';
@@ -49,10 +51,14 @@ export interface LoopInput<T> {
   control?: LoopControl;
   /** Fetches file parts' URLs for the model (the safe download); the SDK's own when absent. */
   download?: DownloadFunction;
+  /** Every part of the model's stream, in order, as it is generated (the reply stream's source). */
+  onPart?: (part: TextStreamPart<ToolSet>) => Promise<void> | void;
+  /** Arrivals merged into the turn, right after they are taken. */
+  onMerge?: (items: T[]) => void;
 }
 
 /** The AI SDK's download hook (experimental_download). */
-export type DownloadFunction = NonNullable<Parameters<typeof generateText>[0]['experimental_download']>;
+export type DownloadFunction = NonNullable<Parameters<typeof streamText>[0]['experimental_download']>;
 
 /**
  * Set by tools between steps. `rebase` replaces the turn's initial messages (the history
@@ -71,6 +77,8 @@ export interface LoopResult<T> {
   finalText: string;
   steps: number;
   usage: { inputTokens: number; outputTokens: number };
+  /** A stop request ended the loop: the result holds the steps that had finished. */
+  stopped?: boolean;
 }
 
 /**
@@ -106,6 +114,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
           arrived = await input.toModel(items);
           merges.push({ stepNumber, items });
           merged += items.length;
+          input.onMerge?.(items);
         }
       } catch (err) {
         // A failed read only delays those messages to the next turn; it must not fail this one.
@@ -121,7 +130,9 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     return { messages: [...rebase, ...own, ...(arrived ?? [])] };
   };
 
-  return generateText({
+  // The steps that finished, kept as they finish: a stopped turn commits those.
+  const steps: StepResult<ToolSet>[] = [];
+  const result = streamText({
     model: input.model,
     instructions: input.system,
     messages: input.messages,
@@ -131,33 +142,75 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     stopWhen: isStepCount(input.maxSteps),
     prepareStep,
     abortSignal: abort.signal,
-    ...(stepTimeoutMs && { onStepEnd: () => abort.disarmStep() }),
+    onStepEnd: (step) => {
+      steps.push(step as StepResult<ToolSet>);
+      if (stepTimeoutMs) abort.disarmStep();
+    },
+    // Errors arrive as the stream's error parts, read below (the default would print them).
+    onError: () => undefined,
     maxRetries: input.maxRetries ?? 2,
-    // Step results would otherwise keep every request and response body until the turn
-    // ends: at 2,000 turns in flight that was ~90 MB of RSS nobody reads. (AI SDK 7 leaves
-    // them out by default; said here so a default change cannot bring them back.)
-    include: { requestBody: false, responseBody: false },
+    // Step results would otherwise keep every request body until the turn ends: at 2,000
+    // turns in flight that was ~90 MB of RSS nobody reads. (Said here so a default change
+    // cannot bring them back.)
+    include: { requestBody: false },
     ...(input.download && { experimental_download: input.download }),
-  }).then(
-    (result) => {
+  });
+  const done = (stopped: boolean): LoopResult<T> => {
+    const last = steps.at(-1);
+    let inputTokens = 0;
+    let outputTokens = 0;
+    for (const step of steps) {
+      inputTokens += step.usage.inputTokens ?? 0;
+      outputTokens += step.usage.outputTokens ?? 0;
+    }
+    return {
+      response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
+      merges,
+      finalText: last?.text ?? '',
+      steps: steps.length,
+      usage: { inputTokens, outputTokens },
+      ...(stopped && { stopped }),
+    };
+  };
+
+  return consume(result.fullStream, input).then(
+    (failure) => {
       abort.disarmStep();
+      if (abort.stoppedByRequest) return done(true);
       if (abort.ended) throw abort.ended;
-      // AI SDK 7: `usage` is the sum over all steps (6's totalUsage).
-      const { steps, usage } = result;
-      const last = steps.at(-1);
-      return {
-        response: { id: input.responseId, role: 'assistant', parts: stepsToUIParts(steps) },
-        merges,
-        finalText: last?.text ?? '',
-        steps: steps.length,
-        usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 },
-      };
+      if (failure !== undefined) throw failure;
+      // A step that ran out is aborted, not failed, in the stream: thrown as the SDK's TimeoutError.
+      if (abort.timedOut) throw abort.signal.reason;
+      return done(false);
     },
     (err: unknown) => {
       abort.disarmStep();
+      if (abort.stoppedByRequest) return done(true);
       throw abort.ended ?? err;
     },
   );
+}
+
+/** Read the model's stream to its end, handing each part on; resolves with its first error, if any. */
+async function consume<T>(
+  stream: AsyncIterable<TextStreamPart<ToolSet>>,
+  input: Pick<LoopInput<T>, 'onPart' | 'logger'>,
+): Promise<unknown> {
+  let failure: unknown;
+  for await (const part of stream) {
+    if (part.type === 'error') {
+      failure ??= part.error;
+      continue;
+    }
+    if (!input.onPart) continue;
+    try {
+      await input.onPart(part);
+    } catch (err) {
+      // The live view must not fail the turn.
+      input.logger.warn({ err }, 'stream part handler failed');
+    }
+  }
+  return failure;
 }
 
 /**

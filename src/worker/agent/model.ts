@@ -32,5 +32,12 @@ export function createModel(config: ModelConfig): LanguageModel {
   // and no frame of ours waits through the call (the promise's reaction is all it adds).
   const generate = model.doGenerate.bind(model);
   model.doGenerate = (options) => generate(options).then(withoutBodies);
+  // A streamed call's request JSON is kept by its result the same way (the turn streams).
+  const stream = model.doStream.bind(model);
+  model.doStream = (options) =>
+    stream(options).then((result) => {
+      delete result.request;
+      return result;
+    });
   return model;
 }

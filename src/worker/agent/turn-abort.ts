@@ -20,6 +20,8 @@ export class TurnAbort {
   private timedOutHere = false;
   /** Why the turn was ended (its lane lost or stopped), once it was; a timeout is not that. */
   private endedWith: Error | undefined;
+  /** Ended by a stop request: the turn commits what it did (see `stoppedByRequest`). */
+  private keepWork = false;
 
   /** What the SDK is handed: aborted when the turn is ended or when a step runs out. */
   get signal(): AbortSignal {
@@ -31,6 +33,14 @@ export class TurnAbort {
     return this.endedWith;
   }
 
+  /**
+   * A person or an operator asked the turn to stop (POST /v1/ui/:id/stop): the model call is
+   * aborted, and the turn commits the steps that had finished, under its fence.
+   */
+  get stoppedByRequest(): boolean {
+    return this.keepWork;
+  }
+
   /** The signal was aborted by a step's timeout, not by the turn's end. */
   get timedOut(): boolean {
     return this.timedOutHere;
@@ -40,9 +50,10 @@ export class TurnAbort {
    * End the turn: the model call and its tools are aborted with `reason` (unless a step's
    * timeout aborted them already). The first end wins: false when the turn had ended before.
    */
-  protected end(reason: Error): boolean {
+  protected end(reason: Error, keepWork = false): boolean {
     if (this.endedWith) return false;
     this.endedWith = reason;
+    this.keepWork = keepWork;
     this.disarmStep();
     if (!this.controller.signal.aborted) this.controller.abort(reason);
     return true;

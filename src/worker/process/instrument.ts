@@ -8,8 +8,8 @@ import type { GenerateResult, ModelV4 } from '../agent/model.js';
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
  * model call = per tool-loop step, with the usage the provider reported) and the BullMQ
- * processor in a timer (duration by outcome, queue wait). Turns and compaction call the
- * model through generateText, so only doGenerate is metered.
+ * processor in a timer (duration by outcome, queue wait). Turns stream (doStream: metered
+ * until the stream has ended, with the usage of its finish part); compaction generates.
  */
 
 /**
@@ -70,10 +70,52 @@ class MeteredModel implements ModelV4 {
     );
   }
 
+  /** Metered from the call to the end of its stream; an aborted stream (a stop, a lost lane) is not observed. */
   doStream(options: Parameters<ModelV4['doStream']>[0]): ReturnType<ModelV4['doStream']> {
-    return this.model.doStream(options);
+    const started = performance.now();
+    const metrics = this.metrics;
+    let call: ReturnType<ModelV4['doStream']>;
+    try {
+      call = this.model.doStream(options);
+    } catch (err) {
+      call = Promise.reject(err);
+    }
+    return Promise.resolve(call).then(
+      (result) => {
+        let usage: StreamUsage | undefined;
+        let failed = false;
+        const stream = result.stream.pipeThrough(
+          new TransformStream<StreamPart, StreamPart>({
+            transform(part, controller) {
+              if (part.type === 'finish') usage = part.usage;
+              else if (part.type === 'error') failed = true;
+              controller.enqueue(part);
+            },
+            flush() {
+              recordModelCall(metrics, {
+                seconds: (performance.now() - started) / 1000,
+                ok: !failed && usage !== undefined,
+                ...(usage && {
+                  inputTokens: usage.inputTokens.total,
+                  outputTokens: usage.outputTokens.total,
+                }),
+              });
+            },
+          }),
+        );
+        return { ...result, stream };
+      },
+      (err: unknown) => {
+        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
+        throw err;
+      },
+    );
   }
 }
+
+type StreamPart =
+  Awaited<ReturnType<ModelV4['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
+type StreamUsage = Extract<StreamPart, { type: 'finish' }>['usage'];
 
 /** The model with call latency and token counters; a model id string is returned as is. */
 export function meteredModel(model: LanguageModel, metrics: Metrics): LanguageModel {

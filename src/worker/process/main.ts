@@ -19,6 +19,7 @@ import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/re
 import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
 import { ChatStore } from '../../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../../shared/store/contacts.js';
+import { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { createModel } from '../agent/model.js';
 import { loadProfile } from '../agent/profile.js';
 import { createSafeDownload } from '../agent/safe-download.js';
@@ -115,6 +116,13 @@ export function turnDepsFromConfig(
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
+    // Every turn streams its reply (the live view /v1/ui serves) on the store's connection.
+    replies: new ReplyStreams(store.redis, {
+      prefix: config.CHATLANE_PREFIX,
+      maxEvents: config.EVENTS_MAX_LEN,
+      maxLen: config.REPLY_STREAM_MAX_LEN,
+      ttlMs: config.REPLY_STREAM_TTL_MS,
+    }),
     failureNotice: config.FAILURE_NOTICE,
     download: createSafeDownload({
       maxBytes: config.FILE_FETCH_MAX_BYTES,

@@ -102,7 +102,7 @@ export class Lane extends TurnAbort {
 
   /** Another turn took the chat: nothing more may be written. (A step's timeout is not that.) */
   get lost(): boolean {
-    return this.ended !== undefined && !this.stoppedHere;
+    return this.ended !== undefined && !this.stoppedHere && !this.stoppedByRequest;
   }
 
   /** This process stopped the turn (shutdown); the lease is still ours to release. */
@@ -116,6 +116,13 @@ export class Lane extends TurnAbort {
     this.stoppedHere = true;
     this.logger.warn({ reason, fence: this.fence }, 'turn stopped');
     this.end(new TurnAbortedError(reason));
+  }
+
+  /** A stop was asked for (meta.stop names this fence): the model call ends, the turn commits what it did. */
+  requestStop(): void {
+    if (this.ended) return;
+    this.logger.info({ fence: this.fence }, 'turn stop requested');
+    this.end(new TurnAbortedError('stopped by request'), true);
   }
 
   /** Called when any fenced write was rejected: stop the turn at once. */

@@ -6,6 +6,7 @@ import type { Logger } from '../../shared/logger.js';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
+import type { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
 import { seenBeyond, withEarlierSends } from '../agent/earlier-sends.js';
@@ -13,6 +14,7 @@ import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
 import { type ChatToolName, ChatTools } from '../agent/tools/chat-tools.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
+import { UiChunker } from '../agent/ui-chunks.js';
 import { isContextOverflowError } from '../compaction/overflow.js';
 import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
@@ -20,6 +22,7 @@ import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
 import type { Compressor, Provider, ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import { Lane } from './lane.js';
 import type { DeliveryTrigger } from './outbox.js';
+import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
@@ -69,6 +72,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps {
   typing?: Pick<TypingIndicator, 'start' | 'stop'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
   download?: Parameters<typeof runLoop>[0]['download'];
+  /** Reply streams: each turn streams its reply there as it is generated (/v1/ui). Absent: no live view. */
+  replies?: ReplyStreams;
 }
 
 export interface TurnOptions {
@@ -144,6 +149,12 @@ export async function runTurn(deps: TurnDeps, chatKey: string, opts: TurnOptions
     sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
+    reply: deps.replies
+      ? new ReplyWriter(deps.replies, chatKey, lane.fence, runId, logger, {
+          stop: () => lane.requestStop(),
+          fencedOut: () => lane.markLost('reply stream write rejected'),
+        })
+      : undefined,
   };
   deps.running?.track(lane);
   const finalAttempt = opts.finalAttempt ?? false;
@@ -162,6 +173,8 @@ interface TurnRun {
   logger: Logger;
   sent: ChatSendState;
   batch: InboxEntry[];
+  /** The live view of the turn's reply (absent without reply streams). */
+  reply: ReplyWriter | undefined;
 }
 
 /**
@@ -191,9 +204,12 @@ async function settleTurn(
       outcome = await turnBody(run, OVERFLOW_BUDGET_SCALE);
     }
     if (outcome.status === 'done') deps.modelHealth?.succeeded();
+    await run.reply?.close(outcome.status === 'done' ? [{ type: 'finish' }] : [{ type: 'abort' }]);
     return outcome;
   } catch (err) {
     if (lane.stopped) {
+      // Another worker answers these messages: followers of this reply wait for that one.
+      await run.reply?.close([{ type: 'abort' }]);
       await store.appendEvent(chatKey, 'turn.aborted', { runId, reason: 'shutdown' }).catch(() => undefined);
       throw new TurnAbortedError('worker shut down before the turn committed; retrying elsewhere');
     }
@@ -201,7 +217,14 @@ async function settleTurn(
       outcome = { status: 'lost', runId };
       return outcome;
     }
-    outcome = await settleFailedTurn(deps, lane, logger, batch, err, finalAttempt);
+    try {
+      outcome = await settleFailedTurn(deps, lane, logger, batch, err, finalAttempt);
+    } catch (retried) {
+      // The job retries: its next turn answers these messages.
+      await run.reply?.close([{ type: 'abort' }]);
+      throw retried;
+    }
+    await run.reply?.close([{ type: 'error', errorText: 'the message could not be answered' }]);
     return outcome;
   } finally {
     deps.running?.untrack(lane);
@@ -288,6 +311,9 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   });
 
   const inputMessages = compressed.messages.length;
+  const reply = run.reply;
+  reply?.open(pendingMessages.map((m) => m.id));
+  const chunker = reply && new UiChunker((chunk) => reply.chunk(chunk));
   return runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
@@ -323,7 +349,15 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     },
     toModel: (items) => convertToModelMessages(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
-  }).then((loop) => commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }));
+    ...(chunker && {
+      onPart: (part) => chunker.push(part),
+      onMerge: (items) => reply?.merged(items.map((e) => e.message.id)),
+    }),
+  }).then((loop) => {
+    // A stop cuts a send short: its text part is closed before the reply's finish.
+    chunker?.closeOpen();
+    return commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget });
+  });
 }
 
 /**

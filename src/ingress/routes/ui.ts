@@ -1,0 +1,178 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { HttpError } from '../errors.js';
+import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
+import { toWebMessage } from '../ui/web-messages.js';
+import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
+import { assertChat } from '../web-token.js';
+import { MAX_TEXT, toUserMessage } from './messages.js';
+
+/** The body DefaultChatTransport sends; fields an app adds through `body` are ignored. */
+const uiBody = z.looseObject({
+  id: z.string(),
+  messages: z.array(z.unknown()).min(1).max(10_000),
+  trigger: z.enum(['submit-message', 'regenerate-message']),
+  messageId: z.string().nullish(),
+});
+
+/** The newest message: the one that is ingested. Parts as `useChat` builds them for a person. */
+const newestMessage = z.looseObject({
+  id: z.string().regex(/^[A-Za-z0-9._:@-]{1,200}$/, 'id must be 1-200 characters of [A-Za-z0-9._:@-]'),
+  role: z.literal('user', { message: 'the newest message must be the user message to send' }),
+  parts: z
+    .array(
+      z.discriminatedUnion('type', [
+        z.looseObject({ type: z.literal('text'), text: z.string().min(1).max(MAX_TEXT) }),
+        z.looseObject({
+          type: z.literal('file'),
+          mediaType: z.string().min(1).max(200),
+          url: z.string().url(),
+          filename: z.string().max(500).optional(),
+        }),
+      ]),
+    )
+    .min(1)
+    .max(100),
+});
+
+export interface UiRouteOptions {
+  /** UI_WAIT_MS. */
+  waitMs: number;
+  /** After a turn's end event, how long its closing chunk may take (default 2 s). */
+  endGraceMs?: number;
+}
+
+/**
+ * The endpoints AI SDK `useChat` (its DefaultChatTransport, unchanged) talks to: `POST /v1/ui`
+ * sends a message and streams the reply, `GET /v1/ui/:id/stream` resumes (204 when nothing
+ * streams), `GET /v1/ui/:id/messages` gives the chat's messages, `POST /v1/ui/:id/stop` stops
+ * the running turn. `:id` and the body's `id` are the chatKey. See docs/streaming.md.
+ */
+export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): Promise<void> {
+  const { store } = app.deps;
+  const replies = app.replies;
+  /** One response's deps; the process counts it among its streams until it closes. */
+  const open = (chatKey: string, about: Set<string>): UiReply => {
+    let release = (): void => undefined;
+    const ui = new UiReply({ ...deps(), onClose: () => release() }, chatKey, about);
+    release = app.streams.adopt(ui);
+    return ui;
+  };
+  const deps = (): UiReplyDeps => ({
+    hub: app.streams.sharedHub,
+    replies,
+    logger: app.deps.logger,
+    waitMs: options.waitMs,
+    endGraceMs: options.endGraceMs ?? 2000,
+    heartbeatMs: app.streams.settings.heartbeatMs,
+  });
+
+  const capacity = () => {
+    if (app.streams.full) {
+      throw new HttpError(
+        'STREAM_CAPACITY',
+        `this ingress already serves ${app.streams.size} streams; retry`,
+      );
+    }
+  };
+
+  app.post('/ui', async (request, reply) => {
+    const body = parseOrThrow(uiBody, request.body ?? undefined, 'body');
+    const chatKey = parseChatKey(body.id);
+    assertChat(request, chatKey);
+    if (body.trigger === 'regenerate-message') {
+      throw new HttpError(
+        'UNSUPPORTED_TRIGGER',
+        'regenerate-message is not supported: the chat history is the record; send a new message instead',
+      );
+    }
+    const newest = parseOrThrow(newestMessage, body.messages.at(-1), `messages.${body.messages.length - 1}`);
+    const parts = newest.parts.map((p) =>
+      p.type === 'text'
+        ? { type: 'text' as const, text: p.text }
+        : {
+            type: 'file' as const,
+            mediaType: p.mediaType,
+            url: p.url,
+            ...(p.filename !== undefined && { filename: p.filename }),
+          },
+    );
+    const message = toUserMessage(
+      chatKey,
+      { id: newest.id, parts, metadata: { channel: 'web' } },
+      Date.now(),
+    );
+    capacity();
+    const ui = open(chatKey, new Set([message.id]));
+    try {
+      // Watching starts before the message is stored: the turn that takes it cannot start unseen.
+      await withRedis(() => ui.watchEvents());
+      const result = await app.ingest({ chatKey, message });
+      if (result.status === 'accepted') ui.awaitStart();
+      else await withRedis(() => resendOf(ui, chatKey, message.id));
+    } catch (err) {
+      ui.close();
+      throw err;
+    }
+    openStream(reply, ui);
+  });
+
+  app.get('/ui/:id/stream', async (request, reply) => {
+    const chatKey = parseChatKey((request.params as { id?: unknown }).id);
+    capacity();
+    const run = await withRedis(() => replies.liveRun(chatKey));
+    if (!run) return reply.code(204).send();
+    const ui = open(chatKey, new Set());
+    try {
+      await withRedis(async () => {
+        await ui.watchEvents();
+        await ui.follow(run);
+      });
+    } catch (err) {
+      ui.close();
+      throw err;
+    }
+    openStream(reply, ui);
+  });
+
+  app.get('/ui/:id/messages', async (request) => {
+    const chatKey = parseChatKey((request.params as { id?: unknown }).id);
+    const [history, pending] = await withRedis(() =>
+      Promise.all([store.readHistory(chatKey), store.readAllPending(chatKey)]),
+    );
+    return { chatKey, messages: [...history, ...pending].map(toWebMessage) };
+  });
+
+  app.post('/ui/:id/stop', async (request, reply) => {
+    const chatKey = parseChatKey((request.params as { id?: unknown }).id);
+    const status = await withRedis(() => replies.requestStop(chatKey));
+    return reply.code(202).send({ chatKey, status });
+  });
+
+  /**
+   * A message sent again (same id): the reply of the turn that has it, if one is open; the
+   * turn to come, if the message still waits; else nothing (the history holds its answer).
+   */
+  async function resendOf(ui: UiReply, chatKey: string, messageId: string): Promise<void> {
+    const run = await replies.liveRun(chatKey);
+    if (run) {
+      const entries = await replies.read(chatKey, run);
+      if (entries.some((e) => e.kind === 'answers' && e.messageIds.includes(messageId))) {
+        await ui.follow(run, [messageId]);
+        return;
+      }
+    }
+    const pending = await store.readAllPending(chatKey);
+    if (pending.some((m) => m.id === messageId)) ui.awaitStart();
+    else ui.end();
+  }
+}
+
+function openStream(reply: FastifyReply, ui: UiReply): void {
+  // Headers set by hooks (CORS) survive the hijack only if written here.
+  const hooked = reply.getHeaders();
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, { ...hooked, ...UI_STREAM_HEADERS, connection: 'close' } as Record<string, string>);
+  ui.attach(res);
+}

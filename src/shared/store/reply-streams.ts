@@ -1,0 +1,159 @@
+import { lazyChatKeys, replyStreamKey } from '../keys.js';
+import type { StreamEntry } from './records.js';
+import { type RedisClient, scripts } from './scripts.js';
+
+/**
+ * The live view of a turn's reply: one Redis stream per turn (`replyStreamKey`) of AI SDK UI
+ * message chunks, written by the worker as the model generates, read by any ingress for
+ * `/v1/ui`. The committed outbox item and history stay the record; a reply stream is bounded
+ * (MAXLEN ~) and expires a while after its turn ends.
+ *
+ * `meta.uiRun` names the turn whose reply is open (written, not yet closed): what a resuming
+ * client replays. Every write is fenced: a worker that lost its chat writes nothing, and the
+ * turn that took over closes the half reply with an `abort` chunk when it opens its own.
+ */
+
+/** A reply stream entry: a UI chunk, or a marker naming the message ids answered from here on. */
+export type ReplyEntry =
+  | { id: string; kind: 'chunk'; chunk: { type: string } & Record<string, unknown> }
+  | { id: string; kind: 'answers'; messageIds: string[] };
+
+export type ReplyWriteMode = 'open' | 'append' | 'close';
+export type ReplyWriteResult = 'ok' | 'stop' | 'fenced-out';
+
+/** What one write appends: `c` a chunk's JSON, `m` a JSON array of message ids. */
+export type ReplyField = ['c' | 'm', string];
+
+export interface ReplyStreamOptions {
+  prefix: string;
+  maxEvents: number;
+  /** MAXLEN ~ of one reply stream. */
+  maxLen: number;
+  /** How long a reply stream lives after its last write (REPLY_STREAM_TTL_MS). */
+  ttlMs: number;
+}
+
+/** The event a turn records when its reply opens or a merge joins it (read by `/v1/ui`). */
+export interface ReplyEvent {
+  type: 'reply.started' | 'reply.merged';
+  data: { runId: string; messageIds: string[] };
+}
+
+const TERMINAL = new Set(['finish', 'abort']);
+
+/** `finish` or `abort`: nothing of this reply follows. */
+export function isTerminalChunk(entry: ReplyEntry): boolean {
+  return entry.kind === 'chunk' && TERMINAL.has(entry.chunk.type);
+}
+
+/** One stream entry as a ReplyEntry; undefined for anything unreadable (never thrown at a reader). */
+export function replyEntryOf([id, fields]: StreamEntry): ReplyEntry | undefined {
+  const [field, value] = fields;
+  if (value === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(value);
+    if (field === 'c' && typeof parsed === 'object' && parsed !== null && 'type' in parsed) {
+      return { id, kind: 'chunk', chunk: parsed as { type: string } & Record<string, unknown> };
+    }
+    if (field === 'm' && Array.isArray(parsed)) {
+      return { id, kind: 'answers', messageIds: parsed.map(String) };
+    }
+  } catch {
+    // A corrupt entry is skipped rather than ending every reader of the reply.
+  }
+  return undefined;
+}
+
+export class ReplyStreams {
+  constructor(
+    private readonly redis: RedisClient,
+    readonly options: ReplyStreamOptions,
+  ) {}
+
+  key(chatKey: string, runId: string): string {
+    return replyStreamKey(this.options.prefix, chatKey, runId);
+  }
+
+  /** The run whose reply is open now, if any (what a turn that opens its own must close). */
+  async openRun(chatKey: string): Promise<string | undefined> {
+    const run = await this.redis.hget(lazyChatKeys(this.options.prefix, chatKey).meta, 'uiRun');
+    return run ?? undefined;
+  }
+
+  /**
+   * The reply a resuming client should follow: the open one, while its turn still holds the
+   * lease (live, or dead and not yet taken over: the takeover's `abort` ends it). A reply whose
+   * turn released the lease without closing it (its process died right after the commit) is
+   * not streaming: the history has it.
+   */
+  async liveRun(chatKey: string): Promise<string | undefined> {
+    const [run, owner] = await this.redis.hmget(
+      lazyChatKeys(this.options.prefix, chatKey).meta,
+      'uiRun',
+      'owner',
+    );
+    return run && owner?.endsWith(`:${run}`) ? run : undefined;
+  }
+
+  /**
+   * Fenced append. `open` first reads which reply was open (another turn's half reply gets its
+   * `abort` inside the script, so a client following it is never left hanging).
+   */
+  async write(
+    chatKey: string,
+    fence: string | number,
+    runId: string,
+    mode: ReplyWriteMode,
+    fields: readonly ReplyField[],
+    event?: ReplyEvent,
+  ): Promise<ReplyWriteResult> {
+    const k = lazyChatKeys(this.options.prefix, chatKey);
+    const own = this.key(chatKey, runId);
+    let previous = own;
+    if (mode === 'open') {
+      const run = await this.openRun(chatKey);
+      if (run && run !== runId) previous = this.key(chatKey, run);
+    }
+    const args: Array<string | number> = [
+      fence,
+      runId,
+      this.options.maxLen,
+      this.options.ttlMs,
+      this.options.maxEvents,
+      mode,
+      event?.type ?? '',
+      event ? JSON.stringify(event.data) : '',
+    ];
+    for (const [field, value] of fields) args.push(field, value);
+    const result = await scripts.replyWrite.run(this.redis, [k.meta, own, k.events, previous], args);
+    return result as ReplyWriteResult;
+  }
+
+  /** Ask the chat's running turn to stop; `idle` when no turn holds the chat. */
+  async requestStop(chatKey: string): Promise<'stopping' | 'idle'> {
+    const k = lazyChatKeys(this.options.prefix, chatKey);
+    const [status] = (await scripts.replyStop.run(
+      this.redis,
+      [k.meta, k.events],
+      [this.options.maxEvents],
+    )) as ['stopping' | 'idle', string];
+    return status;
+  }
+
+  /** Entries after `after` (exclusive), oldest first. */
+  async read(chatKey: string, runId: string, after = '0-0', count = 500): Promise<ReplyEntry[]> {
+    const raw = (await this.redis.xrange(
+      this.key(chatKey, runId),
+      `(${after}`,
+      '+',
+      'COUNT',
+      count,
+    )) as StreamEntry[];
+    const out: ReplyEntry[] = [];
+    for (const e of raw) {
+      const entry = replyEntryOf(e);
+      if (entry) out.push(entry);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,121 @@
+import { parsePartialJson, type TextStreamPart, type ToolSet } from 'ai';
+
+/** An AI SDK UI message chunk as the reply stream stores it (`UIMessageChunk` of 'ai'). */
+export type UiChunk = { type: string } & Record<string, unknown>;
+
+const CHAT_SEND = 'chat_send';
+
+/** A chat_send whose input is being generated: the text so far, shown as a text part. */
+interface SendInput {
+  json: string;
+  shown: string;
+  ended: boolean;
+}
+
+function textOf(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const text = (value as { text?: unknown }).text;
+  return typeof text === 'string' ? text : undefined;
+}
+
+/**
+ * The model's stream (`streamText`'s fullStream) as the UI message chunks a person's page
+ * shows: what the person reads is what `chat_send` sends, so a chat_send call is a text part
+ * that grows as the model generates the tool input (partial-JSON parsing of the input so
+ * far); plain assistant text is a text part too; other tools are tool parts (their input
+ * deltas are not kept, only the input once complete and the output). Reasoning, sources and
+ * files are not shown.
+ */
+export class UiChunker {
+  private readonly sends = new Map<string, SendInput>();
+
+  constructor(private readonly emit: (chunk: UiChunk) => void) {}
+
+  async push(part: TextStreamPart<ToolSet>): Promise<void> {
+    switch (part.type) {
+      case 'start-step':
+        this.emit({ type: 'start-step' });
+        return;
+      case 'finish-step':
+        this.emit({ type: 'finish-step' });
+        return;
+      case 'text-start':
+        this.emit({ type: 'text-start', id: part.id });
+        return;
+      case 'text-delta':
+        if (part.text) this.emit({ type: 'text-delta', id: part.id, delta: part.text });
+        return;
+      case 'text-end':
+        this.emit({ type: 'text-end', id: part.id });
+        return;
+      case 'tool-input-start':
+        if (part.toolName === CHAT_SEND) {
+          this.sends.set(part.id, { json: '', shown: '', ended: false });
+          this.emit({ type: 'text-start', id: part.id });
+        } else {
+          this.emit({ type: 'tool-input-start', toolCallId: part.id, toolName: part.toolName });
+        }
+        return;
+      case 'tool-input-delta': {
+        const send = this.sends.get(part.id);
+        if (!send || send.ended) return;
+        send.json += part.delta;
+        const text = textOf((await parsePartialJson(send.json)).value);
+        if (text !== undefined) this.show(part.id, send, text);
+        return;
+      }
+      case 'tool-call':
+        if (part.toolName === CHAT_SEND) {
+          this.endSend(part.toolCallId, textOf(part.input) ?? '');
+        } else {
+          this.emit({
+            type: 'tool-input-available',
+            toolCallId: part.toolCallId,
+            toolName: part.toolName,
+            input: part.input,
+          });
+        }
+        return;
+      case 'tool-result':
+        if (part.toolName !== CHAT_SEND) {
+          this.emit({ type: 'tool-output-available', toolCallId: part.toolCallId, output: part.output });
+        }
+        return;
+      case 'tool-error':
+        if (part.toolName !== CHAT_SEND) {
+          const errorText = part.error instanceof Error ? part.error.message : String(part.error);
+          this.emit({ type: 'tool-output-error', toolCallId: part.toolCallId, errorText });
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** The text grows only by appending; a parse that rewrote earlier text waits for the complete input. */
+  private show(id: string, send: SendInput, text: string): void {
+    if (text.length <= send.shown.length || !text.startsWith(send.shown)) return;
+    this.emit({ type: 'text-delta', id, delta: text.slice(send.shown.length) });
+    send.shown = text;
+  }
+
+  /** The complete input: the rest of its text, and the part closed (opened first if the input never streamed). */
+  private endSend(id: string, text: string): void {
+    let send = this.sends.get(id);
+    if (!send) {
+      send = { json: '', shown: '', ended: false };
+      this.emit({ type: 'text-start', id });
+    }
+    if (send.ended) return;
+    this.show(id, send, text);
+    send.ended = true;
+    this.sends.delete(id);
+    this.emit({ type: 'text-end', id });
+  }
+
+  /** Text parts of sends cut short (the step was aborted): closed so a page is not left with an open part. */
+  closeOpen(): void {
+    for (const id of this.sends.keys()) this.emit({ type: 'text-end', id });
+    this.sends.clear();
+  }
+}

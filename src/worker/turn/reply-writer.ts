@@ -1,0 +1,157 @@
+import type { Logger } from '../../shared/logger.js';
+import type {
+  ReplyEvent,
+  ReplyField,
+  ReplyStreams,
+  ReplyWriteMode,
+} from '../../shared/store/reply-streams.js';
+import type { UiChunk } from '../agent/ui-chunks.js';
+
+type Entry = ['c', UiChunk] | ['m', string[]];
+
+interface Batch {
+  entries: Entry[];
+  event?: ReplyEvent;
+  close?: boolean;
+}
+
+export interface ReplyWriterHooks {
+  /** An operator or a person asked this turn to stop (meta.stop names its fence). */
+  stop(): void;
+  /** The fence is gone: another turn holds the chat. */
+  fencedOut(): void;
+}
+
+/** How long chunks gather before one write: text deltas of those ms become one entry. */
+const FLUSH_MS = 15;
+
+/**
+ * A turn's reply stream writer: chunks are gathered for a few milliseconds and written in one
+ * fenced script call (consecutive text deltas of one part joined into one chunk), one write
+ * in flight at a time, in order. The stream is the live view only: a failed write is logged
+ * and the turn goes on (the outbox and the history are the record).
+ */
+export class ReplyWriter {
+  private readonly batches: Batch[] = [];
+  private opened = false;
+  private dead = false;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+
+  constructor(
+    private readonly replies: ReplyStreams,
+    private readonly chatKey: string,
+    private readonly fence: string,
+    readonly runId: string,
+    private readonly logger: Logger,
+    private readonly hooks: ReplyWriterHooks,
+  ) {}
+
+  /** The UI message id of this turn's reply: the id its first committed assistant message gets. */
+  get messageId(): string {
+    return `${this.runId}-a0`;
+  }
+
+  /** The reply starts: which messages it answers, then the `start` chunk (closing an earlier turn's half reply). */
+  open(messageIds: string[]): void {
+    if (this.opened || this.closed) return;
+    this.opened = true;
+    this.batches.push({
+      entries: [
+        ['m', messageIds],
+        ['c', { type: 'start', messageId: this.messageId }],
+      ],
+      event: { type: 'reply.started', data: { runId: this.runId, messageIds } },
+    });
+    void this.flush();
+  }
+
+  /** Messages merged into the running turn: what follows answers them too. */
+  merged(messageIds: string[]): void {
+    if (!this.opened || this.closed || messageIds.length === 0) return;
+    this.batches.push({
+      entries: [['m', messageIds]],
+      event: { type: 'reply.merged', data: { runId: this.runId, messageIds } },
+    });
+    void this.flush();
+  }
+
+  chunk(chunk: UiChunk): void {
+    if (!this.opened || this.closed || this.dead) return;
+    let batch = this.batches.at(-1);
+    if (!batch || batch.event) {
+      batch = { entries: [] };
+      this.batches.push(batch);
+    }
+    const last = batch.entries.at(-1);
+    if (
+      chunk.type === 'text-delta' &&
+      last?.[0] === 'c' &&
+      last[1].type === 'text-delta' &&
+      last[1].id === chunk.id
+    ) {
+      last[1] = { ...last[1], delta: `${String(last[1].delta)}${String(chunk.delta)}` };
+    } else {
+      batch.entries.push(['c', chunk]);
+    }
+    this.schedule();
+  }
+
+  /** The last chunks (`finish`, or `abort` when another turn will answer), written before this resolves. */
+  async close(last: UiChunk[]): Promise<void> {
+    if (!this.opened || this.closed) return;
+    this.closed = true;
+    this.batches.push({ entries: last.map((c): Entry => ['c', c]), close: true });
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.flushing) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, FLUSH_MS);
+  }
+
+  private flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = this.drain().finally(() => {
+      this.flushing = undefined;
+      if (this.batches.length > 0 && !this.dead) {
+        if (this.closed) void this.flush();
+        else this.schedule();
+      }
+    });
+    return this.flushing;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.batches.length > 0 && !this.dead) {
+      const batch = this.batches.shift()!;
+      const mode: ReplyWriteMode =
+        batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';
+      const fields = batch.entries.map(([f, v]): ReplyField => [f, JSON.stringify(v)]);
+      try {
+        const result = await this.replies.write(
+          this.chatKey,
+          this.fence,
+          this.runId,
+          mode,
+          fields,
+          batch.event,
+        );
+        if (result === 'stop') this.hooks.stop();
+        else if (result === 'fenced-out') {
+          this.dead = true;
+          this.batches.length = 0;
+          this.hooks.fencedOut();
+        }
+      } catch (err) {
+        this.logger.warn({ err }, 'reply stream write failed; the live view misses these chunks');
+      }
+    }
+  }
+}

@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitReady } from '../../src/shared/redis.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { type ReplyEntry, ReplyStreams } from '../../src/shared/store/reply-streams.js';
+import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+
+/** The reply streams' fenced scripts against a real Redis: who may write, and what a takeover closes. */
+
+const redis = testRedis();
+const prefix = randomPrefix('replies');
+const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 50, ttlMs: 60_000 });
+
+beforeAll(() => waitReady(redis));
+afterAll(async () => {
+  await deletePrefix(redis, prefix);
+  redis.disconnect();
+});
+
+const chunk = (c: object): ['c', string] => ['c', JSON.stringify(c)];
+const types = (entries: ReplyEntry[]) => entries.map((e) => (e.kind === 'chunk' ? e.chunk.type : 'answers'));
+
+/** Take the chat's lease (a new fence); `expiring`: it runs out at once, so the next acquire takes over. */
+async function takeFence(chatKey: string, owner: string, expiring = false): Promise<string> {
+  const res = await store.acquire(chatKey, owner, expiring ? 1 : 60_000);
+  if (!res.ok) throw new Error('busy');
+  if (expiring) await new Promise((r) => setTimeout(r, 10));
+  return res.fence;
+}
+
+describe('reply-write.lua', () => {
+  it('a takeover opening its reply closes the half reply with abort; the old turn’s later writes are refused and add nothing', async () => {
+    const old = await takeFence('take', 'w1:run-a', true);
+    expect(
+      await replies.write('take', old, 'run-a', 'open', [['m', '["m1"]'], chunk({ type: 'start' })]),
+    ).toBe('ok');
+    await replies.write('take', old, 'run-a', 'append', [chunk({ type: 'text-start', id: 't' })]);
+    expect(await replies.openRun('take')).toBe('run-a');
+
+    const fence = await takeFence('take', 'w2:run-b');
+    expect(
+      await replies.write('take', fence, 'run-b', 'open', [['m', '["m1"]'], chunk({ type: 'start' })], {
+        type: 'reply.started',
+        data: { runId: 'run-b', messageIds: ['m1'] },
+      }),
+    ).toBe('ok');
+    expect(types(await replies.read('take', 'run-a'))).toEqual(['answers', 'start', 'text-start', 'abort']);
+    expect(await replies.openRun('take')).toBe('run-b');
+
+    // The zombie writes on: refused, nothing appended to either stream.
+    expect(
+      await replies.write('take', old, 'run-a', 'append', [
+        chunk({ type: 'text-delta', id: 't', delta: 'x' }),
+      ]),
+    ).toBe('fenced-out');
+    expect(await replies.write('take', old, 'run-a', 'close', [chunk({ type: 'finish' })])).toBe(
+      'fenced-out',
+    );
+    expect(types(await replies.read('take', 'run-a'))).toEqual(['answers', 'start', 'text-start', 'abort']);
+    expect(types(await replies.read('take', 'run-b'))).toEqual(['answers', 'start']);
+    expect(await replies.openRun('take')).toBe('run-b');
+    const events = await store.readEvents('take', undefined, 50);
+    expect(events.find((e) => e.type === 'reply.started')?.data).toEqual({
+      runId: 'run-b',
+      messageIds: ['m1'],
+    });
+  });
+
+  it('close ends the reply: nothing is open any more, and the stream expires', async () => {
+    const fence = await takeFence('close', 'w1:run-c');
+    await replies.write('close', fence, 'run-c', 'open', [chunk({ type: 'start' })]);
+    expect(await replies.liveRun('close')).toBe('run-c');
+    await replies.write('close', fence, 'run-c', 'close', [chunk({ type: 'finish' })]);
+    expect(await replies.openRun('close')).toBeUndefined();
+    expect(await replies.liveRun('close')).toBeUndefined();
+    const ttl = await redis.pttl(replies.key('close', 'run-c'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+
+  it('a reply stream is bounded: a long reply keeps about its newest maxLen chunks', async () => {
+    const fence = await takeFence('long', 'w1:run-d');
+    await replies.write('long', fence, 'run-d', 'open', [chunk({ type: 'start' })]);
+    for (let i = 0; i < 20; i++) {
+      const deltas = Array.from({ length: 20 }, (_, j) =>
+        chunk({ type: 'text-delta', id: 't', delta: `${i}.${j}` }),
+      );
+      await replies.write('long', fence, 'run-d', 'append', deltas);
+    }
+    const len = await redis.xlen(replies.key('long', 'run-d'));
+    expect(len).toBeLessThan(401);
+    expect(len).toBeGreaterThanOrEqual(50);
+  });
+
+  it('a stop request reaches the running turn at its next write; a chat with no turn is idle and nothing is written', async () => {
+    expect(await replies.requestStop('stop-idle')).toBe('idle');
+    expect(await redis.exists(`${prefix}:{c:stop-idle}:meta`, `${prefix}:{c:stop-idle}:events`)).toBe(0);
+
+    const fence = await takeFence('stop', 'w1:run-e');
+    await replies.write('stop', fence, 'run-e', 'open', [chunk({ type: 'start' })]);
+    expect(await replies.requestStop('stop')).toBe('stopping');
+    expect(
+      await replies.write('stop', fence, 'run-e', 'append', [chunk({ type: 'text-start', id: 't' })]),
+    ).toBe('stop');
+    // A later turn (new fence) is not stopped by the old request.
+    await store.finish('stop', fence, 'w1:run-e', 'run-e');
+    const next = await takeFence('stop', 'w1:run-f');
+    expect(await replies.write('stop', next, 'run-f', 'open', [chunk({ type: 'start' })])).toBe('ok');
+  });
+});

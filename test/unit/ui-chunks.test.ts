@@ -1,0 +1,120 @@
+import type { TextStreamPart, ToolSet } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { type UiChunk, UiChunker } from '../../src/worker/agent/ui-chunks.js';
+
+type Part = TextStreamPart<ToolSet>;
+
+async function chunksOf(parts: object[]): Promise<UiChunk[]> {
+  const out: UiChunk[] = [];
+  const chunker = new UiChunker((c) => out.push(c));
+  for (const p of parts) await chunker.push(p as Part);
+  return out;
+}
+
+const deltas = (chunks: UiChunk[]) =>
+  chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta as string);
+
+describe('UiChunker', () => {
+  it('streams chat_send’s text as a text part while the tool input is generated, escapes and all', async () => {
+    const input = JSON.stringify({ text: 'hello "world"\nbye' });
+    const pieces = [
+      input.slice(0, 5),
+      input.slice(5, 12),
+      input.slice(12, 16),
+      input.slice(16, 19),
+      input.slice(19),
+    ];
+    const chunks = await chunksOf([
+      { type: 'start-step' },
+      { type: 'tool-input-start', id: 'call1', toolName: 'chat_send' },
+      ...pieces.map((delta) => ({ type: 'tool-input-delta', id: 'call1', delta })),
+      { type: 'tool-input-end', id: 'call1' },
+      {
+        type: 'tool-call',
+        toolCallId: 'call1',
+        toolName: 'chat_send',
+        input: { text: 'hello "world"\nbye' },
+      },
+      {
+        type: 'tool-result',
+        toolCallId: 'call1',
+        toolName: 'chat_send',
+        input: {},
+        output: { status: 'sent' },
+      },
+      { type: 'finish-step' },
+    ]);
+    expect(chunks[0]).toEqual({ type: 'start-step' });
+    expect(chunks[1]).toEqual({ type: 'text-start', id: 'call1' });
+    expect(deltas(chunks).length).toBeGreaterThanOrEqual(3);
+    expect(deltas(chunks).join('')).toBe('hello "world"\nbye');
+    expect(chunks.at(-2)).toEqual({ type: 'text-end', id: 'call1' });
+    expect(chunks.at(-1)).toEqual({ type: 'finish-step' });
+    // The send's own tool parts never reach the page: it shows what was said.
+    expect(chunks.some((c) => c.type.startsWith('tool-'))).toBe(false);
+  });
+
+  it('a chat_send whose input did not stream is shown whole when the call completes', async () => {
+    const chunks = await chunksOf([
+      { type: 'tool-call', toolCallId: 'c2', toolName: 'chat_send', input: { text: 'all at once' } },
+    ]);
+    expect(chunks).toEqual([
+      { type: 'text-start', id: 'c2' },
+      { type: 'text-delta', id: 'c2', delta: 'all at once' },
+      { type: 'text-end', id: 'c2' },
+    ]);
+  });
+
+  it('plain text passes through; other tools are tool parts without their input deltas', async () => {
+    const chunks = await chunksOf([
+      { type: 'text-start', id: 't' },
+      { type: 'text-delta', id: 't', text: 'thinking aloud' },
+      { type: 'text-end', id: 't' },
+      { type: 'tool-input-start', id: 'c3', toolName: 'chat_history_search' },
+      { type: 'tool-input-delta', id: 'c3', delta: '{"query":"x"}' },
+      { type: 'tool-call', toolCallId: 'c3', toolName: 'chat_history_search', input: { query: 'x' } },
+      {
+        type: 'tool-result',
+        toolCallId: 'c3',
+        toolName: 'chat_history_search',
+        input: {},
+        output: { hits: [] },
+      },
+      {
+        type: 'tool-error',
+        toolCallId: 'c4',
+        toolName: 'chat_memory_update',
+        input: {},
+        error: new Error('too long'),
+      },
+      { type: 'reasoning-delta', id: 'r', text: 'hidden' },
+    ]);
+    expect(chunks).toEqual([
+      { type: 'text-start', id: 't' },
+      { type: 'text-delta', id: 't', delta: 'thinking aloud' },
+      { type: 'text-end', id: 't' },
+      { type: 'tool-input-start', toolCallId: 'c3', toolName: 'chat_history_search' },
+      {
+        type: 'tool-input-available',
+        toolCallId: 'c3',
+        toolName: 'chat_history_search',
+        input: { query: 'x' },
+      },
+      { type: 'tool-output-available', toolCallId: 'c3', output: { hits: [] } },
+      { type: 'tool-output-error', toolCallId: 'c4', errorText: 'too long' },
+    ]);
+  });
+
+  it('a send cut short by a stop has its text part closed', async () => {
+    const out: UiChunk[] = [];
+    const chunker = new UiChunker((c) => out.push(c));
+    await chunker.push({ type: 'tool-input-start', id: 'c5', toolName: 'chat_send' } as Part);
+    await chunker.push({ type: 'tool-input-delta', id: 'c5', delta: '{"text":"half' } as Part);
+    chunker.closeOpen();
+    expect(out).toEqual([
+      { type: 'text-start', id: 'c5' },
+      { type: 'text-delta', id: 'c5', delta: 'half' },
+      { type: 'text-end', id: 'c5' },
+    ]);
+  });
+});
