@@ -1,12 +1,20 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FakeTelegram } from '../../src/fake-telegram/server.js';
+import { loadConfig } from '../../src/shared/config.js';
 import { ChatSdkSender } from '../../src/shared/delivery/chat-sdk-sender.js';
 import { followReplyText } from '../../src/shared/delivery/reply-text.js';
-import type { PlatformRuntime } from '../../src/shared/platforms/runtime.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import {
+  DISCORD_APPLICATION_ID,
+  discordKeys,
+  type FakeDiscord,
+  startFakeDiscord,
+} from '../helpers/fake-discord.js';
+import { deletePrefix, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';
 import { telegramRuntime } from '../helpers/telegram.js';
 
 /**
@@ -66,14 +74,20 @@ async function writeReply(chatKey: string, f: string, runId: string, gapMs: numb
 
 const signal = () => AbortSignal.timeout(20_000);
 
+/** The turn writes its reply `gapMs` a chunk while the sender follows and posts it to `threadId`. */
+async function streamWhileWriting(chatKey: string, threadId: string, gapMs: number, via = sender) {
+  const f = await fence(chatKey, 'w1:run-a');
+  const writing = writeReply(chatKey, f, 'run-a', gapMs);
+  const follow = followReplyText(replies, chatKey, 'run-a', { pollMs: 20, idleMs: 5000 });
+  const result = await via.streamPost(threadId, follow.texts, signal());
+  const postedAt = Date.now();
+  await writing;
+  return { result, follow, postedAt };
+}
+
 describe('a reply stream posted to Telegram as it is written', () => {
   it('shows a private chat growing drafts while the turn writes, then one message with the whole text', async () => {
-    const chatKey = 'telegram-chat-4301';
-    const f = await fence(chatKey, 'w1:run-a');
-    const writing = writeReply(chatKey, f, 'run-a', 120);
-    const follow = followReplyText(replies, chatKey, 'run-a', { pollMs: 20, idleMs: 5000 });
-    const result = await sender.streamPost('telegram:4301', follow.texts, signal());
-    await writing;
+    const { result, follow } = await streamWhileWriting('telegram-chat-4301', 'telegram:4301', 120);
     expect(result.status).toBe('ok');
     expect(follow.end()).toBe('complete');
     const drafts = fake.draftsTo(4301);
@@ -88,13 +102,11 @@ describe('a reply stream posted to Telegram as it is written', () => {
   });
 
   it('posts to a group before the turn ends and edits the post to the whole text', async () => {
-    const chatKey = 'telegram-chat--1004302';
-    const f = await fence(chatKey, 'w1:run-a');
-    const writing = writeReply(chatKey, f, 'run-a', 60);
-    const follow = followReplyText(replies, chatKey, 'run-a', { pollMs: 20, idleMs: 5000 });
-    const result = await sender.streamPost('telegram:-1004302', follow.texts, signal());
-    const wroteAt = Date.now();
-    await writing;
+    const { result, postedAt: wroteAt } = await streamWhileWriting(
+      'telegram-chat--1004302',
+      'telegram:-1004302',
+      60,
+    );
     expect(result.status).toBe('ok');
     const [post] = fake.sentTo(-1004302);
     expect(fake.sentTo(-1004302)).toHaveLength(1);
@@ -104,18 +116,13 @@ describe('a reply stream posted to Telegram as it is written', () => {
   });
 
   it("after a 429 on an edit mid-stream, waits Telegram's retry_after and still ends on the whole text", async () => {
-    const chatKey = 'telegram-chat--1004303';
-    const f = await fence(chatKey, 'w1:run-a');
     fake.failNext(-1004303, {
       code: 429,
       description: 'Too Many Requests: retry after 1',
       retryAfter: 1,
       methods: ['editMessageText'],
     });
-    const writing = writeReply(chatKey, f, 'run-a', 30);
-    const follow = followReplyText(replies, chatKey, 'run-a', { pollMs: 20, idleMs: 5000 });
-    const result = await sender.streamPost('telegram:-1004303', follow.texts, signal());
-    await writing;
+    const { result } = await streamWhileWriting('telegram-chat--1004303', 'telegram:-1004303', 30);
     expect(result.status).toBe('ok');
     const [refused] = fake.refused;
     const [post] = fake.sentTo(-1004303);
@@ -156,5 +163,52 @@ describe('a reply stream posted to Telegram as it is written', () => {
     for await (const t of follow.texts) texts.push(t);
     expect(texts).toEqual(PARTS.slice(0, 2));
     expect(follow.end()).toBe('cut');
+  });
+});
+
+describe('a reply stream posted to Discord as it is written', () => {
+  let discord: FakeDiscord;
+  let discordRuntime: PlatformRuntime;
+  let discordSender: ChatSdkSender;
+  beforeEach(async () => {
+    discord = await startFakeDiscord();
+    const config = loadConfig({
+      ...REDIS_ENV,
+      CHATLANE_PREFIX: prefix,
+      DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
+      DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
+      DISCORD_APPLICATION_ID,
+      DISCORD_API_URL: discord.apiUrl,
+    });
+    discordRuntime = await startPlatformRuntime(config, redis, silentLogger());
+    discordSender = new ChatSdkSender('discord', async () => discordRuntime, true);
+  });
+  afterEach(async () => {
+    await discordRuntime.close();
+    await discord.close();
+  });
+
+  it('posts before the turn ends, edits the post as the text grows (a 429 on one edit skipped), and ends on the whole text', async () => {
+    discord.scriptNext(/\/messages\/\d+$/, {
+      status: 429,
+      headers: { 'retry-after': '0.2' },
+      body: { message: 'You are being rate limited.', retry_after: 0.2, global: false },
+    });
+    const { result, postedAt } = await streamWhileWriting(
+      'discord-@me:1400',
+      'discord:@me:1400',
+      150,
+      discordSender,
+    );
+    expect(result.status).toBe('ok');
+    const posts = discord.posts();
+    expect(posts).toHaveLength(1);
+    expect(posts[0]!.at).toBeLessThan(postedAt - 500);
+    const edits = discord.edits().map((e) => String(e.body.content));
+    // One refused, at least one more mid-stream, and the final one.
+    expect(edits.length).toBeGreaterThanOrEqual(3);
+    const accepted = edits.slice(1);
+    expect(accepted.every((t, i) => i === 0 || t.startsWith(accepted[i - 1]!))).toBe(true);
+    expect(discord.contentNow(result.messageId!)).toBe(FULL);
   });
 });
