@@ -19,7 +19,7 @@ export async function demoTelegram(): Promise<{ fake: FakeTelegram; platforms: E
 
 /**
  * One message through `POST /webhooks/telegram` (as Telegram would send it, with the secret
- * token), then the agent's reply arriving at the fake API's sendMessage.
+ * token), then the agent's reply arriving at the fake API's sendRichMessage.
  */
 export async function demoTelegramRoundTrip(ingressUrl: string, fake: FakeTelegram): Promise<void> {
   const chatId = 4242;

@@ -1,12 +1,16 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
 /**
- * A local fake of the Telegram Bot API (tests and `chatlane demo`; never used in production) (`POST /bot<token>/<method>`), reached by the real
- * `@chat-adapter/telegram` through TELEGRAM_API_BASE_URL. It answers what chatlane's use of
- * the adapter calls: getMe, sendMessage (recorded), sendChatAction (recorded), getUpdates
- * (long polling over `pushUpdate`), deleteWebhook, setWebhook, getWebhookInfo. Like a Bot API
- * server older than 10.1 it has no sendRichMessage (404), so the adapter falls back to
- * sendMessage, the method every Telegram server has. Errors come in Telegram's own shape (`{ ok: false, error_code,
+ * A local fake of the Telegram Bot API (tests and `chatlane demo`; never used in production)
+ * (`POST /bot<token>/<method>`), reached by the real `@chat-adapter/telegram` through
+ * TELEGRAM_API_BASE_URL. It answers what chatlane's use of the adapter calls, as Bot API 10.1
+ * has it: getMe, sendRichMessage and sendMessage (recorded in `sent`), editMessageText (text or
+ * rich_message; recorded in `edits`; `textNow` is a message's text after its edits), the private-chat
+ * drafts sendMessageDraft and sendRichMessageDraft (recorded in `drafts`), sendChatAction
+ * (recorded), getUpdates (long polling over `pushUpdate`), deleteWebhook, setWebhook,
+ * getWebhookInfo. `new FakeTelegram({ richMessages: false })` is a server older than 10.1: no
+ * sendRichMessage / sendRichMessageDraft (404), so the adapter falls back to sendMessage and
+ * sendMessageDraft. Errors come in Telegram's own shape (`{ ok: false, error_code,
  * description, parameters: { retry_after } }`), scripted per chat with `failNext`.
  */
 export const BOT = { id: 7000001, username: 'chatlane_test_bot', token: '7000001:TEST-token_abc' };
@@ -17,16 +21,33 @@ export interface SentMessage {
   threadId: number | undefined;
   text: string;
   at: number;
+  /** Telegram's message_id (for edits; unset on refused calls and drafts). */
+  messageId?: number;
+}
+
+export interface SentDraft extends SentMessage {
+  draftId: number;
 }
 
 export interface ScriptedError {
   code: number;
   description: string;
   retryAfter?: number;
+  /** Only calls of these methods fail (default: every send, edit and draft to the chat). */
+  methods?: string[];
+}
+
+export interface FakeTelegramOptions {
+  /** Bot API 10.1's rich messages (sendRichMessage, sendRichMessageDraft); default true. */
+  richMessages?: boolean;
 }
 
 export class FakeTelegram {
   readonly sent: SentMessage[] = [];
+  /** Accepted editMessageText calls, oldest first (the text each one set). */
+  readonly edits: SentMessage[] = [];
+  /** Accepted draft updates, oldest first. */
+  readonly drafts: SentDraft[] = [];
   readonly typing: Array<{ chatId: string; threadId: number | undefined }> = [];
   readonly refused: Array<SentMessage & { code: number }> = [];
   /**
@@ -45,7 +66,14 @@ export class FakeTelegram {
   private readonly updates: Array<{ update_id: number } & Record<string, unknown>> = [];
   private waiting: Array<() => void> = [];
   private server!: Server;
+  private readonly richMessages: boolean;
+  /** The text each sent message shows now (message_id -> text), edits applied. */
+  private readonly current = new Map<number, string>();
   url = '';
+
+  constructor(options: FakeTelegramOptions = {}) {
+    this.richMessages = options.richMessages ?? true;
+  }
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => void this.handle(req, res));
@@ -54,7 +82,10 @@ export class FakeTelegram {
     return this;
   }
 
-  /** The next send to `chatId` (and `times - 1` after it) fails with `error`. */
+  /**
+   * The next send to `chatId` (and `times - 1` after it) fails with `error`; an error with
+   * `methods` waits for a call of one of them.
+   */
   failNext(chatId: string | number, error: ScriptedError, times = 1): void {
     const list = this.failures.get(String(chatId)) ?? [];
     for (let i = 0; i < times; i++) list.push(error);
@@ -69,6 +100,19 @@ export class FakeTelegram {
 
   sentTo(chatId: string | number): SentMessage[] {
     return this.sent.filter((s) => s.chatId === String(chatId));
+  }
+
+  /** What the message with this message_id shows now (after its edits). */
+  textNow(messageId: number | undefined): string | undefined {
+    return messageId === undefined ? undefined : this.current.get(messageId);
+  }
+
+  editsTo(chatId: string | number): SentMessage[] {
+    return this.edits.filter((s) => s.chatId === String(chatId));
+  }
+
+  draftsTo(chatId: string | number): SentDraft[] {
+    return this.drafts.filter((s) => s.chatId === String(chatId));
   }
 
   close(): Promise<void> {
@@ -107,6 +151,16 @@ export class FakeTelegram {
         return ok(true);
       case 'sendMessage':
         return this.send(m[2], params, reply, res);
+      case 'sendRichMessage':
+        if (!this.richMessages) break;
+        return this.send(m[2], params, reply, res);
+      case 'editMessageText':
+        return this.edit(params, reply);
+      case 'sendMessageDraft':
+        return this.draft(m[2], params, reply);
+      case 'sendRichMessageDraft':
+        if (!this.richMessages) break;
+        return this.draft(m[2], params, reply);
       case 'getUpdates': {
         this.inFlight += 1;
         this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
@@ -119,8 +173,110 @@ export class FakeTelegram {
         return this.getUpdates(params, ok, () => !open);
       }
       default:
-        return reply(404, { ok: false, error_code: 404, description: 'Not Found: method not found' });
+        break;
     }
+    reply(404, { ok: false, error_code: 404, description: 'Not Found: method not found' });
+  }
+
+  /** The text a call carries: `text`, or a rich message's markdown (or html). */
+  private static textOf(params: Record<string, unknown>): string | undefined {
+    const rich = params.rich_message as { markdown?: unknown; html?: unknown } | undefined;
+    const text = params.text ?? rich?.markdown ?? rich?.html;
+    return typeof text === 'string' ? text : undefined;
+  }
+
+  /** The scripted failure for this call, answered; true when there was one. */
+  private failed(message: SentMessage, reply: (status: number, body: unknown) => void): boolean {
+    const list = this.failures.get(message.chatId);
+    const at = list?.findIndex((f) => !f.methods || f.methods.includes(message.method)) ?? -1;
+    if (!list || at < 0) return false;
+    const [failure] = list.splice(at, 1) as [ScriptedError];
+    this.refused.push({ ...message, code: failure.code });
+    reply(failure.code, {
+      ok: false,
+      error_code: failure.code,
+      description: failure.description,
+      ...(failure.retryAfter !== undefined && { parameters: { retry_after: failure.retryAfter } }),
+    });
+    return true;
+  }
+
+  private badRequest(reply: (status: number, body: unknown) => void, what: string): void {
+    reply(400, { ok: false, error_code: 400, description: `Bad Request: ${what}` });
+  }
+
+  private messageResult(message: SentMessage): Record<string, unknown> {
+    const { chatId, threadId } = message;
+    return {
+      message_id: message.messageId,
+      date: Math.floor(message.at / 1000),
+      chat: { id: Number(chatId), type: chatId.startsWith('-') ? 'supergroup' : 'private' },
+      ...(threadId !== undefined && { message_thread_id: threadId, is_topic_message: true }),
+      from: { id: BOT.id, is_bot: true, first_name: 'Test Bot', username: BOT.username },
+      text: message.text,
+    };
+  }
+
+  /** editMessageText: a message this bot sent to the chat gets a new text (a Message back). */
+  private edit(params: Record<string, unknown>, reply: (status: number, body: unknown) => void): void {
+    const chatId = String(params.chat_id);
+    const text = FakeTelegram.textOf(params);
+    const target = this.sent.find((s) => s.chatId === chatId && s.messageId === params.message_id);
+    const edit: SentMessage = {
+      method: 'editMessageText',
+      chatId,
+      threadId: target?.threadId,
+      text: text ?? '',
+      at: Date.now(),
+      ...(target && { messageId: target.messageId }),
+    };
+    if (this.failed(edit, reply)) return;
+    const bad = !text
+      ? 'message text is empty'
+      : !target
+        ? 'message to edit not found'
+        : this.current.get(target.messageId!) === text
+          ? 'message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message'
+          : undefined;
+    if (bad || !text || !target) {
+      this.badRequest(reply, bad ?? '');
+      return;
+    }
+    this.current.set(target.messageId!, text);
+    this.edits.push(edit);
+    reply(200, { ok: true, result: this.messageResult(edit) });
+  }
+
+  /** sendMessageDraft / sendRichMessageDraft: an ephemeral preview in a private chat (True back). */
+  private draft(
+    method: string,
+    params: Record<string, unknown>,
+    reply: (status: number, body: unknown) => void,
+  ): void {
+    const chatId = String(params.chat_id);
+    const draft: SentDraft = {
+      method,
+      chatId,
+      threadId: params.message_thread_id as number | undefined,
+      text: FakeTelegram.textOf(params) ?? '',
+      at: Date.now(),
+      draftId: Number(params.draft_id),
+    };
+    if (this.failed(draft, reply)) return;
+    const bad =
+      !Number.isInteger(draft.draftId) || draft.draftId === 0
+        ? 'draft_id must be non-zero'
+        : chatId.startsWith('-')
+          ? 'drafts can be sent to private chats only'
+          : method === 'sendRichMessageDraft' && params.rich_message === undefined
+            ? 'rich_message is required'
+            : undefined;
+    if (bad) {
+      this.badRequest(reply, bad);
+      return;
+    }
+    this.drafts.push(draft);
+    reply(200, { ok: true, result: true });
   }
 
   private async send(
@@ -129,39 +285,22 @@ export class FakeTelegram {
     reply: (status: number, body: unknown) => void,
     res: ServerResponse,
   ): Promise<void> {
-    const chatId = String(params.chat_id);
-    const threadId = params.message_thread_id as number | undefined;
-    const rich = params.rich_message as { markdown?: string } | undefined;
     const message: SentMessage = {
       method,
-      chatId,
-      threadId,
-      text: String(params.text ?? rich?.markdown ?? ''),
+      chatId: String(params.chat_id),
+      threadId: params.message_thread_id as number | undefined,
+      text: FakeTelegram.textOf(params) ?? '',
       at: Date.now(),
     };
-    const failure = this.failures.get(chatId)?.shift();
-    if (failure) {
-      this.refused.push({ ...message, code: failure.code });
-      reply(failure.code, {
-        ok: false,
-        error_code: failure.code,
-        description: failure.description,
-        ...(failure.retryAfter !== undefined && { parameters: { retry_after: failure.retryAfter } }),
-      });
+    if (this.failed(message, reply)) return;
+    if (!message.text) {
+      this.badRequest(reply, 'message text is empty');
       return;
     }
+    message.messageId = 10_000 + this.sent.length + 1;
     this.sent.push(message);
-    const body = JSON.stringify({
-      ok: true,
-      result: {
-        message_id: 10_000 + this.sent.length,
-        date: Math.floor(Date.now() / 1000),
-        chat: { id: Number(chatId), type: chatId.startsWith('-') ? 'supergroup' : 'private' },
-        ...(threadId !== undefined && { message_thread_id: threadId, is_topic_message: true }),
-        from: { id: BOT.id, is_bot: true, first_name: 'Test Bot', username: BOT.username },
-        text: message.text,
-      },
-    });
+    this.current.set(message.messageId, message.text);
+    const body = JSON.stringify({ ok: true, result: this.messageResult(message) });
     const act = this.onNextAccept;
     this.onNextAccept = undefined;
     const answer = () =>

@@ -47,7 +47,7 @@ async function startDelivery(): Promise<RoleProcess> {
 }
 
 /**
- * Telegram's sendMessage carries no outbox item id (the Chat SDK sender posts only the text to
+ * Telegram's sendRichMessage carries no outbox item id (the Chat SDK sender posts only the text to
  * the chat/thread; Telegram assigns its own message_id), so the fake sees items by their text:
  * every reply here has a distinct text, which stands for its item id.
  */
@@ -81,7 +81,7 @@ async function killAfterAccept(chatId: number, answer: boolean): Promise<void> {
   });
 }
 
-describe('a Telegram delivery process killed after sendMessage accepted an item', () => {
+describe('a Telegram delivery process killed after sendRichMessage accepted an item', () => {
   it('whose answer was sent but never read: the item arrives twice, then the rest in order, and the cursor ends past all items', async () => {
     await killAfterAccept(4201, true);
   }, 60_000);

@@ -12,6 +12,10 @@ export interface FakeDiscord extends FakePlatform {
   readonly apiUrl: string;
   /** POST /channels/:id/messages calls. */
   posts(): RecordedCall[];
+  /** PATCH /channels/:id/messages/:id calls (edits), oldest first. */
+  edits(): RecordedCall[];
+  /** What a posted message shows now, its edits applied. */
+  contentNow(messageId: string): string | undefined;
 }
 
 export async function startFakeDiscord(): Promise<FakeDiscord> {
@@ -22,16 +26,35 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
   };
   /** Threads opened through the fake: thread id → parent channel. */
   const threads = new Map<string, string>();
+  /** Posted message id → its content now. */
+  const contents = new Map<string, string>();
   const fake = await startFakePlatform((call) => {
     const post = /^\/api\/v10\/channels\/(\d+)\/messages$/.exec(call.path);
     if (call.method === 'POST' && post) {
+      const id = snowflake();
+      contents.set(id, String(call.body.content ?? ''));
       return {
         body: {
-          id: snowflake(),
+          id,
           channel_id: post[1],
           content: call.body.content,
           author: { id: DISCORD_APPLICATION_ID, username: 'chatlane', bot: true },
           timestamp: new Date().toISOString(),
+        },
+      };
+    }
+    const edit = /^\/api\/v10\/channels\/(\d+)\/messages\/(\d+)$/.exec(call.path);
+    if (call.method === 'PATCH' && edit) {
+      if (!contents.has(edit[2]!)) return { status: 404, body: { message: 'Unknown Message', code: 10008 } };
+      contents.set(edit[2]!, String(call.body.content ?? ''));
+      return {
+        body: {
+          id: edit[2],
+          channel_id: edit[1],
+          content: call.body.content,
+          author: { id: DISCORD_APPLICATION_ID, username: 'chatlane', bot: true },
+          timestamp: new Date().toISOString(),
+          edited_timestamp: new Date().toISOString(),
         },
       };
     }
@@ -51,6 +74,9 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
   return Object.assign(fake, {
     apiUrl: `${fake.url}/api/v10`,
     posts: () => fake.callsTo(/^\/api\/v10\/channels\/\d+\/messages$/).filter((c) => c.method === 'POST'),
+    edits: () =>
+      fake.callsTo(/^\/api\/v10\/channels\/\d+\/messages\/\d+$/).filter((c) => c.method === 'PATCH'),
+    contentNow: (messageId: string) => contents.get(messageId),
   });
 }
 

@@ -52,14 +52,14 @@ afterAll(() => redis.disconnect());
 const reply = (chatKey: string, texts: string[]) => replyAsTurn(store, queue, chatKey, texts);
 
 describe('replies to Telegram chats', () => {
-  it('arrive at sendMessage with the chat_id, in order', async () => {
+  it('arrive at sendRichMessage (Bot API 10.1) with the chat_id and the Markdown as written, in order', async () => {
     const chatKey = await chatFromTelegram(ing, 42);
-    await reply(chatKey, ['first', 'second', 'third']);
+    await reply(chatKey, ['first', 'second *bold*', 'third']);
     await waitFor(async () => fake.sentTo(42).length === 3, { what: 'three replies' });
     expect(fake.sentTo(42).map((s) => [s.method, s.text, s.threadId])).toEqual([
-      ['sendMessage', 'first', undefined],
-      ['sendMessage', 'second', undefined],
-      ['sendMessage', 'third', undefined],
+      ['sendRichMessage', 'first', undefined],
+      ['sendRichMessage', 'second *bold*', undefined],
+      ['sendRichMessage', 'third', undefined],
     ]);
   });
 

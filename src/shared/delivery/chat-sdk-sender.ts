@@ -73,6 +73,65 @@ export class ChatSdkSender implements Sender {
     }
   }
 
+  /**
+   * Posts text as it is written, through Chat SDK's streaming post
+   * (`thread.post(AsyncIterable<string>)`): each adapter's own way (Telegram: drafts in a
+   * private chat, else a post it edits; Slack: native streaming; Discord, Google Chat: a post
+   * the SDK edits). `ok` carries the platform's id of the message that holds the text, which
+   * a later edit to the committed text needs.
+   */
+  async streamPost(
+    threadId: string,
+    texts: AsyncIterable<string>,
+    signal: AbortSignal,
+  ): Promise<SendResult & { messageId?: string }> {
+    let runtime: PlatformRuntime;
+    try {
+      runtime = await this.runtime();
+    } catch (err) {
+      return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
+    }
+    try {
+      const sent = await untilAborted(
+        runtime.chat.thread(threadId).post(texts),
+        signal,
+        () => new Error('stream aborted (DELIVERY_TIMEOUT_MS)'),
+      );
+      return { status: 'ok', messageId: sent.id };
+    } catch (err) {
+      return classifySendError(err);
+    } finally {
+      runtime.forget(this.channel, threadId);
+    }
+  }
+
+  /** Replaces the text of a message this bot posted (a streamed post cut short gets the committed text). */
+  async editPost(
+    threadId: string,
+    messageId: string,
+    markdown: string,
+    signal: AbortSignal,
+  ): Promise<SendResult> {
+    let runtime: PlatformRuntime;
+    try {
+      runtime = await this.runtime();
+    } catch (err) {
+      return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
+    }
+    try {
+      await untilAborted(
+        runtime.adapter(this.channel).editMessage(threadId, messageId, { markdown }),
+        signal,
+        () => new Error('edit aborted (DELIVERY_TIMEOUT_MS)'),
+      );
+      return { status: 'ok' };
+    } catch (err) {
+      return classifySendError(err);
+    } finally {
+      runtime.forget(this.channel, threadId);
+    }
+  }
+
   /** Shows the bot as typing in the thread (a few seconds on most platforms); never throws. */
   async typing(threadId: string): Promise<void> {
     if (!this.canType) return;

@@ -121,6 +121,9 @@ export const telegram: PlatformModule<TelegramSettings> = {
       ...(s.mode === 'polling' && { allowUnverifiedWebhooks: true }),
       logger: chatSdkLogger(logger.child({ platform: 'telegram' })),
       mentionOnReply: false,
+      // Only streamed posts use it: a private chat sees drafts (Bot API sendMessageDraft /
+      // sendRichMessageDraft) as the text is written, then the final message.
+      nativeStreaming: true,
       ...(s.secretToken !== undefined && { secretToken: s.secretToken }),
       ...(s.apiUrl !== undefined && { apiUrl: s.apiUrl }),
       ...(s.userName !== undefined && { userName: s.userName }),
