@@ -52,25 +52,11 @@ export class ChatSdkSender implements Sender {
   async send({ route, item, signal }: SendRequest): Promise<SendResult> {
     const threadId = route.threadId;
     if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
-    let runtime: PlatformRuntime;
-    try {
-      runtime = await this.runtime();
-    } catch (err) {
-      return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
-    }
-    try {
-      // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
-      await untilAborted(
-        runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text }),
-        signal,
-        () => new Error('send aborted (DELIVERY_TIMEOUT_MS)'),
-      );
+    // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
+    return this.call(threadId, signal, 'send', async (runtime) => {
+      await runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text });
       return { status: 'ok' };
-    } catch (err) {
-      return classifySendError(err);
-    } finally {
-      runtime.forget(this.channel, threadId);
-    }
+    });
   }
 
   /**
@@ -80,38 +66,35 @@ export class ChatSdkSender implements Sender {
    * the SDK edits). `ok` carries the platform's id of the message that holds the text, which
    * a later edit to the committed text needs.
    */
-  async streamPost(
+  streamPost(
     threadId: string,
     texts: AsyncIterable<string>,
     signal: AbortSignal,
   ): Promise<SendResult & { messageId?: string }> {
-    let runtime: PlatformRuntime;
-    try {
-      runtime = await this.runtime();
-    } catch (err) {
-      return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
-    }
-    try {
-      const sent = await untilAborted(
-        runtime.chat.thread(threadId).post(texts),
-        signal,
-        () => new Error('stream aborted (DELIVERY_TIMEOUT_MS)'),
-      );
+    return this.call(threadId, signal, 'stream', async (runtime) => {
+      const sent = await runtime.chat.thread(threadId).post(texts);
       return { status: 'ok', messageId: sent.id };
-    } catch (err) {
-      return classifySendError(err);
-    } finally {
-      runtime.forget(this.channel, threadId);
-    }
+    });
   }
 
   /** Replaces the text of a message this bot posted (a streamed post cut short gets the committed text). */
-  async editPost(
+  editPost(threadId: string, messageId: string, markdown: string, signal: AbortSignal): Promise<SendResult> {
+    return this.call(threadId, signal, 'edit', async (runtime) => {
+      await runtime.adapter(this.channel).editMessage(threadId, messageId, { markdown });
+      return { status: 'ok' };
+    });
+  }
+
+  /**
+   * One platform call on the thread: the runtime, the call given up at `signal`
+   * (DELIVERY_TIMEOUT_MS), its error classified, the thread's adapter state forgotten after.
+   */
+  private async call<R extends SendResult>(
     threadId: string,
-    messageId: string,
-    markdown: string,
     signal: AbortSignal,
-  ): Promise<SendResult> {
+    what: string,
+    op: (runtime: PlatformRuntime) => Promise<R>,
+  ): Promise<R | SendResult> {
     let runtime: PlatformRuntime;
     try {
       runtime = await this.runtime();
@@ -119,12 +102,11 @@ export class ChatSdkSender implements Sender {
       return { status: 'retry', reason: `platform runtime unavailable: ${(err as Error).message}` };
     }
     try {
-      await untilAborted(
-        runtime.adapter(this.channel).editMessage(threadId, messageId, { markdown }),
+      return await untilAborted(
+        op(runtime),
         signal,
-        () => new Error('edit aborted (DELIVERY_TIMEOUT_MS)'),
+        () => new Error(`${what} aborted (DELIVERY_TIMEOUT_MS)`),
       );
-      return { status: 'ok' };
     } catch (err) {
       return classifySendError(err);
     } finally {
