@@ -1,4 +1,5 @@
-// The wrapper-overhead anchor: the bare AI SDK `generateText` tool loop, no queue, no store.
+// The wrapper-overhead anchor: the bare AI SDK `streamText` tool loop (the worker's turns
+// stream), its stream read to the end, no queue, no store.
 // Plain JavaScript on purpose, run with plain `node` like the worker's compiled dist/: neither
 // side carries a TypeScript loader. Same provider package and options as the worker
 // (src/worker/agent/model.ts, loop.ts), the same `chat_send` tool schema, the same mock model
@@ -9,7 +10,7 @@
 // to be killed. The parent reads this process's CPU and memory from /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { generateText, isStepCount, tool, zodSchema } from 'ai';
+import { isStepCount, streamText, tool, zodSchema } from 'ai';
 import { z } from 'zod';
 
 const env = process.env;
@@ -36,7 +37,7 @@ const tools = {
 
 let steps = 0;
 async function turn(i) {
-  const result = await generateText({
+  const result = streamText({
     model,
     // The mock reads the chat key from the system prompt, as it does from the worker's.
     instructions: `You are a helpful assistant.\nChatKey: ${prefix}-${i}\nReply with chat_send.`,
@@ -45,7 +46,9 @@ async function turn(i) {
     stopWhen: isStepCount(16),
     maxRetries: 2,
   });
-  steps += result.steps.length;
+  // Read as the worker reads it: every part of the full stream, in order.
+  for await (const _part of result.fullStream);
+  steps += (await result.steps).length;
 }
 
 async function pool(from, count) {

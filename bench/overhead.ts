@@ -247,7 +247,7 @@ export async function benchOverhead(opts: OverheadOptions) {
   return {
     description:
       'chatlane: one worker process (dist/cli.js worker, WORKER_CONCURRENCY = level) turning one-message chats ' +
-      'released at once; bare: bench/bare-loop.mjs, the AI SDK generateText tool loop (same provider package, ' +
+      'released at once; bare: bench/bare-loop.mjs, the AI SDK streamText tool loop (same provider package, ' +
       `same chat_send tool schema, no queue, no store) with the same number of turns in flight; both against one ` +
       `mock model process answering in ${opts.latencyMs} ms (2 calls per turn), ${opts.turnsPerSlot}× level ` +
       `turns per measurement after ${opts.warmupTurns} warm-up turns; CPU from /proc/<pid>/stat of the measured ` +
