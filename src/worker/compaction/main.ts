@@ -57,7 +57,7 @@ export interface PreparedCompactor extends Prepared<CompactorHandle> {
 }
 
 /**
- * `chatlane compactor`, steps 1–3 of the startup order (`../startup.ts`): checks (it needs a
+ * `chatlane compactor`, steps 1–3 of the startup order (`../process/startup.ts`): checks (it needs a
  * model like a worker does), connections, side server bound. No job is taken until `run()`.
  */
 export async function prepareCompactor(

@@ -55,7 +55,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, opts: DeliveryWorkerOpt
     ...queueOptions(opts.prefix, QUEUES.deliveries, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
-    // Renewed like every job lock (../liveness.ts): a dead worker's deliveries resume soon.
+    // Renewed like every job lock (../turn/liveness.ts): a dead worker's deliveries resume soon.
     lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
     maxStalledCount: 3,

@@ -97,7 +97,7 @@ export interface PreparedDelivery extends Prepared<DeliveryHandle> {
 /**
  * `chatlane delivery`: only the delivery worker, for operators who keep outbound traffic
  * (platform tokens, webhook egress) apart from the model workers or scale it separately.
- * It needs no model. Steps 1–3 of the startup order (`../startup.ts`); jobs after `run()`.
+ * It needs no model. Steps 1–3 of the startup order (`../process/startup.ts`); jobs after `run()`.
  */
 export async function prepareDelivery(
   config: Config,
