@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import { ask } from './redis-server.js';
 
 /**
  * A throwaway Redis Cluster with one replica per master (scripts/redis-cluster.sh) on a free
@@ -52,28 +52,17 @@ async function freeRange(size: number): Promise<number> {
 }
 
 async function clusterNodes(port: number): Promise<string[][]> {
-  const r = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  r.on('error', () => undefined);
-  try {
-    await r.connect();
+  const rows = await ask(port, async (r) => {
     const text = (await r.call('CLUSTER', 'NODES')) as string;
     const info = (await r.call('CLUSTER', 'INFO')) as string;
-    const rows = text
-      .trim()
-      .split('\n')
-      .map((l) => l.split(' '));
-    return info.includes('cluster_state:ok') ? rows : [];
-  } catch {
-    return [];
-  } finally {
-    r.disconnect();
-  }
+    return info.includes('cluster_state:ok')
+      ? text
+          .trim()
+          .split('\n')
+          .map((l) => l.split(' '))
+      : [];
+  });
+  return rows ?? [];
 }
 
 const portOf = (addr: string) => Number(/:(\d+)@/.exec(addr)?.[1]);

@@ -111,3 +111,25 @@ export function ownRedis(dir: string, port: number, options: OwnRedisOptions = {
     },
   };
 }
+
+/** A short-lived client for one question to one server. */
+export async function ask<T>(port: number, fn: (r: Redis) => Promise<T>): Promise<T | undefined> {
+  const r = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  r.on('error', () => undefined);
+  try {
+    await r.connect();
+    return await fn(r);
+  } catch {
+    return undefined;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** Replicas of the master past their initial sync (`state=online` in its INFO replication). */

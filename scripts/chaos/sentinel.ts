@@ -1,9 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { freePort } from '../../bench/util.js';
 import { type LagProxy, lagProxy } from './lag-proxy.js';
-import { type OwnRedis, ownRedis } from './redis-server.js';
+import { ask, type OwnRedis, ownRedis } from './redis-server.js';
 
 /**
  * A Sentinel deployment on spare ports, all real `redis-server` processes: a primary, one
@@ -43,27 +42,6 @@ export interface SentinelOptions {
   lag?: boolean;
 }
 
-/** A short-lived client for one question to one server. */
-async function ask<T>(port: number, fn: (r: Redis) => Promise<T>): Promise<T | undefined> {
-  const r = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  r.on('error', () => undefined);
-  try {
-    await r.connect();
-    return await fn(r);
-  } catch {
-    return undefined;
-  } finally {
-    r.disconnect();
-  }
-}
-
-/** Replicas of the master past their initial sync (`state=online` in its INFO replication). */
 export async function linkedReplicas(port: number): Promise<number> {
   const info = await ask(port, (r) => r.info('replication'));
   return (info ?? '').match(/^slave\d+:.*state=online/gm)?.length ?? 0;
