@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { geminiJsonStream } from './gemini.js';
-import { failureBody, type Protocol, type RouteParams } from './protocol.js';
+import type { Protocol, RouteParams } from './protocol.js';
 import { chatKeyOf, decideReply, messageTokens, promptTokens, usageOf } from './reply.js';
 import type { MockLlmState } from './state.js';
 
@@ -51,7 +51,7 @@ export async function answer<B>(
     if (failure) {
       out = {
         status: failure.status,
-        json: failureBody(protocol as Protocol<unknown>, failure),
+        json: protocol.error(failure.message, failure.code, failure.status),
         retryAfterMs: failure.retryAfterMs,
       };
     } else {

@@ -1,6 +1,5 @@
 import type { z } from 'zod';
 import type { MockReply, MockRequest, MockUsage } from './reply.js';
-import type { Failure } from './state.js';
 
 /**
  * One wire protocol of the mock model: how its request reads as a conversation, and how an
@@ -30,10 +29,6 @@ export interface RouteParams {
   stream?: boolean;
   /** Gemini: `?alt=sse` (otherwise a stream is one JSON array). */
   sse?: boolean;
-}
-
-export function failureBody(protocol: Protocol<unknown>, failure: Failure): object {
-  return protocol.error(failure.message, failure.code, failure.status);
 }
 
 /** `data:` lines only, as OpenAI and Gemini send them. */

@@ -42,10 +42,6 @@ export class KeyTails {
     private readonly pollMs: number,
   ) {}
 
-  get size(): number {
-    return this.tails.size;
-  }
-
   /** Follow `key` from after `from` ('0-0': every entry it holds), then live. */
   async follow(key: string, from: string, sink: TailSink): Promise<() => void> {
     const tail = this.watch(key);

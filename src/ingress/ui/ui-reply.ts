@@ -240,8 +240,4 @@ export class UiReply {
     const res = this.res;
     if (res && !res.writableEnded) res.end();
   }
-
-  get isClosed(): boolean {
-    return this.closed;
-  }
 }

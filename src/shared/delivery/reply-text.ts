@@ -31,8 +31,6 @@ export interface ReplyTextFollow {
   end(): ReplyTextEnd | undefined;
   /** The text read so far. */
   text(): string;
-  /** The part followed, once it started. */
-  partId(): string | undefined;
 }
 
 const REPLY_ENDS = new Set(['abort', 'error', 'finish']);
@@ -102,6 +100,5 @@ export function followReplyText(
     texts: { [Symbol.asyncIterator]: () => texts() },
     end: () => end,
     text: () => text,
-    partId: () => part,
   };
 }
