@@ -9,7 +9,6 @@ const CHAT_SEND = 'chat_send';
 interface SendInput {
   json: string;
   shown: string;
-  ended: boolean;
 }
 
 function textOf(value: unknown): string | undefined {
@@ -50,7 +49,7 @@ export class UiChunker {
         return;
       case 'tool-input-start':
         if (part.toolName === CHAT_SEND) {
-          this.sends.set(part.id, { json: '', shown: '', ended: false });
+          this.sends.set(part.id, { json: '', shown: '' });
           this.emit({ type: 'text-start', id: part.id });
         } else {
           this.emit({ type: 'tool-input-start', toolCallId: part.id, toolName: part.toolName });
@@ -58,7 +57,7 @@ export class UiChunker {
         return;
       case 'tool-input-delta': {
         const send = this.sends.get(part.id);
-        if (!send || send.ended) return;
+        if (!send) return;
         send.json += part.delta;
         const text = textOf((await parsePartialJson(send.json)).value);
         if (text !== undefined) this.show(part.id, send, text);
@@ -103,12 +102,10 @@ export class UiChunker {
   private endSend(id: string, text: string): void {
     let send = this.sends.get(id);
     if (!send) {
-      send = { json: '', shown: '', ended: false };
+      send = { json: '', shown: '' };
       this.emit({ type: 'text-start', id });
     }
-    if (send.ended) return;
     this.show(id, send, text);
-    send.ended = true;
     this.sends.delete(id);
     this.emit({ type: 'text-end', id });
   }
