@@ -41,6 +41,10 @@ const httpUrl = optionalString.pipe(z.string().url().optional());
  * one-line meaning (`.describe`): config-reference.ts builds its own copy of the schema to
  * generate docs/configuration.md and `chatlane config` from them, and names each one's roles.
  */
+/** BUDGET_NOTICE's default, also the notice of a turn built without one (turn-budget.ts). */
+export const DEFAULT_BUDGET_NOTICE =
+  "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.";
+
 export const configSchema = () =>
   z.object({
     REDIS_URL: z
@@ -475,9 +479,7 @@ export const configSchema = () =>
       .string()
       .min(1)
       .max(2000)
-      .default(
-        "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.",
-      )
+      .default(DEFAULT_BUDGET_NOTICE)
       .describe('the one notice a chat gets on a day it is over CHAT_DAILY_TOKEN_BUDGET'),
     ...retentionShape(),
     // Chat platforms (src/shared/platforms): each reads its own variables (TELEGRAM_BOT_TOKEN,

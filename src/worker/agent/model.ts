@@ -7,7 +7,7 @@ import { BUILT_IN_PROVIDERS, type ProviderFactories, registryOf } from './provid
 export type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
 type StreamResult = Awaited<ReturnType<ModelV4['doStream']>>;
-type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
+export type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
 
 /** Told the outcome of every call of each configured model (ModelHealth: which models are down). */
 export interface ModelCallObserver {

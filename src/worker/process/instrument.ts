@@ -5,7 +5,7 @@ import { DelayedError } from '../../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../../shared/metrics.js';
 import type { PriceTable } from '../../shared/prices.js';
 import { callUsage } from '../../shared/usage.js';
-import type { GenerateResult, ModelV4 } from '../agent/model.js';
+import type { GenerateResult, ModelV4, StreamPart } from '../agent/model.js';
 
 /**
  * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
@@ -123,8 +123,6 @@ class MeteredModel implements ModelV4 {
   }
 }
 
-type StreamPart =
-  Awaited<ReturnType<ModelV4['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
 type ModelUsage = GenerateResult['usage'];
 
 /** One call's usage as the metrics count it, by the model that answered. */

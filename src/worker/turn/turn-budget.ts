@@ -1,13 +1,10 @@
+import { DEFAULT_BUDGET_NOTICE } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import { checkBudget } from '../../shared/store/budget.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { TurnMessages } from '../agent/earlier-sends.js';
 import type { Lane } from './lane.js';
 import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
-
-/** README default of BUDGET_NOTICE (config.ts). */
-export const DEFAULT_BUDGET_NOTICE =
-  "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.";
 
 /** CHAT_DAILY_TOKEN_BUDGET and its notice (the day is the store's clock's UTC day). */
 export interface TurnBudget {
