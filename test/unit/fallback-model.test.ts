@@ -79,9 +79,12 @@ describe('FallbackModel (LLM_FALLBACK_MODELS)', () => {
   });
 
   it('retries a 429 on the same model twice, waiting what its answer asks, before falling back', async () => {
-    const first = model('first', apiError(429, { 'retry-after-ms': '5' }), apiError(429), apiError(429));
+    // A wait long enough to see: the retry honours the 429's retry-after-ms, not the policy's 1 ms.
+    const first = model('first', apiError(429, { 'retry-after-ms': '300' }), apiError(429), apiError(429));
     const { fallback, moves } = chain([first, model('second')]);
+    const started = performance.now();
     expect(await run(fallback)).toBe('second');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
     expect(first.doGenerateCalls).toHaveLength(3);
     expect(moves).toEqual(['first->second']);
 
