@@ -148,11 +148,23 @@ async function sentinelTopology(at: string): Promise<Topology> {
 
 async function clusterTopology(at: string): Promise<Topology> {
   const c = await startCluster(at, { nodeTimeoutMs: 2000 });
-  const shard = (await c.shards()).find((s) => s.replica !== undefined);
-  if (!shard?.replica) {
+  // The nodes agree on the layout a moment after the start script returns (cluster_state:ok,
+  // replicas linked): wait for it rather than read it once.
+  let shard: { master: number; replica?: number | undefined } | undefined;
+  try {
+    await until(
+      async () => {
+        shard = (await c.shards()).find((s) => s.replica !== undefined);
+        return shard !== undefined;
+      },
+      15_000,
+      'a cluster master with a replica',
+    );
+  } catch (err) {
     await c.stop();
-    throw new Error('the cluster has no master with a replica');
+    throw err;
   }
+  if (!shard?.replica) throw new Error('the cluster has no master with a replica');
   const { master, replica } = shard as { master: number; replica: number };
   const other = c.ports.find((p) => p !== master && p !== replica)!;
   const slots = await c.slotsOf(master);
