@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { HttpError } from '../errors.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
+import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 import { assertChat } from '../web-token.js';
-import { MAX_TEXT, toUserMessage } from './messages.js';
 
 /** The body DefaultChatTransport sends; fields an app adds through `body` are ignored. */
 const uiBody = z.looseObject({
@@ -17,22 +17,9 @@ const uiBody = z.looseObject({
 
 /** The newest message: the one that is ingested. Parts as `useChat` builds them for a person. */
 const newestMessage = z.looseObject({
-  id: z.string().regex(/^[A-Za-z0-9._:@-]{1,200}$/, 'id must be 1-200 characters of [A-Za-z0-9._:@-]'),
+  id: messageIdSchema,
   role: z.literal('user', { message: 'the newest message must be the user message to send' }),
-  parts: z
-    .array(
-      z.discriminatedUnion('type', [
-        z.looseObject({ type: z.literal('text'), text: z.string().min(1).max(MAX_TEXT) }),
-        z.looseObject({
-          type: z.literal('file'),
-          mediaType: z.string().min(1).max(200),
-          url: z.string().url(),
-          filename: z.string().max(500).optional(),
-        }),
-      ]),
-    )
-    .min(1)
-    .max(100),
+  parts: z.array(webPartSchema).min(1).max(MAX_PARTS),
 });
 
 export interface UiRouteOptions {
@@ -87,19 +74,9 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       );
     }
     const newest = parseOrThrow(newestMessage, body.messages.at(-1), `messages.${body.messages.length - 1}`);
-    const parts = newest.parts.map((p) =>
-      p.type === 'text'
-        ? { type: 'text' as const, text: p.text }
-        : {
-            type: 'file' as const,
-            mediaType: p.mediaType,
-            url: p.url,
-            ...(p.filename !== undefined && { filename: p.filename }),
-          },
-    );
     const message = toUserMessage(
       chatKey,
-      { id: newest.id, parts, metadata: { channel: 'web' } },
+      { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
     capacity();
