@@ -1,6 +1,7 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { HttpError } from '../errors.js';
+import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
 import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
@@ -54,15 +55,6 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     heartbeatMs: app.streams.settings.heartbeatMs,
   });
 
-  const capacity = () => {
-    if (app.streams.full) {
-      throw new HttpError(
-        'STREAM_CAPACITY',
-        `this ingress already serves ${app.streams.size} streams; retry`,
-      );
-    }
-  };
-
   app.post('/ui', async (request, reply) => {
     const body = parseOrThrow(uiBody, request.body ?? undefined, 'body');
     const chatKey = parseChatKey(body.id);
@@ -79,7 +71,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
-    capacity();
+    assertStreamRoom(app.streams);
     const ui = open(chatKey, new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
@@ -91,12 +83,12 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       ui.close();
       throw err;
     }
-    openStream(reply, ui);
+    ui.attach(hijackStream(reply, UI_STREAM_HEADERS));
   });
 
   app.get('/ui/:id/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
-    capacity();
+    assertStreamRoom(app.streams);
     const run = await withRedis(() => replies.liveRun(chatKey));
     if (!run) return reply.code(204).send();
     const ui = open(chatKey, new Set());
@@ -109,7 +101,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       ui.close();
       throw err;
     }
-    openStream(reply, ui);
+    ui.attach(hijackStream(reply, UI_STREAM_HEADERS));
   });
 
   app.get('/ui/:id/messages', async (request) => {
@@ -143,13 +135,4 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     if (pending.some((m) => m.id === messageId)) ui.awaitStart();
     else ui.end();
   }
-}
-
-function openStream(reply: FastifyReply, ui: UiReply): void {
-  // Headers set by hooks (CORS) survive the hijack only if written here.
-  const hooked = reply.getHeaders();
-  reply.hijack();
-  const res = reply.raw;
-  res.writeHead(200, { ...hooked, ...UI_STREAM_HEADERS, connection: 'close' } as Record<string, string>);
-  ui.attach(res);
 }
