@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Command } from 'ioredis';
-import type { ChatState } from '../src/loadtest/chat-state.js';
+import { type ChatState, streamIdAfter } from '../src/loadtest/chat-state.js';
 import { parseLoadtestArgs } from '../src/loadtest/options.js';
 import { progressPrinter } from '../src/loadtest/progress.js';
 import { renderSummary } from '../src/loadtest/report.js';
@@ -261,6 +261,31 @@ async function undeliveredReplies(
   return { undelivered, withdrawn };
 }
 
+/**
+ * The drain's end as the deployment sees it: every chat's inbox is empty (each acknowledged
+ * message that still exists is committed or failed) and its delivery cursor has passed its
+ * newest outbox item (every reply still there was delivered). The load test's own view waits
+ * for every reply it *saw* to be delivered, and one seen on the old primary and lost with it
+ * never is: without this the drain runs to its timeout. A message lost with the old primary
+ * ends the drain too, as it should: it will never be answered, and `lost` counts it after.
+ */
+async function deploymentSettled(
+  redis: ReturnType<typeof createRedisClient>,
+  chats: readonly Pick<ChatState, 'key' | 'acked'>[],
+): Promise<boolean> {
+  for (const chat of chats) {
+    if (chat.acked === 0) continue;
+    const k = chatKeys(PREFIX, chat.key);
+    if ((await redis.xlen(k.inbox)) > 0) return false;
+    const newest = await redis.xrevrange(k.outbox, '+', '-', 'COUNT', 1);
+    const newestId = newest[0]?.[0];
+    if (newestId === undefined) continue;
+    const deliveredTo = await redis.hget(k.meta, 'deliveredTo');
+    if (deliveredTo === null || streamIdAfter(newestId, deliveredTo)) return false;
+  }
+  return true;
+}
+
 async function scenario(mode: string, acks: number): Promise<Scenario> {
   const at = join(dir, `${mode}-${acks}`);
   mkdirSync(at, { recursive: true });
@@ -303,13 +328,14 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       ...['--url', ingress.url!, '--mock-url', mock.url!, '--via', 'webhook', '--webhook-secret', secret],
       ...['--chats', String(settings.chats), '--messages', '8', '--rate', String(settings.rate)],
       ...['--duration', String(settings.durationS), '--seed', String(settings.seed), '--text-bytes', '120'],
-      // A lost message is never answered: the drain then ends by its timeout.
+      // The drain ends when the deployment has settled (deploymentSettled), or at this cap.
       ...['--drain', acks > 0 ? '90' : '30', '--retries', '20', '--poll-interval', '200'],
     ]);
     if (opts === 'help') throw new Error('unreachable');
 
     let killedAt = 0;
     let promotedAt = 0;
+    let faultOver = false;
     const fault = (async () => {
       await sleep(settings.durationS * 400);
       if (settings.lagMs > 0) {
@@ -330,13 +356,32 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       say(
         `the new primary has a replica again, ${((Date.now() - promotedAt) / 1000).toFixed(1)} s after the promotion`,
       );
-    })();
-    const printer = progressPrinter('plain');
-    const result = await runLoadtest(opts, {
-      ...(printer && { onProgress: printer }),
-      progressIntervalMs: 2000,
+    })().finally(() => {
+      faultOver = true;
     });
+    const printer = progressPrinter('plain');
+    const probe = createRedisClient(loadConfig({ ...topo.env, CHATLANE_PREFIX: PREFIX }), 'worker');
+    probe.on('error', () => undefined);
+    let settledSeen = false;
+    let result: Awaited<ReturnType<typeof runLoadtest>>;
+    try {
+      result = await runLoadtest(opts, {
+        ...(printer && { onProgress: printer }),
+        progressIntervalMs: 2000,
+        // Read only once the old primary is gone for good and its successor has a replica.
+        settled: async (chats) => {
+          settledSeen ||= faultOver && (await deploymentSettled(probe, chats));
+          return settledSeen;
+        },
+      });
+    } finally {
+      await closeRedis(probe);
+    }
     await fault;
+    const { drainS, drainTimedOut } = result.report.timing;
+    say(
+      `drain ${drainS} s: ${drainTimedOut ? 'timed out' : settledSeen ? 'the deployment settled' : 'every reply seen was delivered'}`,
+    );
     const rep = result.report;
     process.stdout.write(`${renderSummary(rep)}\n\n`);
     const running = [...started].filter((p) => p.child.exitCode === null && p.child.signalCode === null);

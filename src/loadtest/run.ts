@@ -44,6 +44,12 @@ export interface RunHooks {
   progressIntervalMs?: number;
   /** Aborts sending and draining (e.g. SIGINT); the report is still written. */
   signal?: AbortSignal;
+  /**
+   * Asked about once a second while draining; true ends the drain. For a caller that can read
+   * the deployment's own state: a reply the watcher saw that died with a failed-over Redis
+   * primary is never delivered, so the watcher's view alone waits out the whole drain for it.
+   */
+  settled?: (chats: readonly ChatState[]) => Promise<boolean>;
 }
 
 /** Everything a caller (the chaos run, tests) may want beyond the report. */
@@ -57,6 +63,7 @@ export interface LoadtestResult {
 const RECENT = 5000;
 const BACKOFF_BASE_MS = 100;
 const BACKOFF_MAX_MS = 2000;
+const SETTLED_POLL_MS = 1000;
 
 class Recent {
   readonly values: number[] = [];
@@ -373,10 +380,25 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
   const drainTimer = new AbortController();
   const drainTimeout = setTimeout(() => drainTimer.abort(), opts.drainS * 1000);
   const drainStop = AbortSignal.any([stop.signal, drainTimer.signal]);
-  await Promise.race([Promise.all(chats.map((c) => c.whenAnswered())), whenAborted(drainStop)]);
+  const drainOver = new AbortController();
+  const asked = hooks.settled;
+  let settled = false;
+  const settling = async () => {
+    const over = AbortSignal.any([drainStop, drainOver.signal]);
+    while (asked && !over.aborted) {
+      if (await asked(chats).catch(() => false)) {
+        settled = true;
+        return;
+      }
+      await sleep(SETTLED_POLL_MS, over);
+    }
+    await whenAborted(over);
+  };
+  await Promise.race([Promise.all(chats.map((c) => c.whenAnswered())), whenAborted(drainStop), settling()]);
+  drainOver.abort();
   clearTimeout(drainTimeout);
   const drainedAt = now();
-  const drainTimedOut = !chats.every((c) => c.answered);
+  const drainTimedOut = !settled && !chats.every((c) => c.answered);
   for (const c of chats) c.releaseAll();
   await watcher.close();
   tickAnswered();

@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parseLoadtestArgs } from '../../src/loadtest/options.js';
 import type { LoadtestReport } from '../../src/loadtest/report.js';
+import { runLoadtest } from '../../src/loadtest/run.js';
 import { useStack } from '../helpers/stack.js';
 import { webhookSecret } from '../helpers/webhooks.js';
 
@@ -304,6 +306,27 @@ describe('chatlane loadtest against a stack with no worker', () => {
     expect(invariant(r, 'acked-once')?.examples[0]).toMatch(/acknowledged, still pending/);
     expect(invariant(r, 'model-serial')?.skipped).toBe(true);
     expect(run.stdout).toMatch(/FAIL \(3 checks failed\)/);
+  }, 60_000);
+
+  it("a caller's settled hook ends the drain early; the checks still judge what the deployment holds", async () => {
+    const opts = parseLoadtestArgs([
+      ...['--url', stack.ingressUrl(), '--chats', '3', '--messages', '2', '--rate', '50'],
+      ...['--drain', '30'],
+    ]);
+    if (opts === 'help') throw new Error('unreachable');
+    const asked = new Set<string>();
+    const result = await runLoadtest(opts, {
+      settled: async (chats) => {
+        for (const c of chats) asked.add(c.key);
+        return chats.every((c) => c.acked === 2);
+      },
+    });
+    const r = result.report;
+    expect(asked).toEqual(new Set(result.chats.map((c) => c.key)));
+    expect(r.messages.acked).toBe(6);
+    expect(r.timing.drainTimedOut).toBe(false);
+    expect(r.ok).toBe(false);
+    expect(invariant(r, 'nothing-pending')).toMatchObject({ ok: false, violations: 6 });
   }, 60_000);
 
   it('stops at the request budget and fails rather than run unbounded', async () => {

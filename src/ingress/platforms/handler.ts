@@ -7,7 +7,7 @@ import type { EnabledPlatform, GroupMode } from '../../shared/platforms/platform
 import type { PlatformRuntime } from '../../shared/platforms/runtime.js';
 import { requestScope } from '../../shared/platforms/scope.js';
 import type { Ingest } from '../ingest.js';
-import { MAX_TEXT } from '../routes/messages.js';
+import { MAX_TEXT } from '../user-message.js';
 
 export type PlatformOutcome = 'accepted' | 'duplicate' | 'ignored' | 'unsupported';
 

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { HttpError } from '../errors.js';
 import type { StreamClients } from '../stream/clients.js';
 import { parseCursor, type StreamCursor } from '../stream/cursor.js';
+import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 
 const streamQuery = z.object({ lastEventId: z.string().max(100).optional() }).strict();
@@ -32,25 +33,12 @@ export async function streamRoutes(app: FastifyInstance): Promise<void> {
         );
       }
     }
-    if (clients.full) {
-      throw new HttpError(
-        'STREAM_CAPACITY',
-        `this ingress already serves ${clients.size} streams; retry (another ingress)`,
-      );
-    }
+    assertStreamRoom(clients);
     const open = await withRedis(() => clients.open(chatKey, from));
 
-    // Headers set by hooks (CORS) survive the hijack only if written here.
-    const hooked = reply.getHeaders() as Record<string, string>;
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      ...hooked,
+    const res = hijackStream(reply, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
-      // The response only ends when the stream does (shutdown, a slow client): then the
-      // socket goes too, instead of idling in keep-alive and holding up the server's close.
-      connection: 'close',
       // nginx and some proxies buffer responses unless told not to.
       'x-accel-buffering': 'no',
     });

@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { HttpError } from '../errors.js';
+import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
+import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 import { assertChat } from '../web-token.js';
-import { MAX_TEXT, toUserMessage } from './messages.js';
 
 /** The body DefaultChatTransport sends; fields an app adds through `body` are ignored. */
 const uiBody = z.looseObject({
@@ -17,22 +18,9 @@ const uiBody = z.looseObject({
 
 /** The newest message: the one that is ingested. Parts as `useChat` builds them for a person. */
 const newestMessage = z.looseObject({
-  id: z.string().regex(/^[A-Za-z0-9._:@-]{1,200}$/, 'id must be 1-200 characters of [A-Za-z0-9._:@-]'),
+  id: messageIdSchema,
   role: z.literal('user', { message: 'the newest message must be the user message to send' }),
-  parts: z
-    .array(
-      z.discriminatedUnion('type', [
-        z.looseObject({ type: z.literal('text'), text: z.string().min(1).max(MAX_TEXT) }),
-        z.looseObject({
-          type: z.literal('file'),
-          mediaType: z.string().min(1).max(200),
-          url: z.string().url(),
-          filename: z.string().max(500).optional(),
-        }),
-      ]),
-    )
-    .min(1)
-    .max(100),
+  parts: z.array(webPartSchema).min(1).max(MAX_PARTS),
 });
 
 export interface UiRouteOptions {
@@ -67,15 +55,6 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     heartbeatMs: app.streams.settings.heartbeatMs,
   });
 
-  const capacity = () => {
-    if (app.streams.full) {
-      throw new HttpError(
-        'STREAM_CAPACITY',
-        `this ingress already serves ${app.streams.size} streams; retry`,
-      );
-    }
-  };
-
   app.post('/ui', async (request, reply) => {
     const body = parseOrThrow(uiBody, request.body ?? undefined, 'body');
     const chatKey = parseChatKey(body.id);
@@ -87,22 +66,12 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       );
     }
     const newest = parseOrThrow(newestMessage, body.messages.at(-1), `messages.${body.messages.length - 1}`);
-    const parts = newest.parts.map((p) =>
-      p.type === 'text'
-        ? { type: 'text' as const, text: p.text }
-        : {
-            type: 'file' as const,
-            mediaType: p.mediaType,
-            url: p.url,
-            ...(p.filename !== undefined && { filename: p.filename }),
-          },
-    );
     const message = toUserMessage(
       chatKey,
-      { id: newest.id, parts, metadata: { channel: 'web' } },
+      { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
-    capacity();
+    assertStreamRoom(app.streams);
     const ui = open(chatKey, new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
@@ -114,12 +83,12 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       ui.close();
       throw err;
     }
-    openStream(reply, ui);
+    ui.attach(hijackStream(reply, UI_STREAM_HEADERS));
   });
 
   app.get('/ui/:id/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
-    capacity();
+    assertStreamRoom(app.streams);
     const run = await withRedis(() => replies.liveRun(chatKey));
     if (!run) return reply.code(204).send();
     const ui = open(chatKey, new Set());
@@ -132,7 +101,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       ui.close();
       throw err;
     }
-    openStream(reply, ui);
+    ui.attach(hijackStream(reply, UI_STREAM_HEADERS));
   });
 
   app.get('/ui/:id/messages', async (request) => {
@@ -166,13 +135,4 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     if (pending.some((m) => m.id === messageId)) ui.awaitStart();
     else ui.end();
   }
-}
-
-function openStream(reply: FastifyReply, ui: UiReply): void {
-  // Headers set by hooks (CORS) survive the hijack only if written here.
-  const hooked = reply.getHeaders();
-  reply.hijack();
-  const res = reply.raw;
-  res.writeHead(200, { ...hooked, ...UI_STREAM_HEADERS, connection: 'close' } as Record<string, string>);
-  ui.attach(res);
 }

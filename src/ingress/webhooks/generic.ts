@@ -6,7 +6,7 @@ import type { ReplyRoute } from '../../shared/delivery/route.js';
 import { type ReplyUrlPolicy, replyUrlProblem } from '../../shared/webhooks/reply-url.js';
 import { type StandardWebhookSource, TOLERANCE_SECONDS } from '../../shared/webhooks/standard.js';
 import { HttpError } from '../errors.js';
-import { MAX_TEXT, partSchema, toUserMessage } from '../routes/messages.js';
+import { contentFields, hasTextOrParts, TEXT_OR_PARTS, toUserMessage } from '../user-message.js';
 import { bodyTooDeep, parseOrThrow } from '../validation.js';
 
 export interface GenericWebhookOptions {
@@ -22,8 +22,7 @@ const WEBHOOK_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 export const genericWebhookBody = z
   .object({
     chatKey: chatKeySchema,
-    text: z.string().min(1).max(MAX_TEXT).optional(),
-    parts: z.array(partSchema).min(1).max(100).optional(),
+    ...contentFields,
     user: z
       .object({ id: z.string().min(1).max(200).optional(), name: z.string().min(1).max(200).optional() })
       .strict()
@@ -34,10 +33,7 @@ export const genericWebhookBody = z
       .optional(),
   })
   .strict()
-  .refine((b) => b.text !== undefined || b.parts !== undefined, {
-    message: 'give text or parts',
-    path: ['text'],
-  });
+  .refine(hasTextOrParts, TEXT_OR_PARTS);
 
 /**
  * `POST /webhooks/generic/:source`: a user's own system (CRM, support form, app backend)

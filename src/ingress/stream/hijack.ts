@@ -1,0 +1,37 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
+import { HttpError } from '../errors.js';
+import type { StreamClients } from './clients.js';
+
+/**
+ * The one capacity rule for every long-lived response (`/v1/chats/:chatKey/stream`, `/v1/ui`):
+ * checked before anything opens, so a refusal is a plain 503 STREAM_CAPACITY and costs no
+ * Redis read. A closing process counts as full.
+ */
+export function assertStreamRoom(clients: StreamClients): void {
+  if (clients.full) {
+    throw new HttpError(
+      'STREAM_CAPACITY',
+      `this ingress already serves ${clients.size} streams; retry (another ingress)`,
+    );
+  }
+}
+
+/**
+ * Takes the response over from Fastify and sends its 200 head: from here on the stream
+ * writes the body itself. Headers set by hooks (CORS) survive the hijack only if written here.
+ */
+export function hijackStream(reply: FastifyReply, headers: OutgoingHttpHeaders): ServerResponse {
+  // Node's type wants some named headers as strings only; a hook's values are what it set.
+  const hooked = reply.getHeaders() as OutgoingHttpHeaders;
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, {
+    ...hooked,
+    ...headers,
+    // The response only ends when the stream does (shutdown, a slow client): then the
+    // socket goes too, instead of idling in keep-alive and holding up the server's close.
+    connection: 'close',
+  });
+  return res;
+}
