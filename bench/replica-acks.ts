@@ -113,13 +113,19 @@ async function measure(primary: OwnRedis, acks: Acks, opts: ReplicaAcksOptions, 
     await server.stop();
   }
 
-  const config = loadConfig({ ...env, LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'bench-echo' });
+  // The turns' own prefix: the reply streams (built from the config) must fence on the store's keys.
+  const config = loadConfig({
+    ...env,
+    CHATLANE_PREFIX: `${prefix}-t`,
+    LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+    LLM_MODEL: 'bench-echo',
+  });
   const connection = createRedis(primary.url, 'worker', 'chatlane:bench-acks');
   const times: number[] = [];
   try {
     await waitReady(connection, 10_000);
     const store = new ChatStore(connection, {
-      prefix: `${prefix}-t`,
+      prefix: config.CHATLANE_PREFIX,
       maxEvents: config.EVENTS_MAX_LEN,
       replicaAcks: replicaAcks(config),
     });

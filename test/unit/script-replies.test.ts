@@ -27,6 +27,7 @@ describe('script replies', () => {
       'notes',
       0,
       2,
+      'run-0',
     ];
     expect(acquireOk.parse(reply)).toBe(reply);
     const bad = (at: number, value: unknown) => reply.map((v, i) => (i === at ? value : v));
@@ -39,7 +40,8 @@ describe('script replies', () => {
       bad(7, [['1-0']]),
       bad(7, [['1-0', [1]]]),
       bad(9, null),
-      reply.slice(0, 10),
+      bad(11, 3),
+      reply.slice(0, 11),
       [...reply, 0],
     ]) {
       expect(acquireOk.safeParse(wrong).success, JSON.stringify(wrong)).toBe(false);
