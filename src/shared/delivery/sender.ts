@@ -56,12 +56,7 @@ export interface StreamingSender extends Sender {
 }
 
 export function canStream(sender: Sender | undefined): sender is StreamingSender {
-  return (
-    sender !== undefined &&
-    'streamPost' in sender &&
-    'editPost' in sender &&
-    'deletePost' in sender
-  );
+  return sender !== undefined && 'streamPost' in sender && 'editPost' in sender && 'deletePost' in sender;
 }
 
 export interface SendRequest {

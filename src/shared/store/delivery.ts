@@ -95,11 +95,7 @@ export class DeliveryStore {
     const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(
       this.streaming
-        ? await scripts.deliveryClaim.run(
-            this.redis,
-            [k.meta, k.outbox, k.posts],
-            [owner, leaseMs, max, '1'],
-          )
+        ? await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox, k.posts], [owner, leaseMs, max, '1'])
         : await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox], [owner, leaseMs, max]),
     );
     if (raw[0] === 'none') return { status: 'none' };

@@ -30,7 +30,10 @@ export function deliverySettingsFromConfig(config: Config): DeliverySettings {
  * limit is taken for dead (the turn lease expires about then too); one part is followed at
  * most ten sends' limits, then its post waits for the item to complete it.
  */
-export function streamingSettingsFromConfig(config: Config, redis: RedisClient): StreamingSettings | undefined {
+export function streamingSettingsFromConfig(
+  config: Config,
+  redis: RedisClient,
+): StreamingSettings | undefined {
   if (config.PLATFORM_STREAMING !== 'on') return undefined;
   return {
     replies: new ReplyStreams(redis, {

@@ -69,7 +69,11 @@ export async function streamStep(
   if (!part) return { kind: 'wait' };
   // The part is taken before it is posted: never streamed twice, even after a crash mid-post
   // (then its item is posted whole, the duplicate at-least-once allows).
-  if (!(await ctx.store.post(ctx.chatKey, ctx.owner, ctx.leaseMs, { set: { run: liveRun, after: part.startId } })))
+  if (
+    !(await ctx.store.post(ctx.chatKey, ctx.owner, ctx.leaseMs, {
+      set: { run: liveRun, after: part.startId },
+    }))
+  )
     return { kind: 'lost' };
   return streamPart(ctx, streamer, threadId, liveRun, part, after);
 }
@@ -180,7 +184,10 @@ export async function sendOverPost(
 }
 
 /** One platform call given up after `timeoutMs` (as retry), like a send. */
-async function bounded(call: (signal: AbortSignal) => Promise<SendResult>, timeoutMs: number): Promise<SendResult> {
+async function bounded(
+  call: (signal: AbortSignal) => Promise<SendResult>,
+  timeoutMs: number,
+): Promise<SendResult> {
   const signal = AbortSignal.timeout(timeoutMs);
   try {
     return await call(signal);
