@@ -60,11 +60,13 @@ export function streamingSendModel(script: (turn: number) => StreamingScript) {
           yield { type: 'tool-input-start', id, toolName: 'chat_send' };
           yield { type: 'tool-input-delta', id, delta: '{"text":"' };
           const n = send.pieces ?? 6;
-          const size = Math.ceil(send.text.length / n);
+          // The input is JSON: the text goes in escaped, cut anywhere (an escape too, as providers do).
+          const escaped = JSON.stringify(send.text).slice(1, -1);
+          const size = Math.ceil(escaped.length / n);
           for (let p = 0; p < n; p++) {
             if (p === send.pauseAfter) await sleep(send.pauseMs ?? 0);
             await sleep(gapMs);
-            const piece = send.text.slice(p * size, (p + 1) * size);
+            const piece = escaped.slice(p * size, (p + 1) * size);
             if (piece) yield { type: 'tool-input-delta', id, delta: piece };
           }
           yield { type: 'tool-input-delta', id, delta: '"}' };

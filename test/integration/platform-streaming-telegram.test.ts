@@ -128,6 +128,26 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
     expect(fake.textNow(fake.sentTo(4304)[0]!.messageId)).toBe(TEXT);
   });
 
+  it("a 429 ending the streamed post is a retry after Telegram's retry_after; the item then goes out whole", async () => {
+    const chatKey = await chatFromTelegram(ing, 4307);
+    // The message the drafts end in is refused.
+    fake.failNext(4307, {
+      code: 429,
+      description: 'Too Many Requests: retry after 1',
+      retryAfter: 1,
+      methods: ['sendRichMessage'],
+    });
+    const model = streamingSendModel(() => ({ sends: [{ text: TEXT, pieces: 6 }], gapMs: 100 }));
+    expect((await turn(chatKey, model)).status).toBe('done');
+    await done(chatKey);
+    const refused = fake.refused.find((r) => r.chatId === '4307')!;
+    expect(refused.method).toBe('sendRichMessage');
+    expect(fake.draftsTo(4307).length).toBeGreaterThanOrEqual(1);
+    const sent = fake.sentTo(4307);
+    expect(sent.map((s) => s.text)).toEqual([TEXT]);
+    expect(sent[0]!.at - refused.at).toBeGreaterThanOrEqual(950);
+  });
+
   it('a streamed send that never becomes an outbox item (a duplicate) has its post deleted when the turn ends', async () => {
     const chatKey = await chatFromTelegram(ing, 4305);
     // The second step says the same again: chat_send refuses it as a duplicate, no item.
