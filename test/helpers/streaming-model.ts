@@ -17,8 +17,14 @@ export interface StreamingScript {
   sends: StreamedSend[];
   gapMs: number;
   /** The next step's sends (after the tool results); none: the turn ends there. */
-  then?: StreamingScript;
+  next?: StreamingScript;
 }
+
+const finished = (reason: 'stop' | 'tool-calls'): LanguageModelV4StreamPart => ({
+  type: 'finish',
+  usage,
+  finishReason: { unified: reason, raw: reason },
+});
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -26,7 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * An `ai/test` mock model that writes its chat_send calls the way a provider streams tool
  * input (tool-input-start, JSON deltas over time, tool-input-end, tool-call), so a turn's reply
  * stream grows while the model writes. `script(turn)` says what each turn writes: its first
- * step, then each `then` after the tool results; after the last one the turn ends.
+ * step, then each `next` after the tool results; after the last one the turn ends.
  */
 export function streamingSendModel(script: (turn: number) => StreamingScript) {
   let turns = 0;
@@ -34,15 +40,17 @@ export function streamingSendModel(script: (turn: number) => StreamingScript) {
   let calls = 0;
   return new MockLanguageModelV4({
     doStream: async (options) => {
-      const finish: LanguageModelV4StreamPart = {
-        type: 'finish',
-        usage,
-        finishReason: { unified: 'stop', raw: 'stop' },
-      };
-      step = options.prompt.at(-1)?.role === 'tool' ? step?.then : script(turns++);
+      step = options.prompt.at(-1)?.role === 'tool' ? step?.next : script(turns++);
       const turn = turns - 1;
       if (!step) {
-        return { stream: new ReadableStream({ start: (c) => (c.enqueue(finish), c.close()) }) };
+        return {
+          stream: new ReadableStream<LanguageModelV4StreamPart>({
+            start(controller) {
+              controller.enqueue(finished('stop'));
+              controller.close();
+            },
+          }),
+        };
       }
       const { thinking, sends, gapMs } = step;
       async function* parts(): AsyncGenerator<LanguageModelV4StreamPart> {
@@ -78,7 +86,7 @@ export function streamingSendModel(script: (turn: number) => StreamingScript) {
             input: JSON.stringify({ text: send.text }),
           };
         }
-        yield { ...finish, finishReason: { unified: 'tool-calls', raw: 'tool_calls' } };
+        yield finished('tool-calls');
       }
       const it = parts();
       return {

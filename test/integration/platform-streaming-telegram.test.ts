@@ -154,7 +154,7 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
     const model = streamingSendModel(() => ({
       sends: [{ text: TEXT, pieces: 4 }],
       gapMs: 100,
-      then: { sends: [{ text: TEXT, pieces: 12 }], gapMs: 150 },
+      next: { sends: [{ text: TEXT, pieces: 12 }], gapMs: 150 },
     }));
     expect((await turn(chatKey, model)).status).toBe('done');
     const items = await done(chatKey);
