@@ -89,8 +89,10 @@ async function removeStray(
   if (removed.status === 'retry') return { kind: 'retry', inMs: removed.afterMs, reason: removed.reason };
   // `failed`: already gone (deleted by a person, or too old to delete); nothing left to match either way.
   ctx.logger.info(
-    { messageId: post.msg, part: post.part, result: removed.status },
-    'streamed post without an outbox item removed',
+    { messageId: post.msg, part: post.part, ...(removed.status === 'failed' && { reason: removed.reason }) },
+    removed.status === 'ok'
+      ? 'streamed post without an outbox item removed'
+      : 'streamed post without an outbox item could not be removed; left as it is',
   );
   return (await ctx.store.post(ctx.chatKey, ctx.owner, ctx.leaseMs, { clear: true }))
     ? { kind: 'again' }
