@@ -52,6 +52,13 @@ const outbox = (chatKey: string) => () => store.readOutbox(chatKey, undefined, 2
 const turn = (chatKey: string, model: ReturnType<typeof streamingSendModel>, opts = {}) =>
   answer(redis, prefix, delivery.queue, chatKey, model, opts);
 const done = (chatKey: string) => deliveredAll(redis, prefix, delivery.queue, chatKey, outbox(chatKey));
+/** Telegram's flood wait on the next call of `method`: retry after 1 s. */
+const tooMany = (method: string) => ({
+  code: 429,
+  description: 'Too Many Requests: retry after 1',
+  retryAfter: 1,
+  methods: [method],
+});
 const posts = (chatKey: string) => new DeliveryStore(redis, prefix, 100).posts(chatKey);
 
 describe('PLATFORM_STREAMING=on, Telegram', () => {
@@ -107,12 +114,7 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
 
   it("a 429 on the edit that completes a cut post waits Telegram's retry_after, then edits", async () => {
     const chatKey = await chatFromTelegram(ing, 4304);
-    fake.failNext(4304, {
-      code: 429,
-      description: 'Too Many Requests: retry after 1',
-      retryAfter: 1,
-      methods: ['editMessageText'],
-    });
+    fake.failNext(4304, tooMany('editMessageText'));
     const model = streamingSendModel(() => ({
       sends: [{ text: TEXT, pieces: 8, pauseAfter: 3, pauseMs: 2500 }],
       gapMs: 60,
@@ -131,12 +133,7 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
   it("a 429 ending the streamed post is a retry after Telegram's retry_after; the item then goes out whole", async () => {
     const chatKey = await chatFromTelegram(ing, 4307);
     // The message the drafts end in is refused.
-    fake.failNext(4307, {
-      code: 429,
-      description: 'Too Many Requests: retry after 1',
-      retryAfter: 1,
-      methods: ['sendRichMessage'],
-    });
+    fake.failNext(4307, tooMany('sendRichMessage'));
     const model = streamingSendModel(() => ({ sends: [{ text: TEXT, pieces: 6 }], gapMs: 100 }));
     expect((await turn(chatKey, model)).status).toBe('done');
     await done(chatKey);
@@ -171,12 +168,7 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
 
   it('a committed item waiting on a 429 goes out before the next reply streams: per-chat order holds', async () => {
     const chatKey = await chatFromTelegram(ing, 4306);
-    fake.failNext(4306, {
-      code: 429,
-      description: 'Too Many Requests: retry after 1',
-      retryAfter: 1,
-      methods: ['sendRichMessage'],
-    });
+    fake.failNext(4306, tooMany('sendRichMessage'));
     await replyAsTurn(store, delivery.queue, chatKey, ['an earlier reply']);
     await waitFor(async () => fake.refused.length === 1, { what: 'the earlier reply refused' });
     const model = streamingSendModel(() => ({ sends: [{ text: TEXT, pieces: 10 }], gapMs: 150 }));
