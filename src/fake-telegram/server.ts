@@ -6,7 +6,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
  * TELEGRAM_API_BASE_URL. It answers what chatlane's use of the adapter calls, as Bot API 10.1
  * has it: getMe, sendRichMessage and sendMessage (recorded in `sent`), editMessageText (text or
  * rich_message; recorded in `edits`; `textNow` is a message's text after its edits), the private-chat
- * drafts sendMessageDraft and sendRichMessageDraft (recorded in `drafts`), sendChatAction
+ * drafts sendMessageDraft and sendRichMessageDraft (recorded in `drafts`), deleteMessage
+ * (recorded in `deleted`; `textNow` is then undefined), sendChatAction
  * (recorded), getUpdates (long polling over `pushUpdate`), deleteWebhook, setWebhook,
  * getWebhookInfo. `new FakeTelegram({ richMessages: false })` is a server older than 10.1: no
  * sendRichMessage / sendRichMessageDraft (404), so the adapter falls back to sendMessage and
@@ -48,6 +49,8 @@ export class FakeTelegram {
   readonly edits: SentMessage[] = [];
   /** Accepted draft updates, oldest first. */
   readonly drafts: SentDraft[] = [];
+  /** Accepted deleteMessage calls, oldest first. */
+  readonly deleted: SentMessage[] = [];
   readonly typing: Array<{ chatId: string; threadId: number | undefined }> = [];
   readonly refused: Array<SentMessage & { code: number }> = [];
   /**
@@ -156,6 +159,8 @@ export class FakeTelegram {
         return this.send(m[2], params, reply, res);
       case 'editMessageText':
         return this.edit(params, reply);
+      case 'deleteMessage':
+        return this.delete(params, reply);
       case 'sendMessageDraft':
         return this.draft(m[2], params, reply);
       case 'sendRichMessageDraft':
@@ -245,6 +250,28 @@ export class FakeTelegram {
     this.current.set(target.messageId!, text);
     this.edits.push(edit);
     reply(200, { ok: true, result: this.messageResult(edit) });
+  }
+
+  /** deleteMessage: a message this bot sent is gone (True back); 400 for one it never sent or already deleted. */
+  private delete(params: Record<string, unknown>, reply: (status: number, body: unknown) => void): void {
+    const chatId = String(params.chat_id);
+    const target = this.sent.find((s) => s.chatId === chatId && s.messageId === params.message_id);
+    const call: SentMessage = {
+      method: 'deleteMessage',
+      chatId,
+      threadId: target?.threadId,
+      text: '',
+      at: Date.now(),
+    };
+    if (target) call.messageId = target.messageId;
+    if (this.failed(call, reply)) return;
+    if (!target || !this.current.has(target.messageId!)) {
+      this.badRequest(reply, 'message to delete not found');
+      return;
+    }
+    this.current.delete(target.messageId!);
+    this.deleted.push(call);
+    reply(200, { ok: true, result: true });
   }
 
   /** sendMessageDraft / sendRichMessageDraft: an ephemeral preview in a private chat (True back). */

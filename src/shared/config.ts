@@ -360,6 +360,14 @@ export const configSchema = () =>
     DELIVERY_TIMEOUT_MS: int(10_000, 100).describe(
       "one send's limit; a chat's delivery lease is 2 x this + 1 s",
     ),
+    // Replies to platform chats shown as they are written (docs/platform-streaming.md): the
+    // worker triggers delivery when a chat_send starts streaming, and delivery follows it.
+    PLATFORM_STREAMING: z
+      .enum(['on', 'off'])
+      .default('off')
+      .describe(
+        'on shows replies to platform chats as they are written (drafts, native streams, or a post edited as it grows); off posts each reply whole',
+      ),
 
     // Signed generic webhooks (POST /webhooks/generic/:source). Each source listed here needs
     // GENERIC_WEBHOOK_SECRETS_<NAME> (see `genericSources`).

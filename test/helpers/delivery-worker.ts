@@ -6,8 +6,10 @@ import type { Metrics } from '../../src/shared/metrics.js';
 import type { RedisClient } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
+import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import type { DeliverySettings } from '../../src/worker/delivery/deliver.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
+import type { StreamingSettings } from '../../src/worker/delivery/stream-posts.js';
 import { writeOutbox } from '../../src/worker/turn/outbox.js';
 
 export interface TestDelivery {
@@ -16,18 +18,24 @@ export interface TestDelivery {
   close(): Promise<void>;
 }
 
-/** The delivery worker a worker process runs, in-process, with quick retries. */
+/**
+ * The delivery worker a worker process runs, in-process, with quick retries; with `streaming`
+ * as PLATFORM_STREAMING=on runs it (reading the reply streams under `prefix`).
+ */
 export function testDeliveryWorker(
   redis: RedisClient,
   prefix: string,
   senders: SenderRegistry,
   settings: Partial<DeliverySettings> = {},
   metrics?: Metrics,
+  streaming?: Omit<StreamingSettings, 'replies'>,
 ): TestDelivery {
   const queue = createQueue<DeliveryJob>(prefix, QUEUES.deliveries, redis);
+  const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 1000, ttlMs: 60_000 });
   const worker = createDeliveryWorker(
     {
-      store: new DeliveryStore(redis, prefix, 100),
+      store: new DeliveryStore(redis, prefix, 100, streaming !== undefined),
+      ...(streaming && { streaming: { ...streaming, replies } }),
       senders,
       settings: {
         maxAttempts: 5,

@@ -4,7 +4,11 @@ import { type FakePlatform, type RecordedCall, startFakePlatform } from './fake-
 /**
  * A local Slack Web API (`SLACK_API_URL=<url>/api/`) and Slack's side of the Events API:
  * v0 request signing and event envelopes. The adapter's own `@slack/web-api` client talks to
- * it; nothing here knows chatlane.
+ * it; nothing here knows chatlane. Messages: chat.postMessage, chat.update, chat.delete, and
+ * native streaming as Slack has it: chat.startStream (in a thread: `thread_ts` required),
+ * chat.appendStream and chat.stopStream (a stopped stream refuses more with
+ * `message_not_in_streaming_state`), each taking `markdown_text` or `chunks` of
+ * `{ type: 'markdown_text', text }` (form-encoded as JSON by the client).
  */
 export const SLACK_BOT_USER_ID = 'UBOTCHATLANE';
 export const SLACK_TEAM_ID = 'T0TEAM';
@@ -14,13 +18,86 @@ export interface FakeSlack extends FakePlatform {
   readonly apiUrl: string;
   /** chat.postMessage calls, oldest first. */
   posts(): RecordedCall[];
+  /** What the message with this ts shows now (posts, edits and streams applied; undefined once deleted). */
+  textNow(ts: string): string | undefined;
+  /** Native streams, oldest first: their ts, thread, the text of each call, and whether stopped. */
+  streams(): SlackStream[];
+}
+
+export interface SlackStream {
+  ts: string;
+  channel: string;
+  threadTs: string;
+  /** The text each startStream / appendStream / stopStream call added, in order. */
+  pieces: Array<{ method: string; text: string; at: number }>;
+  stopped: boolean;
+}
+
+/** A stream call's text: `markdown_text`, or its markdown chunks (a JSON string in a form body). */
+function streamText(body: Record<string, unknown>): string {
+  if (typeof body.markdown_text === 'string') return body.markdown_text;
+  let chunks = body.chunks;
+  if (typeof chunks === 'string') chunks = JSON.parse(chunks) as unknown;
+  if (!Array.isArray(chunks)) return '';
+  return chunks
+    .filter(
+      (c): c is { type: string; text: string } => c?.type === 'markdown_text' && typeof c.text === 'string',
+    )
+    .map((c) => c.text)
+    .join('');
 }
 
 export async function startFakeSlack(): Promise<FakeSlack> {
   let seq = 0;
+  const nextTs = () => {
+    seq += 1;
+    return `${Math.floor(Date.now() / 1000)}.${String(seq).padStart(6, '0')}`;
+  };
+  const texts = new Map<string, string>();
+  const streams = new Map<string, SlackStream>();
   const fake = await startFakePlatform((call) => {
     const method = call.path.replace(/^\/api\//, '');
+    const channel = call.body.channel;
+    const ts = String(call.body.ts ?? '');
     switch (method) {
+      case 'chat.startStream': {
+        if (!call.body.thread_ts) return slackError('invalid_arguments');
+        const stream: SlackStream = {
+          ts: nextTs(),
+          channel: String(channel),
+          threadTs: String(call.body.thread_ts),
+          pieces: [{ method, text: streamText(call.body), at: call.at }],
+          stopped: false,
+        };
+        streams.set(stream.ts, stream);
+        texts.set(stream.ts, stream.pieces[0]!.text);
+        return { body: { ok: true, channel, ts: stream.ts } };
+      }
+      case 'chat.appendStream':
+      case 'chat.stopStream': {
+        const stream = streams.get(ts);
+        if (!stream) return slackError('message_not_found');
+        if (stream.stopped) return slackError('message_not_in_streaming_state');
+        const text = streamText(call.body);
+        stream.pieces.push({ method, text, at: call.at });
+        texts.set(ts, `${texts.get(ts) ?? ''}${text}`);
+        if (method === 'chat.stopStream') stream.stopped = true;
+        return {
+          body: {
+            ok: true,
+            channel,
+            ts,
+            ...(stream.stopped && { message: { ts, text: texts.get(ts), thread_ts: stream.threadTs } }),
+          },
+        };
+      }
+      case 'chat.update':
+        if (!texts.has(ts)) return slackError('message_not_found');
+        texts.set(ts, String(call.body.markdown_text ?? call.body.text ?? ''));
+        return { body: { ok: true, channel, ts, text: texts.get(ts) } };
+      case 'chat.delete':
+        if (!texts.delete(ts)) return slackError('message_not_found');
+        return { body: { ok: true, channel, ts } };
       case 'auth.test':
         return {
           body: {
@@ -31,15 +108,11 @@ export async function startFakeSlack(): Promise<FakeSlack> {
             team_id: SLACK_TEAM_ID,
           },
         };
-      case 'chat.postMessage':
-        seq += 1;
-        return {
-          body: {
-            ok: true,
-            channel: call.body.channel,
-            ts: `${Math.floor(Date.now() / 1000)}.${String(seq).padStart(6, '0')}`,
-          },
-        };
+      case 'chat.postMessage': {
+        const posted = nextTs();
+        texts.set(posted, String(call.body.markdown_text ?? call.body.text ?? ''));
+        return { body: { ok: true, channel, ts: posted } };
+      }
       case 'users.info': {
         const id = String(call.body.user ?? 'U0');
         return {
@@ -56,6 +129,8 @@ export async function startFakeSlack(): Promise<FakeSlack> {
   return Object.assign(fake, {
     apiUrl: `${fake.url}/api/`,
     posts: () => fake.callsTo('/api/chat.postMessage'),
+    textNow: (ts: string) => texts.get(ts),
+    streams: () => [...streams.values()],
   });
 }
 

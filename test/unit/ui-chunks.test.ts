@@ -1,5 +1,6 @@
-import type { TextStreamPart, ToolSet } from 'ai';
+import { readUIMessageStream, type TextStreamPart, type ToolSet, type UIMessageChunk } from 'ai';
 import { describe, expect, it } from 'vitest';
+import { isSendTextStart, SEND_PART_METADATA } from '../../src/shared/store/reply-send-part.js';
 import { type UiChunk, UiChunker } from '../../src/worker/agent/ui-chunks.js';
 
 type Part = TextStreamPart<ToolSet>;
@@ -45,7 +46,7 @@ describe('UiChunker', () => {
       { type: 'finish-step' },
     ]);
     expect(chunks[0]).toEqual({ type: 'start-step' });
-    expect(chunks[1]).toEqual({ type: 'text-start', id: 'call1' });
+    expect(chunks[1]).toEqual({ type: 'text-start', id: 'call1', providerMetadata: SEND_PART_METADATA });
     expect(deltas(chunks).length).toBeGreaterThanOrEqual(3);
     expect(deltas(chunks).join('')).toBe('hello "world"\nbye');
     expect(chunks.at(-2)).toEqual({ type: 'text-end', id: 'call1' });
@@ -59,7 +60,7 @@ describe('UiChunker', () => {
       { type: 'tool-call', toolCallId: 'c2', toolName: 'chat_send', input: { text: 'all at once' } },
     ]);
     expect(chunks).toEqual([
-      { type: 'text-start', id: 'c2' },
+      { type: 'text-start', id: 'c2', providerMetadata: SEND_PART_METADATA },
       { type: 'text-delta', id: 'c2', delta: 'all at once' },
       { type: 'text-end', id: 'c2' },
     ]);
@@ -112,7 +113,7 @@ describe('UiChunker', () => {
     chunker.push({ type: 'tool-input-delta', id: 'c5', delta: '{"text":"half' } as Part);
     chunker.closeOpen();
     expect(out).toEqual([
-      { type: 'text-start', id: 'c5' },
+      { type: 'text-start', id: 'c5', providerMetadata: SEND_PART_METADATA },
       { type: 'text-delta', id: 'c5', delta: 'half' },
       { type: 'text-end', id: 'c5' },
     ]);
@@ -137,6 +138,38 @@ describe('UiChunker', () => {
       'text-delta',
       'text-end',
       'finish-step',
+    ]);
+  });
+
+  it('marks chat_send text parts apart from plain text, in chunks the AI SDK still reads as one message', async () => {
+    const chunks = chunksOf([
+      { type: 'start-step' },
+      { type: 'text-start', id: 't' },
+      { type: 'text-delta', id: 't', text: 'aloud' },
+      { type: 'text-end', id: 't' },
+      { type: 'tool-call', toolCallId: 'c6', toolName: 'chat_send', input: { text: 'sent' } },
+      { type: 'finish-step' },
+    ]);
+    expect(chunks.filter(isSendTextStart).map((c) => c.id)).toEqual(['c6']);
+    const stream = new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const c of [{ type: 'start', messageId: 'm' }, ...chunks, { type: 'finish' }])
+          controller.enqueue(c as UIMessageChunk);
+        controller.close();
+      },
+    });
+    let last: unknown;
+    for await (const message of readUIMessageStream({
+      stream,
+      onError: (e) => {
+        throw e;
+      },
+    }))
+      last = message;
+    expect((last as { parts: unknown[] }).parts).toEqual([
+      { type: 'step-start' },
+      { type: 'text', text: 'aloud', state: 'done' },
+      { type: 'text', text: 'sent', state: 'done', providerMetadata: SEND_PART_METADATA },
     ]);
   });
 });

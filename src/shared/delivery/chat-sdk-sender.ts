@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
 import { closeRedis, createRedisClient } from '../redis.js';
-import type { Sender, SendRequest, SendResult } from './sender.js';
+import type { SendRequest, SendResult, StreamingSender } from './sender.js';
 
 const MAX_RETRY_AFTER_MS = 3600_000;
 
@@ -42,7 +42,7 @@ export function classifySendError(err: unknown): SendResult {
  * adapter, so a forum topic's reply lands in the topic. Also shows the bot as typing when
  * asked (`typing`), where the module says its adapter can.
  */
-export class ChatSdkSender implements Sender {
+export class ChatSdkSender implements StreamingSender {
   constructor(
     readonly channel: string,
     private readonly runtime: () => Promise<PlatformRuntime>,
@@ -81,6 +81,14 @@ export class ChatSdkSender implements Sender {
   editPost(threadId: string, messageId: string, markdown: string, signal: AbortSignal): Promise<SendResult> {
     return this.call(threadId, signal, 'edit', async (runtime) => {
       await runtime.adapter(this.channel).editMessage(threadId, messageId, { markdown });
+      return { status: 'ok' };
+    });
+  }
+
+  /** Removes a message this bot posted (a streamed post no outbox item came for). */
+  deletePost(threadId: string, messageId: string, signal: AbortSignal): Promise<SendResult> {
+    return this.call(threadId, signal, 'delete', async (runtime) => {
+      await runtime.adapter(this.channel).deleteMessage(threadId, messageId);
       return { status: 'ok' };
     });
   }

@@ -1,3 +1,4 @@
+import { isSendTextStart } from '../store/reply-send-part.js';
 import type { ReplyStreams } from '../store/reply-streams.js';
 
 /**
@@ -17,6 +18,8 @@ export type ReplyTextEnd = 'complete' | 'cut';
 export interface ReplyTextOptions {
   /** The text part to follow (a chat_send's tool call id); default: the first one that starts. */
   partId?: string;
+  /** Read the stream after this entry id (exclusive); default: from its start. */
+  after?: string;
   /** Pause between reads while nothing new is there. */
   pollMs: number;
   /** Give up (as `cut`) after this long without a new entry. */
@@ -57,7 +60,7 @@ export function followReplyText(
   let part = options.partId;
 
   async function* deltas(): AsyncGenerator<string, ReplyTextEnd> {
-    let after = '0-0';
+    let after = options.after ?? '0-0';
     let lastNews = Date.now();
     for (;;) {
       if (options.signal?.aborted) return 'cut';
@@ -101,4 +104,41 @@ export function followReplyText(
     end: () => end,
     text: () => text,
   };
+}
+
+/** A chat_send text part found in a reply stream. */
+export interface SendPart {
+  partId: string;
+  /** The stream entry holding its `text-start`. */
+  startId: string;
+}
+
+/**
+ * The first chat_send text part after `after` that is still being written (its `text-start`
+ * is there, its `text-end` not yet): the one a streaming post can follow from its start.
+ * A part already complete is not followed: its outbox item is written right after, and is
+ * delivered whole like any item. Plain assistant text parts never count.
+ */
+export async function findSendPart(
+  streams: ReplyStreams,
+  chatKey: string,
+  runId: string,
+  after = '0-0',
+): Promise<SendPart | undefined> {
+  const PAGE = 500;
+  const open = new Map<string, string>();
+  for (let from = after; ; ) {
+    const entries = await streams.read(chatKey, runId, from, PAGE);
+    for (const entry of entries) {
+      from = entry.id;
+      if (entry.kind !== 'chunk') continue;
+      const { chunk } = entry;
+      if (REPLY_ENDS.has(chunk.type)) return undefined;
+      if (isSendTextStart(chunk)) open.set(String(chunk.id), entry.id);
+      else if (chunk.type === 'text-end') open.delete(String(chunk.id));
+    }
+    if (entries.length < PAGE) break;
+  }
+  const [first] = open;
+  return first && { partId: first[0], startId: first[1] };
 }

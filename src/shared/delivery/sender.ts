@@ -37,6 +37,28 @@ export interface Sender {
   close?(): Promise<void>;
 }
 
+/**
+ * A sender that can show a reply as it is written (PLATFORM_STREAMING): a post fed by the
+ * text as it grows, then edits or removal of that post. Each answers like `send` (never
+ * throws; `retry` with `afterMs` on a rate limit) and honours `signal`.
+ */
+export interface StreamingSender extends Sender {
+  /** Posts `texts` as they come; `ok` carries the platform's id of the message holding them. */
+  streamPost(
+    threadId: string,
+    texts: AsyncIterable<string>,
+    signal: AbortSignal,
+  ): Promise<SendResult & { messageId?: string }>;
+  /** Replaces the text of a message this bot posted. */
+  editPost(threadId: string, messageId: string, markdown: string, signal: AbortSignal): Promise<SendResult>;
+  /** Removes a message this bot posted. */
+  deletePost(threadId: string, messageId: string, signal: AbortSignal): Promise<SendResult>;
+}
+
+export function canStream(sender: Sender | undefined): sender is StreamingSender {
+  return sender !== undefined && 'streamPost' in sender && 'editPost' in sender && 'deletePost' in sender;
+}
+
 export interface SendRequest {
   chatKey: string;
   route: ReplyRoute;

@@ -7,13 +7,62 @@ import { type RedisClient, scripts } from './scripts.js';
 /**
  * The delivery side of a chat's keys (DESIGN §11): its reply route and delivery cursor in the
  * meta hash, a delivery lease beside the turn lease, and the outbox after the cursor.
- * Every call is one script on the chat's slot.
+ * Every call is one script on the chat's slot. With streaming (PLATFORM_STREAMING) the
+ * chat's `posts` hash rides along: what delivery streamed to the platform and not yet
+ * matched to an outbox item.
  */
+
+/** A post streamed from a reply's chat_send part, waiting for the outbox item it shows. */
+export interface StreamedPost {
+  /** The reply stream's text part (the chat_send's tool call id). */
+  part: string;
+  /** The platform's id of the message that holds the text. */
+  msg: string;
+  /** What the post shows. */
+  text: string;
+  end: 'complete' | 'cut';
+}
+
+/** The posts hash: the reply stream delivery follows, read up to `after`, and the post waiting. */
+export interface PostsState {
+  run?: string;
+  after?: string;
+  post?: StreamedPost;
+}
+
+const postSchema = z.object({
+  part: z.string(),
+  msg: z.string().min(1),
+  text: z.string(),
+  end: z.enum(['complete', 'cut']),
+});
+
+/** HGETALL's flat [field, value, ...] as a PostsState; an unreadable post is left out. */
+function postsOf(raw: unknown): PostsState {
+  const flat = z.array(z.string()).catch([]).parse(raw);
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!;
+  const post = postSchema.safeParse(f);
+  return {
+    ...(f.run !== undefined && { run: f.run }),
+    ...(f.after !== undefined && { after: f.after }),
+    ...(post.success && { post: post.data }),
+  };
+}
 
 export type ClaimResult =
   | { status: 'none' }
   | { status: 'empty' }
   | { status: 'busy'; ttlMs: number }
+  | {
+      /** Streaming only: nothing committed waits, and a reply is live or a post waits; the lease is held. */
+      status: 'stream';
+      route: ReplyRoute | undefined;
+      rawRoute: string;
+      /** The run whose reply is live (its turn holds the chat), if any. */
+      liveRun: string | undefined;
+      posts: PostsState;
+    }
   | {
       status: 'ok';
       route: ReplyRoute | undefined;
@@ -23,6 +72,8 @@ export type ClaimResult =
       /** Failed attempts already made at `items[0]` (0 when none). */
       headTries: number;
       items: OutboxItem[];
+      /** Streaming only. */
+      posts?: PostsState;
     };
 
 export type AdvanceResult = { ok: true } | { ok: false; reason: 'lost' | 'moved'; detail: string };
@@ -35,23 +86,38 @@ export class DeliveryStore {
     readonly redis: RedisClient,
     readonly prefix: string,
     readonly maxEvents: number,
+    /** PLATFORM_STREAMING=on: claims and cursor moves carry the chat's posts hash. */
+    readonly streaming = false,
   ) {}
 
   /** Take the delivery lease and read up to `max` items after the cursor. */
   async claim(chatKey: string, owner: string, leaseMs: number, max: number): Promise<ClaimResult> {
     const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(
-      await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox], [owner, leaseMs, max]),
+      this.streaming
+        ? await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox, k.posts], [owner, leaseMs, max, '1'])
+        : await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox], [owner, leaseMs, max]),
     );
     if (raw[0] === 'none') return { status: 'none' };
     if (raw[0] === 'empty') return { status: 'empty' };
     if (raw[0] === 'busy') return { status: 'busy', ttlMs: Number(raw[1]) };
-    const [, rawRoute, cursor, tryItem, tries, entries] = raw as [
+    if (raw[0] === 'stream') {
+      const [, rawRoute, live, posts] = raw as [string, string, string, unknown];
+      return {
+        status: 'stream',
+        route: decodeRoute(rawRoute),
+        rawRoute: String(rawRoute),
+        liveRun: live ? String(live) : undefined,
+        posts: postsOf(posts),
+      };
+    }
+    const [, rawRoute, cursor, tryItem, tries, entries, posts] = raw as [
       string,
       string,
       string,
       string,
       number,
+      unknown,
       unknown,
     ];
     const items = z
@@ -65,6 +131,7 @@ export class DeliveryStore {
       cursor: String(cursor),
       headTries: items[0] && items[0].id === String(tryItem) ? Number(tries) : 0,
       items,
+      ...(this.streaming && { posts: postsOf(posts) }),
     };
   }
 
@@ -84,12 +151,37 @@ export class DeliveryStore {
     const raw = head.parse(
       await scripts.deliveryAdvance.run(
         this.redis,
-        [k.meta, k.events],
+        this.streaming ? [k.meta, k.events, k.posts] : [k.meta, k.events],
         [owner, expected, itemId, leaseMs, this.maxEvents, failed ? JSON.stringify(failed) : ''],
       ),
     );
     if (raw[0] === 'ok') return { ok: true };
     return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+  }
+
+  /**
+   * Write the posts hash under the lease (renewed): `clear` drops the waiting post first,
+   * `set` writes fields (none: only the lease is renewed). false when the lease is lost.
+   */
+  async post(
+    chatKey: string,
+    owner: string,
+    leaseMs: number,
+    change: { clear?: boolean; set?: Partial<Record<'run' | 'after' | keyof StreamedPost, string>> } = {},
+  ): Promise<boolean> {
+    const k = lazyChatKeys(this.prefix, chatKey);
+    const args: Array<string | number> = [owner, leaseMs, change.clear ? '1' : ''];
+    for (const [field, value] of Object.entries(change.set ?? {})) {
+      if (value !== undefined) args.push(field, value);
+    }
+    const raw = head.parse(await scripts.deliveryPost.run(this.redis, [k.meta, k.posts], args));
+    return raw[0] === 'ok';
+  }
+
+  /** The posts hash as stored (inspection and tests). */
+  async posts(chatKey: string): Promise<PostsState> {
+    const flat = await this.redis.hgetall(lazyChatKeys(this.prefix, chatKey).posts);
+    return postsOf(Object.entries(flat).flat());
   }
 
   /** Count a failed attempt at `itemId` and release the lease; returns the attempts so far. */

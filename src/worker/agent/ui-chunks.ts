@@ -1,4 +1,5 @@
 import type { TextStreamPart, ToolSet } from 'ai';
+import { SEND_PART_METADATA } from '../../shared/store/reply-send-part.js';
 import { JsonTextField } from './json-text-field.js';
 
 /** An AI SDK UI message chunk as the reply stream stores it (`UIMessageChunk` of 'ai'). */
@@ -69,7 +70,7 @@ export class UiChunker {
       case 'tool-input-start':
         if (part.toolName === CHAT_SEND) {
           this.sends.set(part.id, { text: new JsonTextField('text'), shown: '' });
-          this.emit({ type: 'text-start', id: part.id });
+          this.emit({ type: 'text-start', id: part.id, providerMetadata: SEND_PART_METADATA });
         } else {
           this.emit({ type: 'tool-input-start', toolCallId: part.id, toolName: part.toolName });
         }
@@ -124,7 +125,7 @@ export class UiChunker {
     let send = this.sends.get(id);
     if (!send) {
       send = { text: new JsonTextField('text'), shown: '' };
-      this.emit({ type: 'text-start', id });
+      this.emit({ type: 'text-start', id, providerMetadata: SEND_PART_METADATA });
     }
     this.show(id, send, text);
     this.sends.delete(id);

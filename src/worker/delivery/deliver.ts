@@ -1,10 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import type { SenderRegistry, SendRequest, SendResult } from '../../shared/delivery/sender.js';
+import {
+  canStream,
+  type SenderRegistry,
+  type SendRequest,
+  type SendResult,
+} from '../../shared/delivery/sender.js';
 import type { Logger } from '../../shared/logger.js';
 import { type Metrics, recordDelivery, recordDeliveryFailure } from '../../shared/metrics.js';
 import type { OutboxItem } from '../../shared/store/chat-store.js';
 import type { DeliveryStore } from '../../shared/store/delivery.js';
 import { inSpan } from '../../shared/tracing/spans.js';
+import { type StreamingSettings, sendOverPost, streamStep } from './stream-posts.js';
 
 /**
  * Delivery of one chat's outbox (DESIGN §11): the items after the chat's delivery cursor, in
@@ -40,6 +46,8 @@ export interface DeliveryDeps {
   workerId: string;
   logger: Logger;
   metrics?: Metrics;
+  /** PLATFORM_STREAMING=on (with a DeliveryStore built for streaming): replies stream to platforms. */
+  streaming?: StreamingSettings;
 }
 
 export type DeliveryOutcome =
@@ -122,6 +130,34 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
         : { status: 'idle', reason: 'empty' };
     }
     if (claim.status === 'busy') return { status: 'busy', retryInMs: claim.ttlMs };
+    if (claim.status === 'stream') {
+      const step = deps.streaming
+        ? await streamStep(
+            {
+              store,
+              streaming: deps.streaming,
+              logger,
+              chatKey,
+              owner,
+              leaseMs,
+              timeoutMs: settings.timeoutMs,
+            },
+            claim,
+            claim.route && senders.get(claim.route.channel),
+          )
+        : ({ kind: 'wait' } as const);
+      if (step.kind === 'again') continue;
+      if (step.kind === 'lost') return { status: 'lost', delivered, failed };
+      await store.release(chatKey, owner);
+      if (step.kind === 'retry') {
+        const inMs = step.inMs !== undefined ? Math.max(1, step.inMs) : backoffDelay(settings, 1);
+        return { status: 'retry', inMs, attempt: 0, reason: step.reason, delivered, failed };
+      }
+      // A trigger comes back: the item's outbox write, the next chat_send, or the reply's end.
+      return delivered + failed > 0
+        ? { status: 'done', delivered, failed, more: false }
+        : { status: 'idle', reason: 'empty' };
+    }
     const { route } = claim;
     if (!route) {
       // Written by a newer or broken version: leave the items where they are, say so loudly.
@@ -133,6 +169,8 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
     const sender = senders.get(channel);
     let cursor = claim.cursor;
     let headTries = claim.headTries;
+    // A streamed post waiting for its item: the head item is shown through it (stream-posts.ts).
+    let waiting = canStream(sender) && route.threadId ? claim.posts?.post : undefined;
 
     for (const item of claim.items) {
       const attempt = headTries + 1;
@@ -152,8 +190,9 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
               },
             },
             async (span) => {
+              const post = waiting;
               const sent = await sendWithTimeout(
-                (r) => sender.send(r),
+                (r) => (post && canStream(sender) ? sendOverPost(sender, r, post) : sender.send(r)),
                 { chatKey, route, item, attempt },
                 settings.timeoutMs,
               );
@@ -176,6 +215,7 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
         const moved = await store.advance(chatKey, owner, cursor, item.id, leaseMs);
         if (!moved.ok) return lostWith(logger, moved, delivered, failed);
         cursor = item.id;
+        waiting = undefined;
         delivered += 1;
       } else {
         const giveUp = result.status === 'failed' || attempt >= settings.maxAttempts;
@@ -198,6 +238,7 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
         if (deps.metrics) recordDeliveryFailure(deps.metrics, channel);
         logger.warn(event, 'delivery failed; item skipped');
         cursor = item.id;
+        waiting = undefined;
         failed += 1;
       }
 

@@ -8,10 +8,12 @@ import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
 import { checkRedisPolicy, closeRedis, createRedisClient, type RedisClient } from '../../shared/redis.js';
 import { DeliveryStore } from '../../shared/store/delivery.js';
+import { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { startRoleSideServer } from '../process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../process/startup.js';
 import { DELIVERY_DEFAULTS, type DeliverySettings } from './deliver.js';
 import { createDeliveryWorker } from './delivery-worker.js';
+import type { StreamingSettings } from './stream-posts.js';
 
 export function deliverySettingsFromConfig(config: Config): DeliverySettings {
   return {
@@ -20,6 +22,29 @@ export function deliverySettingsFromConfig(config: Config): DeliverySettings {
     backoffMs: config.DELIVERY_BACKOFF_MS,
     backoffMaxMs: Math.max(config.DELIVERY_BACKOFF_MS, config.DELIVERY_BACKOFF_MAX_MS),
     timeoutMs: config.DELIVERY_TIMEOUT_MS,
+  };
+}
+
+/**
+ * PLATFORM_STREAMING=on: how delivery reads the reply streams. A writer silent for one send's
+ * limit is taken for dead (the turn lease expires about then too); one part is followed at
+ * most ten sends' limits, then its post waits for the item to complete it.
+ */
+export function streamingSettingsFromConfig(
+  config: Config,
+  redis: RedisClient,
+): StreamingSettings | undefined {
+  if (config.PLATFORM_STREAMING !== 'on') return undefined;
+  return {
+    replies: new ReplyStreams(redis, {
+      prefix: config.CHATLANE_PREFIX,
+      maxEvents: config.EVENTS_MAX_LEN,
+      maxLen: config.REPLY_STREAM_MAX_LEN,
+      ttlMs: config.REPLY_STREAM_TTL_MS,
+    }),
+    pollMs: 50,
+    idleMs: config.DELIVERY_TIMEOUT_MS,
+    maxFollowMs: 10 * config.DELIVERY_TIMEOUT_MS,
   };
 }
 
@@ -40,9 +65,11 @@ export async function buildDeliveryWorker(
 ): Promise<DeliveryParts> {
   const senders = sendersGiven ?? (await createSenders(config, logger));
   const queue = createQueue<DeliveryJob>(config.CHATLANE_PREFIX, QUEUES.deliveries, connection);
+  const streaming = streamingSettingsFromConfig(config, connection);
   const worker = createDeliveryWorker(
     {
-      store: new DeliveryStore(connection, config.CHATLANE_PREFIX, config.EVENTS_MAX_LEN),
+      store: new DeliveryStore(connection, config.CHATLANE_PREFIX, config.EVENTS_MAX_LEN, !!streaming),
+      ...(streaming && { streaming }),
       senders,
       settings: deliverySettingsFromConfig(config),
       workerId: `${hostname()}:${process.pid}`,

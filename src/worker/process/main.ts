@@ -141,6 +141,7 @@ export function turnDepsFromConfig(
       maxLen: config.REPLY_STREAM_MAX_LEN,
       ttlMs: config.REPLY_STREAM_TTL_MS,
     }),
+    platformStreaming: config.PLATFORM_STREAMING === 'on',
     failureNotice: config.FAILURE_NOTICE,
     ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
       budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },

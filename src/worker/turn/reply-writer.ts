@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/logger.js';
+import { isSendTextStart } from '../../shared/store/reply-send-part.js';
 import type {
   ReplyEvent,
   ReplyField,
@@ -20,7 +21,14 @@ export interface ReplyWriterHooks {
   stop(): void;
   /** The fence is gone: another turn holds the chat. */
   fencedOut(): void;
+  /**
+   * PLATFORM_STREAMING: a chat_send's text part started (written, so a reader finds it), or
+   * the reply closed. Delivery follows the one and clears up after the other.
+   */
+  platform?(): void;
 }
+
+const sendStart = ([field, value]: Entry): boolean => field === 'c' && isSendTextStart(value);
 
 /** How long chunks gather before one write: text deltas of those ms become one entry. */
 const FLUSH_MS = 15;
@@ -146,6 +154,8 @@ export class ReplyWriter {
           batch.event,
           mode === 'open' ? (this.openReply ?? null) : undefined,
         );
+        if (result !== 'fenced-out' && this.hooks.platform && (batch.close || batch.entries.some(sendStart)))
+          this.hooks.platform();
         if (result === 'stop') this.hooks.stop();
         else if (result === 'fenced-out') {
           this.dead = true;

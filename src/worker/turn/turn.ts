@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LanguageModel, Tool, ToolSet } from 'ai';
+import { decodeRoute } from '../../shared/delivery/route.js';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
@@ -31,7 +32,7 @@ import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.j
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
 import type { Compressor, Provider, ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import { Lane } from './lane.js';
-import type { DeliveryTrigger } from './outbox.js';
+import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
@@ -85,6 +86,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   download?: Parameters<typeof runLoop>[0]['download'];
   /** Reply streams: each turn streams its reply there as it is generated (/v1/ui). Absent: no live view. */
   replies?: ReplyStreams;
+  /** PLATFORM_STREAMING=on: a platform chat's delivery is triggered as each chat_send starts, and at the reply's end. */
+  platformStreaming?: boolean;
 }
 
 export interface TurnOptions {
@@ -196,6 +199,9 @@ async function leasedTurn(
           {
             stop: () => lane.requestStop(),
             fencedOut: () => lane.markLost('reply stream write rejected'),
+            ...(streamsToPlatform(deps, lane.route) && {
+              platform: () => void triggerDelivery(deps, chatKey, { runId }),
+            }),
           },
           lane.openReply,
         )
@@ -209,6 +215,11 @@ async function leasedTurn(
   const first = turnBody(run, 1);
   const settle = () => settleTurn(run, first, finalAttempt);
   return first.then(settle, settle);
+}
+
+/** Whether delivery streams this chat's replies: PLATFORM_STREAMING and a platform thread to post to. */
+function streamsToPlatform(deps: TurnDeps, route: string | undefined): boolean {
+  return deps.platformStreaming === true && deps.deliver !== undefined && !!decodeRoute(route)?.threadId;
 }
 
 /** A turn that holds its chat's lane. */

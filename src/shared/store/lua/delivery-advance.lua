@@ -3,6 +3,7 @@
 
   KEYS[1] meta    hash: deliveredTo, dOwner, dLeaseUntil, dTry
   KEYS[2] events
+  KEYS[3] posts   hash (PLATFORM_STREAMING only): its waiting post is cleared with the move
 
   ARGV[1] owner token
   ARGV[2] expected cursor (what the caller's claim read, or its last advance wrote)
@@ -14,7 +15,8 @@
   Returns { 'ok' } | { 'lost', currentOwner } | { 'moved', currentCursor }
   A stalled duplicate job can neither move the cursor backwards nor skip an item: the
   owner check stops it once another job took the lease, and the compare-and-set stops it
-  whatever happened in between.
+  whatever happened in between. The waiting post goes in the same step as the move: a post
+  left behind a moved cursor would be taken for the next item's and edited into it.
 ]]
 -- @include "now"
 -- @include "events"
@@ -28,6 +30,9 @@ if cursor ~= ARGV[2] then
 end
 redis.call('HSET', KEYS[1], 'deliveredTo', ARGV[3], 'dLeaseUntil', nowMs() + tonumber(ARGV[4]))
 redis.call('HDEL', KEYS[1], 'dTry')
+if KEYS[3] then
+  redis.call('HDEL', KEYS[3], 'part', 'msg', 'text', 'end')
+end
 if ARGV[6] ~= '' then
   addEvent(KEYS[2], ARGV[5], 'delivery.failed', cjson.decode(ARGV[6]))
 end

@@ -3,10 +3,12 @@
 
   KEYS[1] meta    hash: route, deliveredTo, dOwner, dLeaseUntil, dTry
   KEYS[2] outbox
+  KEYS[3] posts   hash (PLATFORM_STREAMING only): delivery's streamed post, see delivery-post
 
   ARGV[1] owner token (unique per delivery job run)
   ARGV[2] lease in ms
   ARGV[3] max items
+  ARGV[4] '1' with KEYS[3]: streaming, else absent
 
   Returns { 'none' }                  no reply route: nothing is ever delivered
         | { 'empty' }                 nothing after the cursor (no lease taken)
@@ -15,6 +17,10 @@
     cursor   the delivery cursor (last outbox id accepted or skipped), '0-0' when none
     tryItem  the item whose earlier attempts failed ('' when none), tries = how many
     entries  XRANGE entries strictly after the cursor
+  Streaming adds the posts hash (HGETALL) after `entries`, and where `empty` would be
+  answered while a turn's reply is live or a streamed post waits for its item, it takes the
+  lease and returns { 'stream', route, liveRun, posts } (liveRun '' when no turn's reply is
+  live: `meta.uiRun` whose turn still holds the chat lease).
   The lease keeps a stalled duplicate job from sending while a live one does (so items never
   overtake each other); the cursor itself only moves by compare-and-set (delivery-advance).
 ]]
@@ -32,6 +38,19 @@ end
 
 local cursor = redis.call('HGET', KEYS[1], 'deliveredTo') or '0-0'
 local entries = redis.call('XRANGE', KEYS[2], '(' .. cursor, '+', 'COUNT', tonumber(ARGV[3]))
+local streaming = ARGV[4] == '1'
+if #entries == 0 and streaming then
+  local run = redis.call('HGET', KEYS[1], 'uiRun')
+  local turnOwner = redis.call('HGET', KEYS[1], 'owner')
+  local live = ''
+  if run and turnOwner and string.sub(turnOwner, -(#run + 1)) == ':' .. run then
+    live = run
+  end
+  if live ~= '' or redis.call('HEXISTS', KEYS[3], 'msg') == 1 then
+    redis.call('HSET', KEYS[1], 'dOwner', ARGV[1], 'dLeaseUntil', now + tonumber(ARGV[2]))
+    return { 'stream', route, live, redis.call('HGETALL', KEYS[3]) }
+  end
+end
 if #entries == 0 then
   if owner == ARGV[1] then
     redis.call('HDEL', KEYS[1], 'dOwner', 'dLeaseUntil')
@@ -48,5 +67,8 @@ if try then
     tryItem = string.sub(try, 1, sep - 1)
     tries = tonumber(string.sub(try, sep + 1)) or 0
   end
+end
+if streaming then
+  return { 'ok', route, cursor, tryItem, tries, entries, redis.call('HGETALL', KEYS[3]) }
 end
 return { 'ok', route, cursor, tryItem, tries, entries }
