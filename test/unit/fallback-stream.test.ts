@@ -25,6 +25,8 @@ const usage = {
 const opening = (name: string): Part[] => [
   { type: 'stream-start', warnings: [] },
   { type: 'response-metadata', id: `r-${name}`, modelId: `${name}-2026-01-01` },
+  // A provider's own metadata before any content (Anthropic's message_start).
+  { type: 'custom', kind: 'mock.message_start', providerMetadata: { mock: { id: `r-${name}` } } },
 ];
 const text = (t: string): Part[] => [
   { type: 'text-start', id: 't' },
@@ -235,8 +237,7 @@ describe('readStreamHead', () => {
     const head = await readStreamHead(partsThen(opening('m'), boom));
     expect(head).toMatchObject({ failed: true, error: boom, thrown: true });
     const reader = head.stream.getReader();
-    expect((await reader.read()).value).toEqual(opening('m')[0]);
-    expect((await reader.read()).value).toEqual(opening('m')[1]);
+    for (const part of opening('m')) expect((await reader.read()).value).toEqual(part);
     await expect(reader.read()).rejects.toBe(boom);
   });
 });

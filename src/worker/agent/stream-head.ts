@@ -1,8 +1,9 @@
 /**
  * Parts a model stream opens with before its answer. They say nothing yet about whether the
- * answer will come, so a stream that fails after them has shown the user nothing.
+ * answer will come, so a stream that fails after them has shown the user nothing. `custom` is
+ * a provider's own metadata (Anthropic sends one for its message_start).
  */
-const LEADING = new Set(['stream-start', 'response-metadata', 'raw']);
+const LEADING = new Set(['stream-start', 'response-metadata', 'raw', 'custom']);
 
 type ReadResult<P> = Awaited<ReturnType<ReadableStreamDefaultReader<P>['read']>>;
 
