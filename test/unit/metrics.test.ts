@@ -54,7 +54,7 @@ describe('meteredModel', () => {
     expect(meteredModel('some-model-id', metrics)).toBe('some-model-id');
   });
 
-  it('counts tokens by the model that served the call and by kind, and their cost at the price file', async () => {
+  it('counts tokens by the configured model (not the dated version a provider names) and by kind, and their cost at the price file', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     const inner = new MockLanguageModelV4({
       modelId: 'configured',
@@ -70,14 +70,14 @@ describe('meteredModel', () => {
       }),
     });
     const prices = parsePriceFile(
-      'models:\n  served: { input: 2, cached_input: 0.5, cache_write: 4, output: 10 }\n',
+      'models:\n  configured: { input: 2, cached_input: 0.5, cache_write: 4, output: 10 }\n',
     );
     if (typeof prices === 'string') throw new Error(prices);
     const model = meteredModel(inner, metrics, prices);
     await generateText({ model, prompt: 'hello', maxRetries: 0 });
     const text = await scrape(metrics);
     const tokens = (kind: string) =>
-      sampleValue(text, 'chatlane_model_tokens_total', { model: 'served-2026-01-01', kind });
+      sampleValue(text, 'chatlane_model_tokens_total', { model: 'configured', kind });
     expect([
       tokens('input'),
       tokens('cached_input'),
@@ -86,10 +86,10 @@ describe('meteredModel', () => {
       tokens('reasoning'),
     ]).toEqual([1000, 800, 100, 300, 200]);
     expect(
-      sampleValue(text, 'chatlane_model_tokens_total', { model: 'configured', kind: 'input' }),
+      sampleValue(text, 'chatlane_model_tokens_total', { model: 'served-2026-01-01', kind: 'input' }),
     ).toBeUndefined();
     // 100 full-price input × $2 + 800 cached × $0.5 + 100 written × $4 + 300 output × $10, per million.
-    const cost = sampleValue(text, 'chatlane_model_cost_usd_total', { model: 'served-2026-01-01' });
+    const cost = sampleValue(text, 'chatlane_model_cost_usd_total', { model: 'configured' });
     expect(cost).toBeCloseTo((100 * 2 + 800 * 0.5 + 100 * 4 + 300 * 10) / 1e6, 12);
   });
 

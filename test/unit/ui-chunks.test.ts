@@ -4,10 +4,10 @@ import { type UiChunk, UiChunker } from '../../src/worker/agent/ui-chunks.js';
 
 type Part = TextStreamPart<ToolSet>;
 
-async function chunksOf(parts: object[]): Promise<UiChunk[]> {
+function chunksOf(parts: object[]): UiChunk[] {
   const out: UiChunk[] = [];
   const chunker = new UiChunker((c) => out.push(c));
-  for (const p of parts) await chunker.push(p as Part);
+  for (const p of parts) chunker.push(p as Part);
   return out;
 }
 
@@ -15,7 +15,7 @@ const deltas = (chunks: UiChunk[]) =>
   chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta as string);
 
 describe('UiChunker', () => {
-  it('streams chat_send’s text as a text part while the tool input is generated, escapes and all', async () => {
+  it('streams chat_send’s text as a text part while the tool input is generated, escapes and all', () => {
     const input = JSON.stringify({ text: 'hello "world"\nbye' });
     const pieces = [
       input.slice(0, 5),
@@ -24,7 +24,7 @@ describe('UiChunker', () => {
       input.slice(16, 19),
       input.slice(19),
     ];
-    const chunks = await chunksOf([
+    const chunks = chunksOf([
       { type: 'start-step' },
       { type: 'tool-input-start', id: 'call1', toolName: 'chat_send' },
       ...pieces.map((delta) => ({ type: 'tool-input-delta', id: 'call1', delta })),
@@ -54,8 +54,8 @@ describe('UiChunker', () => {
     expect(chunks.some((c) => c.type.startsWith('tool-'))).toBe(false);
   });
 
-  it('a chat_send whose input did not stream is shown whole when the call completes', async () => {
-    const chunks = await chunksOf([
+  it('a chat_send whose input did not stream is shown whole when the call completes', () => {
+    const chunks = chunksOf([
       { type: 'tool-call', toolCallId: 'c2', toolName: 'chat_send', input: { text: 'all at once' } },
     ]);
     expect(chunks).toEqual([
@@ -65,8 +65,8 @@ describe('UiChunker', () => {
     ]);
   });
 
-  it('plain text passes through; other tools are tool parts without their input deltas', async () => {
-    const chunks = await chunksOf([
+  it('plain text passes through; other tools are tool parts without their input deltas', () => {
+    const chunks = chunksOf([
       { type: 'text-start', id: 't' },
       { type: 'text-delta', id: 't', text: 'thinking aloud' },
       { type: 'text-end', id: 't' },
@@ -105,16 +105,38 @@ describe('UiChunker', () => {
     ]);
   });
 
-  it('a send cut short by a stop has its text part closed', async () => {
+  it('a send cut short by a stop has its text part closed', () => {
     const out: UiChunk[] = [];
     const chunker = new UiChunker((c) => out.push(c));
-    await chunker.push({ type: 'tool-input-start', id: 'c5', toolName: 'chat_send' } as Part);
-    await chunker.push({ type: 'tool-input-delta', id: 'c5', delta: '{"text":"half' } as Part);
+    chunker.push({ type: 'tool-input-start', id: 'c5', toolName: 'chat_send' } as Part);
+    chunker.push({ type: 'tool-input-delta', id: 'c5', delta: '{"text":"half' } as Part);
     chunker.closeOpen();
     expect(out).toEqual([
       { type: 'text-start', id: 'c5' },
       { type: 'text-delta', id: 'c5', delta: 'half' },
       { type: 'text-end', id: 'c5' },
+    ]);
+  });
+
+  it('a step that shows nothing is left out of the live view; a step that does is framed by its step chunks', () => {
+    const chunks = chunksOf([
+      { type: 'start-step' },
+      { type: 'tool-input-start', id: 'c6', toolName: 'chat_send' },
+      { type: 'tool-input-delta', id: 'c6', delta: '{"text":"hi"}' },
+      { type: 'tool-call', toolCallId: 'c6', toolName: 'chat_send', input: { text: 'hi' } },
+      { type: 'tool-result', toolCallId: 'c6', toolName: 'chat_send', input: {}, output: {} },
+      { type: 'finish-step' },
+      // The model's last step after its send: nothing to show.
+      { type: 'start-step' },
+      { type: 'reasoning-delta', id: 'r', text: 'hidden' },
+      { type: 'finish-step' },
+    ]);
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
     ]);
   });
 });

@@ -148,7 +148,7 @@ export class ChatStore {
     );
     // Not a z.union: trying 'busy' first would build a failed parse on every acquire.
     if (Array.isArray(reply) && reply[0] === 'busy') return { ok: false, ttlMs: acquireBusy.parse(reply)[1] };
-    const [, fence, sends, route, head, window, histLen, pending, memory, archived, contexts] =
+    const [, fence, sends, route, head, window, histLen, pending, memory, archived, contexts, uiRun] =
       acquireOk.parse(reply);
     return {
       ok: true,
@@ -156,6 +156,7 @@ export class ChatStore {
       uncommitted: sends.flatMap(parseUncommitted),
       route: route ?? undefined,
       input: turnInputOf(head, window, { histLen, archived, contexts }, pending, memory),
+      openReply: uiRun ?? undefined,
     };
   }
 

@@ -82,6 +82,8 @@ export type AcquireResult =
       route: string | undefined;
       /** Read under the new lease, in the same round trip (empty for `NO_READS`). */
       input: TurnInput;
+      /** The run whose reply stream is still open (meta.uiRun): one that died mid-reply. */
+      openReply: string | undefined;
     }
   | { ok: false; ttlMs: number };
 
@@ -105,6 +107,7 @@ type AcquireOkReply = [
   memory: string | null,
   archived: number,
   contexts: number,
+  uiRun: string | null,
 ];
 
 /**
@@ -114,7 +117,7 @@ type AcquireOkReply = [
 export const acquireOk = z.custom<AcquireOkReply>(
   (v) =>
     Array.isArray(v) &&
-    v.length === 11 &&
+    v.length === 12 &&
     v[0] === 'ok' &&
     typeof v[1] === 'number' &&
     isStrings(v[2]) &&
@@ -126,7 +129,8 @@ export const acquireOk = z.custom<AcquireOkReply>(
     v[7].every(isStreamEntry) &&
     isStringOrNull(v[8]) &&
     typeof v[9] === 'number' &&
-    typeof v[10] === 'number',
+    typeof v[10] === 'number' &&
+    isStringOrNull(v[11]),
   { message: 'not an acquire.lua reply' },
 );
 

@@ -96,8 +96,9 @@ export class ReplyStreams {
   }
 
   /**
-   * Fenced append. `open` first reads which reply was open (another turn's half reply gets its
-   * `abort` inside the script, so a client following it is never left hanging).
+   * Fenced append. `open` closes another turn's half reply (its `abort`, inside the script, so
+   * a client following it is never left hanging): `openRun` names it as the caller read it
+   * under its lease (null: none), else it is read here first.
    */
   async write(
     chatKey: string,
@@ -106,12 +107,13 @@ export class ReplyStreams {
     mode: ReplyWriteMode,
     fields: readonly ReplyField[],
     event?: ReplyEvent,
+    openRun?: string | null,
   ): Promise<ReplyWriteResult> {
     const k = lazyChatKeys(this.options.prefix, chatKey);
     const own = this.key(chatKey, runId);
     let previous = own;
     if (mode === 'open') {
-      const run = await this.openRun(chatKey);
+      const run = openRun === undefined ? await this.openRun(chatKey) : openRun;
       if (run && run !== runId) previous = this.key(chatKey, run);
     }
     const args: Array<string | number> = [

@@ -62,8 +62,11 @@ export interface LoopInput<T> {
    * ends: a turn that fails later still knows what it paid for.
    */
   usage?: UsageTally;
-  /** Every part of the model's stream, in order, as it is generated (the reply stream's source). */
-  onPart?: (part: TextStreamPart<ToolSet>) => Promise<void> | void;
+  /**
+   * Every part of the model's stream, in order, as it is generated (the reply stream's source).
+   * Synchronous: it runs for every part, and awaiting it would cost a promise per part.
+   */
+  onPart?: (part: TextStreamPart<ToolSet>) => void;
   /** Arrivals merged into the turn, right after they are taken. */
   onMerge?: (items: T[]) => void;
 }
@@ -223,7 +226,7 @@ async function consume<T>(
     }
     if (!input.onPart) continue;
     try {
-      await input.onPart(part);
+      input.onPart(part);
     } catch (err) {
       // The live view must not fail the turn.
       input.logger.warn({ err }, 'stream part handler failed');

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { LanguageModel } from 'ai';
 import type { ModelConfig } from '../../shared/config.js';
 import { FallbackModel, type FallbackPolicy } from './fallback-model.js';
@@ -9,10 +10,21 @@ export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
 type StreamResult = Awaited<ReturnType<ModelV4['doStream']>>;
 export type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
 
+/** How one model call ended, for the call metrics (process/instrument.ts). */
+export interface ModelCallEnd {
+  /** The configured `provider:model` that took the call. */
+  model: string;
+  seconds: number;
+  /** What the provider reported; absent when the call failed. */
+  usage?: GenerateResult['usage'];
+}
+
 /** Told the outcome of every call of each configured model (ModelHealth: which models are down). */
 export interface ModelCallObserver {
   served(model: string): void;
   callFailed(model: string, err: unknown): void;
+  /** Every call that ended, served or failed (not a stream its reader cancelled: a stop, a lost lane). */
+  ended?(call: ModelCallEnd): void;
 }
 
 export interface ModelOptions {
@@ -42,57 +54,120 @@ function asServedBy(result: GenerateResult, id: string): GenerateResult {
   return result;
 }
 
+const NO_OBSERVER: ModelCallObserver = { served: () => undefined, callFailed: () => undefined };
+
 /**
- * The provider's model with its own doGenerate replaced, not a delegating wrapper: no second
- * object, and no frame of ours waits through the call (the promise's reactions are all it adds).
+ * The provider's model with its own doGenerate and doStream replaced, not a delegating
+ * wrapper: no second object, and no frame of ours waits through the call (the promise's
+ * reactions are all it adds). Each call says which configured model served it and tells the
+ * observer how it ended: health per model and the call metrics, in the one pass over the
+ * stream the call needs anyway.
  */
-function served(model: ModelV4, id: string, observer: ModelCallObserver | undefined): ModelV4 {
+export function observedModel(
+  model: ModelV4,
+  id: string,
+  observer: ModelCallObserver = NO_OBSERVER,
+): ModelV4 {
   const generate = model.doGenerate.bind(model);
-  // The reactions are built once per model, not per call.
-  const ok = observer
-    ? (result: GenerateResult) => {
-        observer.served(id);
-        return asServedBy(result, id);
-      }
-    : (result: GenerateResult) => asServedBy(result, id);
-  const failed = observer
-    ? (err: unknown) => {
-        observer.callFailed(id, err);
-        throw err;
-      }
-    : undefined;
-  model.doGenerate = (options) => generate(options).then(ok, failed);
-  // The turn streams: a streamed call drops its request JSON as well, and says which model
-  // served it and how it ended as the generated one does.
+  model.doGenerate = (options) => {
+    const started = performance.now();
+    const failed = (err: unknown) => {
+      observer.callFailed(id, err);
+      observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
+      throw err;
+    };
+    let call: PromiseLike<GenerateResult>;
+    try {
+      call = generate(options);
+    } catch (err) {
+      // A provider that throws before it returns a promise is observed like one that rejects.
+      call = Promise.reject(err);
+    }
+    return Promise.resolve(call).then((result) => {
+      observer.served(id);
+      observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000, usage: result.usage });
+      return asServedBy(result, id);
+    }, failed);
+  };
+  // The turn streams: a streamed call drops its request JSON as well.
   const stream = model.doStream.bind(model);
-  model.doStream = (options) =>
-    stream(options).then((result) => {
+  model.doStream = (options) => {
+    const started = performance.now();
+    const failed = (err: unknown) => {
+      observer.callFailed(id, err);
+      observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
+      throw err;
+    };
+    let call: ReturnType<ModelV4['doStream']>;
+    try {
+      call = stream(options);
+    } catch (err) {
+      call = Promise.reject(err);
+    }
+    return Promise.resolve(call).then((result) => {
       delete result.request;
-      result.stream = result.stream.pipeThrough(servedStream(id, observer));
+      result.stream = servedStream(result.stream, id, observer, started);
       return result;
     }, failed);
+  };
   return model;
 }
 
 /**
  * A streamed call's parts as the model sent them, but opened with the configured
  * `provider:model` as its response model id (and any id the provider names replaced by it),
- * so a streamed step says which model served it; its end or error goes to the observer.
+ * so a streamed step says which model served it; its finish or error goes to the observer.
+ *
+ * A pulling ReadableStream over the provider's reader rather than a TransformStream: it runs
+ * for every part of every model call, and a TransformStream costs several times more per part
+ * (a writable side, a readable side and the backpressure promises between them).
  */
-function servedStream(id: string, observer: ModelCallObserver | undefined) {
-  return new TransformStream<StreamPart, StreamPart>({
-    start(controller) {
-      controller.enqueue({ type: 'response-metadata', modelId: id });
+function servedStream(
+  source: ReadableStream<StreamPart>,
+  id: string,
+  observer: ModelCallObserver,
+  started: number,
+): ReadableStream<StreamPart> {
+  const reader = source.getReader();
+  let usage: GenerateResult['usage'] | undefined;
+  let failed = false;
+  return new ReadableStream<StreamPart>(
+    {
+      start(controller) {
+        controller.enqueue({ type: 'response-metadata', modelId: id });
+      },
+      pull(controller) {
+        return reader.read().then(({ done, value: part }) => {
+          if (done) {
+            controller.close();
+            observer.ended?.({
+              model: id,
+              seconds: (performance.now() - started) / 1000,
+              ...(!failed && usage && { usage }),
+            });
+            return;
+          }
+          if (part.type === 'response-metadata') {
+            controller.enqueue({ ...part, modelId: id });
+            return;
+          }
+          if (part.type === 'finish') {
+            usage = part.usage;
+            observer.served(id);
+          } else if (part.type === 'error') {
+            failed = true;
+            observer.callFailed(id, part.error);
+          }
+          controller.enqueue(part);
+        });
+      },
+      cancel(reason) {
+        return reader.cancel(reason);
+      },
     },
-    transform(part, controller) {
-      if (part.type === 'response-metadata') controller.enqueue({ ...part, modelId: id });
-      else {
-        if (part.type === 'finish') observer?.served(id);
-        else if (part.type === 'error') observer?.callFailed(id, part.error);
-        controller.enqueue(part);
-      }
-    },
-  });
+    // Pull one part when the reader asks for one, as the provider's stream is read without us.
+    { highWaterMark: 0 },
+  );
 }
 
 /**
@@ -102,7 +177,7 @@ function servedStream(id: string, observer: ModelCallObserver | undefined) {
 export function createModel(config: ModelConfig, options: ModelOptions = {}): LanguageModel {
   const registry = registryOf(config, options.providers ?? BUILT_IN_PROVIDERS);
   const models = config.models.map((spec) =>
-    served(registry.languageModel(spec.id) as ModelV4, spec.id, options.observer),
+    observedModel(registry.languageModel(spec.id) as ModelV4, spec.id, options.observer),
   );
   if (models.length === 1) return models[0]!;
   if (!options.fallback)

@@ -1,4 +1,5 @@
-import { parsePartialJson, type TextStreamPart, type ToolSet } from 'ai';
+import type { TextStreamPart, ToolSet } from 'ai';
+import { JsonTextField } from './json-text-field.js';
 
 /** An AI SDK UI message chunk as the reply stream stores it (`UIMessageChunk` of 'ai'). */
 export type UiChunk = { type: string } & Record<string, unknown>;
@@ -7,7 +8,7 @@ const CHAT_SEND = 'chat_send';
 
 /** A chat_send whose input is being generated: the text so far, shown as a text part. */
 interface SendInput {
-  json: string;
+  text: JsonTextField;
   shown: string;
 }
 
@@ -24,19 +25,37 @@ function textOf(value: unknown): string | undefined {
  * far); plain assistant text is a text part too; other tools are tool parts (their input
  * deltas are not kept, only the input once complete and the output). Reasoning, sources and
  * files are not shown.
+ *
+ * Synchronous on purpose: it runs for every part of every model stream, and an async method
+ * would add a promise per part.
  */
 export class UiChunker {
   private readonly sends = new Map<string, SendInput>();
+  /**
+   * A step has started and shown nothing yet. Its `start-step` waits for the step's first
+   * chunk, and a step that shows nothing (the model's last step after a chat_send is often
+   * empty) is left out of the live view: a reply stream write less per turn.
+   */
+  private stepPending = false;
 
-  constructor(private readonly emit: (chunk: UiChunk) => void) {}
+  constructor(private readonly out: (chunk: UiChunk) => void) {}
 
-  async push(part: TextStreamPart<ToolSet>): Promise<void> {
+  private emit(chunk: UiChunk): void {
+    if (this.stepPending) {
+      this.stepPending = false;
+      this.out({ type: 'start-step' });
+    }
+    this.out(chunk);
+  }
+
+  push(part: TextStreamPart<ToolSet>): void {
     switch (part.type) {
       case 'start-step':
-        this.emit({ type: 'start-step' });
+        this.stepPending = true;
         return;
       case 'finish-step':
-        this.emit({ type: 'finish-step' });
+        if (this.stepPending) this.stepPending = false;
+        else this.out({ type: 'finish-step' });
         return;
       case 'text-start':
         this.emit({ type: 'text-start', id: part.id });
@@ -49,7 +68,7 @@ export class UiChunker {
         return;
       case 'tool-input-start':
         if (part.toolName === CHAT_SEND) {
-          this.sends.set(part.id, { json: '', shown: '' });
+          this.sends.set(part.id, { text: new JsonTextField('text'), shown: '' });
           this.emit({ type: 'text-start', id: part.id });
         } else {
           this.emit({ type: 'tool-input-start', toolCallId: part.id, toolName: part.toolName });
@@ -58,9 +77,11 @@ export class UiChunker {
       case 'tool-input-delta': {
         const send = this.sends.get(part.id);
         if (!send) return;
-        send.json += part.delta;
-        const text = textOf((await parsePartialJson(send.json)).value);
-        if (text !== undefined) this.show(part.id, send, text);
+        const added = send.text.push(part.delta);
+        if (added) {
+          this.emit({ type: 'text-delta', id: part.id, delta: added });
+          send.shown += added;
+        }
         return;
       }
       case 'tool-call':
@@ -102,7 +123,7 @@ export class UiChunker {
   private endSend(id: string, text: string): void {
     let send = this.sends.get(id);
     if (!send) {
-      send = { json: '', shown: '' };
+      send = { text: new JsonTextField('text'), shown: '' };
       this.emit({ type: 'text-start', id });
     }
     this.show(id, send, text);

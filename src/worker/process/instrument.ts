@@ -5,125 +5,30 @@ import { DelayedError } from '../../shared/bullmq.js';
 import { type Metrics, recordModelCall, type TurnOutcomeLabel } from '../../shared/metrics.js';
 import type { PriceTable } from '../../shared/prices.js';
 import { callUsage } from '../../shared/usage.js';
-import type { GenerateResult, ModelV4, StreamPart } from '../agent/model.js';
+import { type ModelCallEnd, observedModel } from '../agent/model.js';
 
 /**
- * Worker-side metrics, kept outside the turn code: the model is wrapped (one observation per
- * model call = per tool-loop step, with the usage the provider reported) and the BullMQ
- * processor in a timer (duration by outcome, queue wait). Turns stream (doStream: metered
- * until the stream has ended, with the usage of its finish part); compaction generates.
+ * Worker-side metrics, kept outside the turn code: every model call is observed as it ends
+ * (agent/model.ts `observedModel` tells `modelCallMetrics`: latency and the usage the provider
+ * reported; a streamed call when its stream ends) and the BullMQ processor is timed (duration
+ * by outcome, queue wait).
  */
 
-/**
- * The model with call latency and token counters. A class of its own rather than an AI SDK
- * middleware (wrapLanguageModel): a wrapped call runs four async functions and two closures
- * more, and every one of them is held for the whole model call (a second at 2,000 turns in
- * flight), so it outlives the young generation.
- */
-class MeteredModel implements ModelV4 {
-  readonly specificationVersion = 'v4';
-
-  constructor(
-    private readonly model: ModelV4,
-    private readonly metrics: Metrics,
-    private readonly prices: PriceTable | undefined,
-  ) {}
-
-  get provider(): string {
-    return this.model.provider;
-  }
-
-  get modelId(): string {
-    return this.model.modelId;
-  }
-
-  get supportedUrls(): ModelV4['supportedUrls'] {
-    return this.model.supportedUrls;
-  }
-
-  /**
-   * Not an async function: the provider's promise with the metering chained to it. A
-   * suspended frame here (its generator, registers and await closures) would be held for the
-   * whole model call, a second at 2,000 turns in flight.
-   */
-  doGenerate(options: Parameters<ModelV4['doGenerate']>[0]): Promise<GenerateResult> {
-    const started = performance.now();
-    const { metrics, prices } = this;
-    let call: ReturnType<ModelV4['doGenerate']>;
-    try {
-      call = this.model.doGenerate(options);
-    } catch (err) {
-      // A provider that throws before it returns a promise is metered like one that rejects.
-      call = Promise.reject(err);
-    }
-    return Promise.resolve(call).then(
-      (result) => {
-        recordModelCall(
-          metrics,
-          {
-            seconds: (performance.now() - started) / 1000,
-            ok: true,
-            // The model that answered: a provider may name the exact version it served.
-            usage: usageOfCall(result.response?.modelId || this.model.modelId, result.usage),
-          },
-          prices,
-        );
-        return result;
+/** The call metrics as a model observer's `ended`: latency by result, tokens and (with `prices`) cost. */
+export function modelCallMetrics(metrics: Metrics, prices?: PriceTable): (call: ModelCallEnd) => void {
+  return (call) =>
+    recordModelCall(
+      metrics,
+      {
+        seconds: call.seconds,
+        ok: call.usage !== undefined,
+        ...(call.usage && { usage: usageOfCall(call.model, call.usage) }),
       },
-      (err: unknown) => {
-        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
-        throw err;
-      },
+      prices,
     );
-  }
-
-  /** Metered from the call to the end of its stream; an aborted stream (a stop, a lost lane) is not observed. */
-  doStream(options: Parameters<ModelV4['doStream']>[0]): ReturnType<ModelV4['doStream']> {
-    const started = performance.now();
-    const { metrics, prices } = this;
-    let modelId = this.model.modelId;
-    let call: ReturnType<ModelV4['doStream']>;
-    try {
-      call = this.model.doStream(options);
-    } catch (err) {
-      call = Promise.reject(err);
-    }
-    return Promise.resolve(call).then(
-      (result) => {
-        let usage: ModelUsage | undefined;
-        let failed = false;
-        const stream = result.stream.pipeThrough(
-          new TransformStream<StreamPart, StreamPart>({
-            transform(part, controller) {
-              if (part.type === 'finish') usage = part.usage;
-              else if (part.type === 'error') failed = true;
-              else if (part.type === 'response-metadata' && part.modelId) modelId = part.modelId;
-              controller.enqueue(part);
-            },
-            flush() {
-              recordModelCall(
-                metrics,
-                {
-                  seconds: (performance.now() - started) / 1000,
-                  ok: !failed && usage !== undefined,
-                  ...(usage && { usage: usageOfCall(modelId, usage) }),
-                },
-                prices,
-              );
-            },
-          }),
-        );
-        return { ...result, stream };
-      },
-      (err: unknown) => {
-        recordModelCall(metrics, { seconds: (performance.now() - started) / 1000, ok: false });
-        throw err;
-      },
-    );
-  }
 }
 
-type ModelUsage = GenerateResult['usage'];
+type ModelUsage = NonNullable<ModelCallEnd['usage']>;
 
 /** One call's usage as the metrics count it, by the model that answered. */
 function usageOfCall(modelId: string, usage: ModelUsage) {
@@ -137,12 +42,16 @@ function usageOfCall(modelId: string, usage: ModelUsage) {
 }
 
 /**
- * The model with call latency, token and (with `prices`) cost counters; a model id string is
- * returned as is.
+ * One model with the call metrics only (no health, its own model id): for a model built
+ * outside `roleModel`. A model id string is returned as is.
  */
 export function meteredModel(model: LanguageModel, metrics: Metrics, prices?: PriceTable): LanguageModel {
   if (typeof model === 'string' || model.specificationVersion !== 'v4') return model;
-  return new MeteredModel(model, metrics, prices);
+  return observedModel(model, model.modelId, {
+    served: () => undefined,
+    callFailed: () => undefined,
+    ended: modelCallMetrics(metrics, prices),
+  });
 }
 
 /** What a processor's result or error says about the turn. */

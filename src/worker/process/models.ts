@@ -7,10 +7,10 @@ import { createModel } from '../agent/model.js';
 import { BUILT_IN_PROVIDERS, type ProviderFactories } from '../agent/providers.js';
 import { errorDetail, isOutage, isRateLimit } from '../turn/failure.js';
 import { ModelHealth } from '../turn/model-health.js';
-import { meteredModel } from './instrument.js';
+import { modelCallMetrics } from './instrument.js';
 
 export interface RoleModel {
-  /** The metered model (a FallbackModel over the chain when there are fallback models). */
+  /** The observed model (a FallbackModel over the chain when there are fallback models). */
   model: LanguageModel;
   /** Which of the role's models are down, for /readyz and chatlane_model_up. */
   health: ModelHealth;
@@ -42,7 +42,12 @@ export function roleModel(
   const chain = ids.length > 1;
   const model = createModel(models, {
     providers: options.providers ?? BUILT_IN_PROVIDERS,
-    observer: health,
+    // Health per model and the call metrics, told in the one pass each call makes.
+    observer: {
+      served: (id) => health.served(id),
+      callFailed: (id, err) => health.callFailed(id, err),
+      ended: modelCallMetrics(metrics, options.prices),
+    },
     ...(chain && {
       fallback: {
         isOutage,
@@ -60,7 +65,7 @@ export function roleModel(
     }),
   });
   return {
-    model: meteredModel(model, metrics, options.prices),
+    model,
     health,
     stepTimeoutMs: timeoutMs * ids.length,
   };

@@ -48,6 +48,8 @@ export class Lane extends TurnAbort {
     readonly uncommitted: UncommittedSend[],
     /** The chat's reply route as stored when the lease was taken (meta.route), if any. */
     readonly route: string | undefined,
+    /** The run whose reply stream was still open when the lease was taken (it died mid-reply). */
+    readonly openReply: string | undefined,
     input: TurnInput,
     leaseSetAt: number,
   ) {
@@ -97,6 +99,7 @@ export class Lane extends TurnAbort {
       opts.logger,
       res.uncommitted,
       res.route,
+      res.openReply,
       res.input,
       sentAt,
     );

@@ -46,6 +46,8 @@ export class ReplyWriter {
     readonly runId: string,
     private readonly logger: Logger,
     private readonly hooks: ReplyWriterHooks,
+    /** The run whose reply was left open when the lease was taken (the lease's read: no read here). */
+    private readonly openReply: string | undefined,
   ) {}
 
   /** The UI message id of this turn's reply: the id its first committed assistant message gets. */
@@ -142,6 +144,7 @@ export class ReplyWriter {
           mode,
           fields,
           batch.event,
+          mode === 'open' ? (this.openReply ?? null) : undefined,
         );
         if (result === 'stop') this.hooks.stop();
         else if (result === 'fenced-out') {

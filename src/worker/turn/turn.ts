@@ -187,10 +187,18 @@ async function leasedTurn(
     usage: new UsageTally(),
     span,
     reply: deps.replies
-      ? new ReplyWriter(deps.replies, chatKey, lane.fence, runId, logger, {
-          stop: () => lane.requestStop(),
-          fencedOut: () => lane.markLost('reply stream write rejected'),
-        })
+      ? new ReplyWriter(
+          deps.replies,
+          chatKey,
+          lane.fence,
+          runId,
+          logger,
+          {
+            stop: () => lane.requestStop(),
+            fencedOut: () => lane.markLost('reply stream write rejected'),
+          },
+          lane.openReply,
+        )
       : undefined,
   };
   deps.running?.track(lane);

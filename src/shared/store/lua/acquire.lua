@@ -17,13 +17,16 @@
   ARGV[5] max pending: the oldest n inbox entries (0: none)
 
   Returns { 'ok', fence, { send JSON ... }, route, head, { window JSON ... }, histLen,
-            { inbox entry ... }, memory, archiveLen, contexts } | { 'busy', ttlMs }
+            { inbox entry ... }, memory, archiveLen, contexts, uiRun } | { 'busy', ttlMs }
     sends: what earlier runs of this chat said without committing: the new turn must know
       them (they reached the person) so it continues instead of answering again
     route: meta.route (nil without one); head: the first history message (nil when empty),
       the summary when compacted; memory: the memory document (nil without one)
     histLen, archiveLen, contexts: how much the chat holds, which decides the tools the turn
       offers (chat-tools.ts); counted only with a read (ARGV[4] > 0), else 0
+    uiRun: meta.uiRun, the run whose reply stream is still open (nil when none): a turn that
+      died mid-reply; the new turn's reply-write.lua `open` closes it. Only a fence holder
+      writes uiRun, so it stays as read until this turn opens its own reply
     The reads are taken under the new lease, in the same round trip: nothing but the fence
     holder writes hist between them and the turn's commit.
 ]]
@@ -68,4 +71,5 @@ end
 return {
   'ok', fence, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('HGET', KEYS[1], 'route'),
   head, messages, histLen, pending, redis.call('GET', KEYS[6]), archiveLen, contexts,
+  redis.call('HGET', KEYS[1], 'uiRun'),
 }
