@@ -1,23 +1,22 @@
-import { APICallError, customProvider } from 'ai';
+import { APICallError } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import type { ModelConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import { createMetrics } from '../../src/shared/metrics.js';
+import type { createMetrics } from '../../src/shared/metrics.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { readChatUsage } from '../../src/shared/store/usage.js';
 import { utcDay } from '../../src/shared/usage.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
-import { roleModel } from '../../src/worker/process/models.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
+import { mockChain } from '../helpers/mock-chain.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 
 /**
  * Which model a compaction's summary is counted under: the compactor's model chain as a
- * process builds it (roleModel: served models, fallback, metrics), `ai/test` models as the
- * providers' models, real Redis and the real compaction script.
+ * process builds it (test/helpers/mock-chain.ts), `ai/test` models as the providers' models,
+ * real Redis and the real compaction script.
  */
 
 const redis = testRedis();
@@ -60,26 +59,11 @@ function summarizer(name: string, error?: unknown) {
 
 /** COMPACTION_MODEL=openai-compatible:<first>, LLM_FALLBACK_MODELS=openai-compatible:<rest>. */
 function compactionDeps(...mocks: MockLanguageModelV4[]) {
-  const config: ModelConfig = {
-    models: mocks.map((m) => ({
-      id: `openai-compatible:${m.modelId}` as const,
-      provider: 'openai-compatible' as const,
-      model: m.modelId,
-    })),
-    providers: { 'openai-compatible': { baseURL: 'http://model.invalid/v1', apiKey: undefined } },
-  };
-  const metrics = createMetrics({ defaultMetrics: false });
-  const languageModels = Object.fromEntries(mocks.map((m) => [m.modelId, m]));
-  const { model } = roleModel(config, {
-    metrics,
-    logger: silentLogger(),
-    timeoutMs: 5000,
-    providers: { 'openai-compatible': () => customProvider({ languageModels }) },
-  });
+  const { model, metrics, ids } = mockChain(mocks, 5000);
   const deps = {
     store,
     model,
-    modelName: config.models[0]!.id,
+    modelName: ids[0]!,
     logger: silentLogger(),
     settings: {
       keepLast: 4,

@@ -1,18 +1,14 @@
 import type { LanguageModelV4CallOptions, LanguageModelV4StreamPart } from '@ai-sdk/provider';
-import { customProvider, streamText } from 'ai';
+import { streamText } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
-import type { ModelConfig } from '../../src/shared/config.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { createMetrics } from '../../src/shared/metrics.js';
 import { readStreamHead } from '../../src/worker/agent/stream-head.js';
-import { roleModel } from '../../src/worker/process/models.js';
+import { mockChain } from '../helpers/mock-chain.js';
 import { sampleValue } from '../helpers/prom.js';
 
 /**
  * A streamed model call (a turn's step) over a fallback chain, built as a worker builds it
- * (roleModel: the served models, the FallbackModel, ModelHealth, the metrics), with `ai/test`
- * models as the providers' models.
+ * (test/helpers/mock-chain.ts), with `ai/test` models as the providers' models.
  */
 
 type Part = LanguageModelV4StreamPart;
@@ -65,28 +61,10 @@ function model(name: string, ...calls: Scripted[]) {
   });
 }
 
-function chain(mocks: MockLanguageModelV4[], timeoutMs = 0) {
-  const config: ModelConfig = {
-    models: mocks.map((m) => ({
-      id: `openai-compatible:${m.modelId}` as const,
-      provider: 'openai-compatible' as const,
-      model: m.modelId,
-    })),
-    providers: { 'openai-compatible': { baseURL: 'http://model.invalid/v1', apiKey: undefined } },
-  };
-  const languageModels = Object.fromEntries(mocks.map((m) => [m.modelId, m]));
-  const metrics = createMetrics({ defaultMetrics: false });
-  const role = roleModel(config, {
-    metrics,
-    logger: silentLogger(),
-    timeoutMs,
-    providers: { 'openai-compatible': () => customProvider({ languageModels }) },
-  });
-  return { ...role, metrics };
-}
+const chain = mockChain;
 
 /** One streamed call as a turn makes it: the step's text, model and the error parts that reached it. */
-async function step(model: ReturnType<typeof chain>['model']) {
+async function step(model: ReturnType<typeof mockChain>['model']) {
   const result = streamText({ model, prompt: 'hi', maxRetries: 0, onError: () => undefined });
   const errors: unknown[] = [];
   let deltas = '';

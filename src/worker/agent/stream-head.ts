@@ -30,9 +30,9 @@ export type StreamHead<P> =
  * Reads `stream` until its first content, finish or error part (or its end or failure). The
  * stream handed back is the same sequence of parts: the buffered head, then each further
  * part pulled straight from the original reader. No transform stage and no closure per part:
- * this is on the path of every streamed call of a fallback chain. (On a shared 2-core box a
- * pull source cost ~0.3–1 µs per part over reading the stream directly, a pipeThrough stage
- * ~1–2 µs: bench/stream-splice.mjs, bench/results/stream-splice-2026-11-26.txt.)
+ * this is on the path of every streamed call of a fallback chain. (Per part, on a loaded
+ * 2-core box: ~0.2–1.4 µs over reading the stream directly, a pipeThrough stage ~1.3–2 µs;
+ * `npx tsx bench/stream-splice.ts`, bench/results/stream-splice-2026-11-26.txt.)
  */
 export async function readStreamHead<P extends { type: string; error?: unknown }>(
   stream: ReadableStream<P>,
