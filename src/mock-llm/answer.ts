@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import { geminiJsonStream } from './gemini.js';
 import type { Protocol, RouteParams } from './protocol.js';
 import { chatKeyOf, decideReply, messageTokens, promptTokens, usageOf } from './reply.js';
-import type { MockLlmState } from './state.js';
+import type { MidStream, MockLlmState } from './state.js';
 
 /**
  * One model request, whatever its protocol: accounted for the moment it arrives (per-chat
@@ -45,10 +45,16 @@ export async function answer<B>(
     end();
   });
 
-  let out: { status: number; json: unknown; retryAfterMs?: number } | { status: 200; sse: string };
+  let out:
+    | { status: number; json: unknown; retryAfterMs?: number }
+    | { status: 200; sse: string }
+    | { status: 200; failed: { opening: string; error: string }; midStream: MidStream };
   try {
     await state.delay(chatKey, gone.signal, index);
-    if (failure) {
+    // A Gemini stream as one JSON array has no events to fail between: it fails as usual.
+    if (failure?.midStream && request.stream && !(params.stream && !params.sse)) {
+      out = { status: 200, failed: protocol.failedStream(request, failure), midStream: failure.midStream };
+    } else if (failure) {
       out = {
         status: failure.status,
         json: protocol.error(failure.message, failure.code, failure.status),
@@ -84,6 +90,14 @@ export async function answer<B>(
     'cache-control': 'no-cache',
     connection: 'keep-alive',
   });
+  if ('failed' in out) {
+    const { opening, error } = out.failed;
+    if (out.midStream === 'error') reply.raw.end(opening + error);
+    // Cut once the opening is on the wire (an SSE comment when there is none): the client has
+    // its 200 and an open stream, which then breaks.
+    else reply.raw.write(opening || ': opened\n\n', () => reply.raw.destroy());
+    return reply;
+  }
   // Without a chunk pause all events go in one write: the event boundaries are what SSE
   // clients parse. With one (`chunkMs`), a streaming client sees the answer grow.
   if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), state.chunkMs);

@@ -87,23 +87,25 @@ function stopReason(reply: MockReply): 'tool_use' | 'end_turn' {
   return reply.kind === 'tool' ? 'tool_use' : 'end_turn';
 }
 
-function events(model: string, reply: MockReply, usage: MockUsage): { type: string }[] {
+function messageStart(model: string, usage: MockUsage) {
   const { output_tokens: _, ...startUsage } = usageBody(usage);
-  const out: { type: string; [k: string]: unknown }[] = [
-    {
-      type: 'message_start',
-      message: {
-        id: nextId('msg_'),
-        type: 'message',
-        role: 'assistant',
-        model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { ...startUsage, output_tokens: 1 },
-      },
+  return {
+    type: 'message_start',
+    message: {
+      id: nextId('msg_'),
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { ...startUsage, output_tokens: 1 },
     },
-  ];
+  };
+}
+
+function events(model: string, reply: MockReply, usage: MockUsage): { type: string }[] {
+  const out: { type: string; [k: string]: unknown }[] = [messageStart(model, usage)];
   if (reply.kind === 'tool') {
     out.push({ type: 'content_block_start', index: 0, content_block: { ...contentBlock(reply), input: {} } });
     for (const partial_json of pieces(reply.arguments, 16)) {
@@ -167,4 +169,10 @@ export const anthropicMessages: Protocol<MessagesRequest> = {
   stream: (request, _body, reply, usage) => namedEvents(events(request.model, reply, usage)),
   // Anthropic's errors carry a type, no code: the status picks the type.
   error: (message, _code, status) => ({ type: 'error', error: { type: errorType(status), message } }),
+  failedStream: (request, failure) => ({
+    opening: namedEvents([messageStart(request.model, { input: 0, cachedInput: 0, output: 0 })]),
+    error: namedEvents([
+      { type: 'error', error: { type: errorType(failure.status), message: failure.message } },
+    ]),
+  }),
 };

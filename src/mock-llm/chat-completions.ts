@@ -155,4 +155,19 @@ export const chatCompletions: Protocol<ChatCompletionRequest> = {
   stream: (request, body, reply, usage) =>
     `${dataEvents(completionChunks(request.model, reply, usage, body.stream_options?.include_usage === true))}data: [DONE]\n\n`,
   error: (message, code) => openAiError(message, code),
+  failedStream: (request, failure) => ({
+    opening: dataEvents([
+      {
+        id: nextId('chatcmpl-'),
+        object: 'chat.completion.chunk',
+        created: Math.floor(Date.now() / 1000),
+        model: request.model,
+        choices: [{ index: 0, delta: { role: 'assistant' }, logprobs: null, finish_reason: null }],
+      },
+    ]),
+    // As OpenRouter sends an error mid-stream: the HTTP status as its code.
+    error: dataEvents([
+      { error: { message: failure.message, type: failure.code, param: null, code: failure.status } },
+    ]),
+  }),
 };

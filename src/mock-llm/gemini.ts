@@ -143,6 +143,11 @@ export const gemini: Protocol<GenerateContentRequest> = {
   }),
   stream: (request, _body, reply, usage) => dataEvents(chunks(request.model, reply, usage)),
   error: (message, _code, status) => ({ error: { code: status, message, status: statusName(status) } }),
+  // Gemini streams no event before its first candidate.
+  failedStream: (_request, { message, status }) => ({
+    opening: '',
+    error: dataEvents([{ error: { code: status, message, status: statusName(status) } }]),
+  }),
 };
 
 /** `streamGenerateContent` without `?alt=sse`: the chunks as one JSON array. */

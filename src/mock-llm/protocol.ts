@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { MockReply, MockRequest, MockUsage } from './reply.js';
+import type { Failure } from './state.js';
 
 /**
  * One wire protocol of the mock model: how its request reads as a conversation, and how an
@@ -18,6 +19,11 @@ export interface Protocol<B> {
   stream(request: MockRequest, body: B, reply: MockReply, usage: MockUsage): string;
   /** The error body a client of this protocol parses (`failure.status` is the HTTP status). */
   error(message: string, code: string, status: number): object;
+  /**
+   * A streamed answer that fails before its content (`failNext` with `midStream`): the SSE
+   * events it opens with, and the protocol's in-stream error event for `failure`.
+   */
+  failedStream(request: MockRequest, failure: Failure): { opening: string; error: string };
 }
 
 export type ProtocolName = 'chat-completions' | 'responses' | 'anthropic-messages' | 'gemini';
@@ -37,6 +43,6 @@ export function dataEvents(payloads: readonly object[]): string {
 }
 
 /** `event:` and `data:` lines, as the Responses API and Anthropic send them. */
-export function namedEvents(payloads: readonly { type: string }[]): string {
+export function namedEvents(payloads: readonly { type: string; [k: string]: unknown }[]): string {
   return payloads.map((p) => `event: ${p.type}\ndata: ${JSON.stringify(p)}\n\n`).join('');
 }

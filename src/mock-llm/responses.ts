@@ -192,4 +192,22 @@ export const responses: Protocol<ResponsesRequest> = {
     ),
   stream: (request, _body, reply, usage) => namedEvents(events(request.model, reply, usage)),
   error: (message, code) => openAiError(message, code),
+  failedStream: (request, failure) => {
+    const started = response(
+      request.model,
+      nextId('resp_'),
+      Math.floor(Date.now() / 1000),
+      'in_progress',
+      [],
+    );
+    return {
+      opening: namedEvents([
+        { type: 'response.created', response: started, sequence_number: 0 },
+        { type: 'response.in_progress', response: started, sequence_number: 1 },
+      ]),
+      error: namedEvents([
+        { type: 'error', code: failure.code, message: failure.message, param: null, sequence_number: 2 },
+      ]),
+    };
+  },
 };

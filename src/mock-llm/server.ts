@@ -74,6 +74,7 @@ const controlSchema = z.strictObject({
       contains: z.string().min(1).optional(),
       model: z.string().min(1).optional(),
       retryAfterMs: msSchema.optional(),
+      midStream: z.enum(['error', 'drop']).optional(),
     })
     .optional(),
   // Over HTTP too, so an out-of-process test can pin a chat's request in flight.

@@ -57,13 +57,21 @@ export interface FailNextInput {
   code?: string;
   /** Sent as `retry-after-ms` (a rate limit saying when to come back; clients' retries honour it). */
   retryAfterMs?: number;
+  /**
+   * A streamed request fails after its stream opened (200), before any content: `error` sends
+   * the protocol's in-stream error event, `drop` cuts the connection. Others fail as usual.
+   */
+  midStream?: MidStream;
 }
+
+export type MidStream = 'error' | 'drop';
 
 export interface Failure {
   status: number;
   message: string;
   code: string;
   retryAfterMs?: number;
+  midStream?: MidStream;
 }
 
 interface FailRule extends Failure {
@@ -260,6 +268,7 @@ export class MockLlmState {
       message: input.message ?? DEFAULT_FAIL_MESSAGE,
       code: input.code ?? DEFAULT_FAIL_CODE,
       ...(input.retryAfterMs !== undefined && { retryAfterMs: input.retryAfterMs }),
+      ...(input.midStream && { midStream: input.midStream }),
     });
   }
 
@@ -378,12 +387,8 @@ export class MockLlmState {
     if (!rule) return undefined;
     rule.remaining -= 1;
     if (rule.remaining <= 0) this.failRules.splice(index, 1);
-    return {
-      status: rule.status,
-      message: rule.message,
-      code: rule.code,
-      ...(rule.retryAfterMs !== undefined && { retryAfterMs: rule.retryAfterMs }),
-    };
+    const { chatKey: _c, contains: _t, model: _m, remaining: _r, ...failure } = rule;
+    return failure;
   }
 
   private notifyWaiters(chatKey: string, arrived: number): void {

@@ -9,7 +9,8 @@ import { type Stack, useStack } from '../helpers/stack.js';
  * Each provider end to end: real chatlane processes whose models are `provider:model`, through
  * the provider's real AI SDK package, against the mock model speaking that provider's wire
  * protocol. A full turn with chat_send, a lane merge, a compaction (COMPACTION_MODEL of the same
- * provider), and a fallback from the first model to the next on an outage but not on a refusal.
+ * provider), and a fallback from the first model to the next on an outage (also one that breaks
+ * an opened stream before its content) but not on a refusal.
  */
 
 interface Provider {
@@ -58,6 +59,14 @@ async function answered(stack: Stack, chatKey: string, count: number): Promise<v
       (await committedEvents(stack, chatKey)).length >= count,
     { what: `${chatKey}: ${count} turn(s) committed`, timeoutMs: 20_000 },
   );
+}
+
+/** The side ports of the worker and the compactor (both may compact: the worker inline, on an overflow). */
+function metricsUrls(stack: Stack): string[] {
+  return stack.procs
+    .flatMap((p) => p.logs)
+    .filter((l) => l.msg === 'worker started' || l.msg === 'compactor started')
+    .map((l) => String(l.metricsUrl).replace('0.0.0.0', '127.0.0.1'));
 }
 
 function workerMetricsUrl(stack: Stack): string {
@@ -157,6 +166,49 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
     expect(textOf(history[0]!)).toContain('## Summary');
     for (const r of stack.mock.state.recorded(chat))
       expect(r.promptTokens).toBeLessThanOrEqual(MAX_INPUT_TOKENS);
+
+    // Every summary is counted under COMPACTION_MODEL, the model that served it, not LLM_MODEL:
+    // on its event, in the chat's usage and in the token counters of the processes that compacted.
+    const summarized = async () => {
+      const events = (await stack.store.readEvents(chat, undefined, 1000)).filter(
+        (e) => e.type === 'compaction.applied' || e.type === 'compaction.discarded',
+      );
+      return events.map((e) => ({
+        model: e.data.model,
+        calls: e.data.calls as Array<{ m: string; i: number }>,
+      }));
+    };
+    const counted = async () => {
+      const usage = (await (await fetch(`${stack.ingressUrl()}/v1/chats/${chat}/usage`)).json()) as {
+        byModel: Array<{ model: string; calls: number; inputTokens: number }>;
+      };
+      let metered = 0;
+      for (const url of metricsUrls(stack)) {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        metered += sampleValue(text, 'chatlane_model_tokens_total', { model: compactor, kind: 'input' }) ?? 0;
+      }
+      return { byModel: usage.byModel, metered };
+    };
+    // A compaction enqueued by a later commit may still be running: wait until the counts agree.
+    const settled = await waitFor(
+      async () => {
+        const events = await summarized();
+        const { byModel, metered } = await counted();
+        const calls = events.flatMap((e) => e.calls);
+        const row = byModel.find((m) => m.model === compactor);
+        const input = calls.reduce((n, c) => n + c.i, 0);
+        return (
+          row?.calls === calls.length && row.inputTokens === input && metered === input && { events, byModel }
+        );
+      },
+      { what: 'compaction usage counted under COMPACTION_MODEL', timeoutMs: 20_000 },
+    );
+    expect(settled.events.length).toBeGreaterThan(0);
+    for (const e of settled.events) {
+      expect(e.model).toBe(compactor);
+      expect(e.calls.map((c) => c.m)).toEqual([compactor]);
+    }
+    expect(settled.byModel.map((m) => m.model).sort()).toEqual([compactor, primary].sort());
   }, 90_000);
 
   it('falls back to the next model on an outage (503, and 429 after its retries), and shows the model down', async () => {
@@ -211,6 +263,40 @@ describe.each(PROVIDERS)('the $name provider end to end', (provider) => {
       models: Record<string, { status: string }>;
     };
     expect(after.models[primary]).toEqual({ status: 'ok' });
+  }, 30_000);
+
+  it('falls back when an opened stream fails before any content (an in-stream error, a cut connection)', async () => {
+    const { state } = stack.mock;
+    const metrics = workerMetricsUrl(stack);
+    const fallbacks = async () =>
+      sampleValue(await (await fetch(`${metrics}/metrics`)).text(), 'chatlane_model_fallbacks_total', {
+        model: primary,
+      }) ?? 0;
+    for (const midStream of ['error', 'drop'] as const) {
+      state.reset();
+      const before = await fallbacks();
+      const chat = `mid-${midStream}`;
+      state.failNext({
+        model: 'mock-primary',
+        count: 1,
+        status: 503,
+        message: 'overloaded',
+        code: 'server_error',
+        midStream,
+      });
+      await postMessage(stack.ingressUrl(), chat, `${chat}-1`, 'still there?');
+      await answered(stack, chat, 1);
+      expect(await outboxTexts(stack, chat)).toEqual(['echo: still there?']);
+      // The first step's stream failed on the primary and went to the backup; the next step is the primary's again.
+      expect(state.recorded(chat).map((r) => [r.model, r.stream])).toEqual([
+        ['mock-primary', true],
+        ['mock-backup', true],
+        ['mock-primary', true],
+      ]);
+      const [event] = await committedEvents(stack, chat);
+      expect(event?.data).toMatchObject({ steps: 2, models: [backup, primary] });
+      expect(await fallbacks()).toBe(before + 1);
+    }
   }, 30_000);
 
   it('does not fall back when the model refuses the content (400): the message fails with the notice', async () => {

@@ -1,10 +1,12 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createGoogle } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { APICallError, generateText, isStepCount, type LanguageModel, streamText, tool } from 'ai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEFAULT_FAIL_MESSAGE, type MockLlmState, startMockLlm } from '../../src/mock-llm/server.js';
+import { isOutage } from '../../src/worker/turn/failure.js';
 
 /**
  * The mock model's other wire protocols, each through its real AI SDK provider package:
@@ -184,6 +186,76 @@ describe.each(PROTOCOLS)('mock-llm speaking $name', ({ protocol, model }) => {
       maxRetries: 0,
     });
     expect(ok.text).toBe('echo: x');
+  });
+});
+
+type V4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
+
+/**
+ * How a streamed call of `model` fails: where (its open, an error part, the stream throwing)
+ * and whether any content part came before it.
+ */
+async function streamFailure(model: LanguageModel, chatKey: string) {
+  const call = (model as V4).doStream({
+    prompt: [
+      { role: 'system', content: system(chatKey) },
+      { role: 'user', content: [{ type: 'text', text: 'hello' }] },
+    ],
+  });
+  let opened: Awaited<typeof call>;
+  try {
+    opened = await call;
+  } catch (error) {
+    return { at: 'open', error, content: [] as string[] };
+  }
+  const content: string[] = [];
+  try {
+    for await (const part of opened.stream) {
+      if (part.type === 'error') return { at: 'part', error: part.error, content };
+      // Anthropic's message_start comes as a `custom` part: metadata, not content.
+      if (!['stream-start', 'response-metadata', 'raw', 'custom'].includes(part.type))
+        content.push(part.type);
+    }
+  } catch (error) {
+    return { at: 'thrown', error, content };
+  }
+  return { at: 'none', error: undefined, content };
+}
+
+describe.each([
+  ...PROTOCOLS,
+  {
+    name: 'chat completions (@ai-sdk/openai-compatible)',
+    protocol: 'chat-completions',
+    model: () => createOpenAICompatible({ name: 'mock', baseURL: url })('mock-compatible'),
+  },
+])('mock-llm failing an opened $name stream (failNext midStream)', ({ protocol, model }) => {
+  it('sends its in-stream error before any content, which counts as an outage', async () => {
+    const chatKey = `mid-${protocol}`;
+    state.failNext({
+      chatKey,
+      count: 1,
+      status: 503,
+      message: 'overloaded',
+      code: 'server_error',
+      midStream: 'error',
+    });
+    const failed = await streamFailure(model(), chatKey);
+    // OpenAI's package turns an error before any output into a failed open; the others hand it on as a part.
+    expect(failed.at).toBe(protocol === 'responses' ? 'open' : 'part');
+    expect(failed.content).toEqual([]);
+    expect(isOutage(failed.error)).toBe(true);
+    expect(state.recorded(chatKey).map((r) => r.stream)).toEqual([true]);
+  });
+
+  it('cuts the connection after the stream opened, before any content', async () => {
+    const chatKey = `drop-${protocol}`;
+    state.failNext({ chatKey, count: 1, status: 503, midStream: 'drop' });
+    const failed = await streamFailure(model(), chatKey);
+    expect(['open', 'thrown']).toContain(failed.at);
+    expect(failed.content).toEqual([]);
+    expect(isOutage(failed.error)).toBe(true);
+    expect(await streamFailure(model(), chatKey)).toMatchObject({ at: 'none', error: undefined });
   });
 });
 

@@ -221,7 +221,7 @@ describe('the usage of a turn', () => {
         summary,
         archive: undefined,
         maxEvents: 100,
-        eventData: {},
+        eventData: { model: 'cheap' },
         usage: [call('cheap', 2000, 0, 0, 200, 0)],
       });
     expect(await apply('7')).toMatchObject({ status: 'stale' });
@@ -230,10 +230,10 @@ describe('the usage of a turn', () => {
     expect(
       events
         .filter((e) => e.type.startsWith('compaction.'))
-        .map((e) => [e.type, (e.data.calls as unknown[]).length]),
+        .map((e) => [e.type, e.data.model, (e.data.calls as unknown[]).length]),
     ).toEqual([
-      ['compaction.discarded', 1],
-      ['compaction.applied', 1],
+      ['compaction.discarded', 'cheap', 1],
+      ['compaction.applied', 'cheap', 1],
     ]);
     expect(await usageHash(store, 'c5')).toMatchObject({
       [`${today()}|cheap|calls`]: '2',

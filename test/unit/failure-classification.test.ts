@@ -1,4 +1,4 @@
-import { APICallError, DownloadError, RetryError } from 'ai';
+import { APICallError, DownloadError, RetryError, StreamProviderError } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { FileRefusedError } from '../../src/shared/errors.js';
 import { classifyTurnError } from '../../src/worker/turn/failure.js';
@@ -68,6 +68,39 @@ describe('classifying a failed turn', () => {
     ).toEqual({
       kind: 'message',
       code: 'FILE_REFUSED',
+    });
+  });
+
+  it('an error inside an opened stream counts by the status it names, as the SDK or the provider sends it', () => {
+    // What a turn gets from streamText (the SDK wraps the provider's error part).
+    expect(classifyTurnError(new StreamProviderError({ message: 'Overloaded', statusCode: 529 }))).toEqual({
+      kind: 'model',
+      errorKind: 'server',
+    });
+    // What the fallback reads from the provider's stream: the Anthropic/OpenAI/Google packages'
+    // error part, and an OpenAI-compatible server's in-stream error with the status as its code.
+    const part = { message: 'Overloaded', type: 'overloaded_error', statusCode: 529, isRetryable: true };
+    expect(classifyTurnError(part)).toEqual({ kind: 'model', errorKind: 'server' });
+    expect(classifyTurnError({ message: 'slow down', code: '429' })).toEqual({
+      kind: 'model',
+      errorKind: 'rate_limit',
+    });
+    expect(classifyTurnError({ message: 'upstream', code: 502 })).toEqual({
+      kind: 'model',
+      errorKind: 'server',
+    });
+    expect(classifyTurnError({ message: 'refused', statusCode: 400 })).toEqual({
+      kind: 'message',
+      code: 'CONTENT_REJECTED',
+    });
+    // No status named: nothing to go by.
+    expect(classifyTurnError({ message: 'odd', code: 'server_error' })).toEqual({
+      kind: 'transient',
+      infrastructure: false,
+    });
+    expect(classifyTurnError(new StreamProviderError({ message: 'odd' }))).toEqual({
+      kind: 'transient',
+      infrastructure: false,
     });
   });
 

@@ -1,4 +1,5 @@
 import { APICallError, type LanguageModel } from 'ai';
+import { readStreamHead } from './stream-head.js';
 
 // As model.ts has it; declared here too, since model.ts builds this class.
 type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
@@ -17,9 +18,17 @@ export interface FallbackPolicy {
   retryDelayMs?: number;
   /** A step moves from `from` to `to` after `err`. */
   onFallback?(from: string, to: string, err: unknown): void;
+  /**
+   * A model's stream failed by throwing (a dropped connection, its deadline) before any
+   * content, so the call moves on. Its error parts and failed opens reach the model's own
+   * observer (model.ts); this one nothing else sees.
+   */
+  onStreamFailed?(model: string, err: unknown): void;
 }
 
 type CallOptions = Parameters<ModelV4['doGenerate']>[0];
+type StreamResult = Awaited<ReturnType<ModelV4['doStream']>>;
+type Call<R> = (index: number, options: CallOptions) => PromiseLike<R>;
 
 const MAX_RETRY_AFTER_MS = 60_000;
 
@@ -57,7 +66,8 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * names it (model.ts `asServedBy`), so the step records who served it.
  *
  * An async method, unlike the single model's path (model.ts): its frame waits through the
- * call. Only a worker with fallback models pays for it.
+ * call (a stream's, until its first content part). Only a worker with fallback models pays
+ * for it.
  */
 export class FallbackModel implements ModelV4 {
   readonly specificationVersion = 'v4';
@@ -78,24 +88,49 @@ export class FallbackModel implements ModelV4 {
   }
 
   doGenerate(options: CallOptions): ReturnType<ModelV4['doGenerate']> {
-    return this.run(options, (model, o) => model.doGenerate(o));
+    return this.run(options, (i, o) => this.models[i]!.doGenerate(o));
   }
 
-  /** Falls back only while the stream is being opened (an error answer); not once it flows. */
+  /**
+   * Falls back while the stream opens (an error answer) and after it opened, until its first
+   * content part: an error part or a failed stream before any text, reasoning or tool call is
+   * an outage like a failed open. From the first content part on, the stream is the step's,
+   * failure included: another model would show the user a second, different half-reply.
+   */
   doStream(options: CallOptions): ReturnType<ModelV4['doStream']> {
-    return this.run(options, (model, o) => model.doStream(o));
+    const parent = options.abortSignal;
+    return this.run(options, (i, o) => this.stream(i, o, parent));
   }
 
-  private async run<R>(options: CallOptions, call: (model: ModelV4, options: CallOptions) => PromiseLike<R>) {
+  /** Model `i`'s stream once it has shown content (or failed in a way that does not fall back). */
+  private stream(i: number, options: CallOptions, parent: AbortSignal | undefined): Promise<StreamResult> {
+    return Promise.resolve(this.models[i]!.doStream(options)).then(async (result) => {
+      const head = await readStreamHead(result.stream);
+      if (head.failed && this.fallsBack(i, head.error, parent)) {
+        head.cancel(head.error);
+        if (head.thrown) this.policy.onStreamFailed?.(this.ids[i]!, head.error);
+        // run() moves on, as after a failed open (a 429 is retried on this model first).
+        throw head.error;
+      }
+      result.stream = head.stream;
+      return result;
+    });
+  }
+
+  /** Whether model `i`'s failure moves the call on: an outage, with a model left and the turn not ended. */
+  private fallsBack(i: number, err: unknown, parent: AbortSignal | undefined): boolean {
+    return !parent?.aborted && i < this.models.length - 1 && this.policy.isOutage(err);
+  }
+
+  private async run<R>(options: CallOptions, call: Call<R>) {
     const { policy } = this;
     const retries = policy.rateLimitRetries ?? 2;
-    const last = this.models.length - 1;
     for (let i = 0; ; i++) {
       for (let retry = 0; ; retry++) {
         try {
-          return await this.attempt(this.models[i]!, options, call);
+          return await this.attempt(i, options, call);
         } catch (err) {
-          if (options.abortSignal?.aborted || i === last || !policy.isOutage(err)) throw err;
+          if (!this.fallsBack(i, err, options.abortSignal)) throw err;
           if (policy.isRateLimit(err) && retry < retries) {
             const wait = retryAfterMs(err) ?? (policy.retryDelayMs ?? 2000) * 2 ** retry;
             await sleep(wait, options.abortSignal);
@@ -108,14 +143,13 @@ export class FallbackModel implements ModelV4 {
     }
   }
 
-  /** One model call, on a signal of its own when calls have a deadline. */
-  private attempt<R>(
-    model: ModelV4,
-    options: CallOptions,
-    call: (model: ModelV4, options: CallOptions) => PromiseLike<R>,
-  ): Promise<R> {
+  /**
+   * One model call, on a signal of its own when calls have a deadline. A streamed call's
+   * deadline runs until its first content part (or its failure).
+   */
+  private attempt<R>(i: number, options: CallOptions, call: Call<R>): Promise<R> {
     const ms = this.policy.attemptTimeoutMs;
-    if (!ms) return Promise.resolve(call(model, options));
+    if (!ms) return Promise.resolve(call(i, options));
     const parent = options.abortSignal;
     const controller = new AbortController();
     const onAbort = () => controller.abort(parent?.reason);
@@ -126,7 +160,7 @@ export class FallbackModel implements ModelV4 {
       () => controller.abort(new DOMException(`Model call timeout of ${ms}ms exceeded`, 'TimeoutError')),
       ms,
     );
-    return Promise.resolve(call(model, { ...options, abortSignal: controller.signal })).finally(() => {
+    return Promise.resolve(call(i, { ...options, abortSignal: controller.signal })).finally(() => {
       clearTimeout(timer);
       parent?.removeEventListener('abort', onAbort);
     });

@@ -23,6 +23,7 @@ export interface CompactionSettings {
 export interface CompactionDeps {
   store: ChatStore;
   model: LanguageModel;
+  /** The configured compaction model (`provider:model`), for a call that names none. */
   modelName: string;
   settings: CompactionSettings;
   logger: Logger;
@@ -69,9 +70,11 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
     maxRetries: 2,
   });
   // Written with the apply, whatever its outcome: a summary that is discarded was paid for too.
+  // Each call by the model that served it (`provider:model`): a fallback model may have.
   const usage: CallUsage[] = steps.map((step) =>
     callUsage(step.response.modelId || step.model.modelId, step.usage),
   );
+  const servedBy = usage.at(-1)?.model ?? deps.modelName;
   if (!text.trim()) throw new Error('the model returned an empty summary');
 
   const sourceRange = rangeOf(cut.newMessages);
@@ -111,7 +114,7 @@ export async function compactChat(deps: CompactionDeps, chatKey: string): Promis
     eventData: {
       summaryId: summary.id,
       sourceRange,
-      model: deps.modelName,
+      model: servedBy,
       ms: Date.now() - started,
       summaryTokens: summary.metadata.tokens ?? 0,
       replacedTokens: tokensBefore,

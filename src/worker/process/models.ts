@@ -60,6 +60,7 @@ export function roleModel(
             'model outage: the step falls back to the next model',
           );
         },
+        onStreamFailed: (model, err) => health.callFailed(model, err),
       },
     }),
   });

@@ -5,6 +5,7 @@ import {
   LoadAPIKeyError,
   MessageConversionError,
   RetryError,
+  StreamProviderError,
 } from 'ai';
 import { FileRefusedError, type MessageFailureCode } from '../../shared/errors.js';
 import { isRedisUnavailable } from '../../shared/redis-errors.js';
@@ -65,6 +66,25 @@ function apiStatusKind(status: number | undefined): TurnFailure | undefined {
   return undefined;
 }
 
+/** A value an in-stream error names its HTTP status with: 503, or '503'. */
+function httpStatus(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^\d{3}$/.test(value) ? Number(value) : value;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 400 && n <= 599 ? n : undefined;
+}
+
+/**
+ * The status a provider's error inside an opened stream names. A turn gets the AI SDK's
+ * StreamProviderError; the fallback reads the stream's error part before the SDK wraps it: a
+ * plain object, with `statusCode` (the Anthropic, OpenAI and Google packages) or as the
+ * OpenAI-compatible servers send it (`code: 502`, `status`).
+ */
+function streamErrorStatus(e: unknown): number | undefined {
+  if (typeof e !== 'object' || e === null) return undefined;
+  if (e instanceof Error && !StreamProviderError.isInstance(e)) return undefined;
+  const { statusCode, status, code } = e as { statusCode?: unknown; status?: unknown; code?: unknown };
+  return httpStatus(statusCode) ?? httpStatus(status) ?? httpStatus(code);
+}
+
 export function classifyTurnError(err: unknown): TurnFailure {
   const errors = chain(err);
   // The turn's own refusals come first: they may be wrapped in anything the SDK adds.
@@ -75,6 +95,11 @@ export function classifyTurnError(err: unknown): TurnFailure {
   for (const e of errors) {
     if (APICallError.isInstance(e)) {
       const byStatus = apiStatusKind(e.statusCode);
+      if (byStatus) return byStatus;
+    }
+    const streamed = streamErrorStatus(e);
+    if (streamed !== undefined) {
+      const byStatus = apiStatusKind(streamed);
       if (byStatus) return byStatus;
     }
     if (LoadAPIKeyError.isInstance(e)) return { kind: 'model', errorKind: 'auth' };

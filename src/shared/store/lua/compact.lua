@@ -18,7 +18,8 @@
   ARGV[7]  tokens of the n messages
   ARGV[8]  tokens of the summary
   ARGV[9]  max events
-  ARGV[10] event data JSON (model, duration, ...) merged into compaction.applied
+  ARGV[10] event data JSON (model, duration, ...) merged into compaction.applied; its `model`
+           (the one that served the summary) goes on compaction.discarded too
   ARGV[11] archive: max entries kept (the oldest dropped first)
   ARGV[12] archive: max bytes kept (the newest entry is always kept)
   ARGV[13] usage day (UTC YYYY-MM-DD; '' = no usage to record)
@@ -37,9 +38,13 @@
 -- @include "events"
 -- @include "usage"
 local calls = recordUsage(KEYS[5], ARGV[13] or '', ARGV[14] or '', ARGV[15] or '[]')
+local eventData = cjson.decode(ARGV[10])
 local function withCalls(data)
   if #calls > 0 then
     data.calls = calls
+  end
+  if data.model == nil and type(eventData.model) == 'string' then
+    data.model = eventData.model
   end
   return data
 end
@@ -86,7 +91,7 @@ local newVersion = redis.call('HINCRBY', KEYS[1], 'version', 1)
 local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', tonumber(ARGV[8]) - tonumber(ARGV[7]))
 redis.call('HSET', KEYS[1], 'compactedToId', ARGV[4], 'lastCompactAt', nowMs())
 
-local data = cjson.decode(ARGV[10])
+local data = eventData
 data.tokensBefore = tokens - tonumber(ARGV[8]) + tonumber(ARGV[7])
 data.tokensAfter = tokens
 data.toId = ARGV[4]
