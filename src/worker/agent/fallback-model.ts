@@ -19,9 +19,9 @@ export interface FallbackPolicy {
   /** A step moves from `from` to `to` after `err`. */
   onFallback?(from: string, to: string, err: unknown): void;
   /**
-   * A model's stream failed by throwing (a dropped connection, its deadline) before any
-   * content, so the call moves on. Its error parts and failed opens reach the model's own
-   * observer (model.ts); this one nothing else sees.
+   * A model's stream ran out of its deadline before any content, so the call moves on. Its
+   * error parts, failed opens and broken streams reach the model's own observer (model.ts),
+   * which says nothing of an aborted stream: this one nothing else sees.
    */
   onStreamFailed?(model: string, err: unknown): void;
 }
@@ -108,7 +108,9 @@ export class FallbackModel implements ModelV4 {
       const head = await readStreamHead(result.stream);
       if (head.failed && this.fallsBack(i, head.error, parent)) {
         head.cancel(head.error);
-        if (head.thrown) this.policy.onStreamFailed?.(this.ids[i]!, head.error);
+        // Only the attempt's deadline aborts it here (an ended turn does not fall back).
+        if (head.thrown && options.abortSignal?.aborted)
+          this.policy.onStreamFailed?.(this.ids[i]!, head.error);
         // run() moves on, as after a failed open (a 429 is retried on this model first).
         throw head.error;
       }

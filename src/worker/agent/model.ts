@@ -106,7 +106,7 @@ export function observedModel(
     }
     return Promise.resolve(call).then((result) => {
       delete result.request;
-      result.stream = servedStream(result.stream, id, observer, started);
+      result.stream = servedStream(result.stream, id, observer, started, options.abortSignal);
       return result;
     }, failed);
   };
@@ -127,6 +127,7 @@ function servedStream(
   id: string,
   observer: ModelCallObserver,
   started: number,
+  signal: AbortSignal | undefined,
 ): ReadableStream<StreamPart> {
   const reader = source.getReader();
   let usage: GenerateResult['usage'] | undefined;
@@ -137,29 +138,41 @@ function servedStream(
         controller.enqueue({ type: 'response-metadata', modelId: id });
       },
       pull(controller) {
-        return reader.read().then(({ done, value: part }) => {
-          if (done) {
-            controller.close();
-            observer.ended?.({
-              model: id,
-              seconds: (performance.now() - started) / 1000,
-              ...(!failed && usage && { usage }),
-            });
-            return;
-          }
-          if (part.type === 'response-metadata') {
-            controller.enqueue({ ...part, modelId: id });
-            return;
-          }
-          if (part.type === 'finish') {
-            usage = part.usage;
-            observer.served(id);
-          } else if (part.type === 'error') {
-            failed = true;
-            observer.callFailed(id, part.error);
-          }
-          controller.enqueue(part);
-        });
+        return reader.read().then(
+          ({ done, value: part }) => {
+            if (done) {
+              controller.close();
+              observer.ended?.({
+                model: id,
+                seconds: (performance.now() - started) / 1000,
+                ...(!failed && usage && { usage }),
+              });
+              return;
+            }
+            if (part.type === 'response-metadata') {
+              controller.enqueue({ ...part, modelId: id });
+              return;
+            }
+            if (part.type === 'finish') {
+              usage = part.usage;
+              // Some providers finish after an error part: the call still failed.
+              if (!failed) observer.served(id);
+            } else if (part.type === 'error') {
+              failed = true;
+              observer.callFailed(id, part.error);
+            }
+            controller.enqueue(part);
+          },
+          (err: unknown) => {
+            // A stream that broke (a dropped connection) failed the call; one the turn aborted
+            // (a stop, a lost lane) says nothing about the model.
+            if (!signal?.aborted) {
+              observer.callFailed(id, err);
+              observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
+            }
+            throw err;
+          },
+        );
       },
       cancel(reason) {
         return reader.cancel(reason);
