@@ -418,7 +418,9 @@ describe('mock-llm HTTP surface', () => {
         // The opener names the tool with empty arguments; the next event carries the first piece.
         if (!contentReadAt && /"arguments":"[^"]/.test(text)) contentReadAt = clock();
       }
-      const { firstContentAt } = (await (await fetch(`${origin()}/first-content?chatKeyPrefix=fc-`)).json()) as {
+      const { firstContentAt } = (await (
+        await fetch(`${origin()}/first-content?chatKeyPrefix=fc-`)
+      ).json()) as {
         firstContentAt: Record<string, number[]>;
       };
       expect(Object.keys(firstContentAt)).toEqual(['fc-chat']);
@@ -437,7 +439,13 @@ describe('mock-llm HTTP surface', () => {
             messages: [
               { role: 'system', content: system('fc-chat') },
               { role: 'user', content: 'hi' },
-              { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'chat_send', arguments: '{}' } }] },
+              {
+                role: 'assistant',
+                content: null,
+                tool_calls: [
+                  { id: 'c1', type: 'function', function: { name: 'chat_send', arguments: '{}' } },
+                ],
+              },
               { role: 'tool', tool_call_id: 'c1', content: 'sent' },
             ],
           }),
@@ -486,7 +494,9 @@ describe('mock-llm HTTP surface', () => {
       systemInstruction: { parts: [{ text: system('fcp-gemini') }] },
       contents: [{ role: 'user', parts: [{ text: 'hello there' }] }],
     });
-    const { firstContentAt } = (await (await fetch(`${origin()}/first-content?chatKeyPrefix=fcp-`)).json()) as {
+    const { firstContentAt } = (await (
+      await fetch(`${origin()}/first-content?chatKeyPrefix=fcp-`)
+    ).json()) as {
       firstContentAt: Record<string, number[]>;
     };
     expect(Object.keys(firstContentAt).sort()).toEqual([
