@@ -26,6 +26,8 @@ export interface UiTurn {
   /** `data: [DONE]` arrived. */
   done: boolean;
   error?: string;
+  /** Types of the last chunks (and a refusal's body), to say why a reply fell short. */
+  tail: string[];
 }
 
 export interface UiTurnHandle {
@@ -54,7 +56,7 @@ export function uiTurn(
     trigger: 'submit-message',
     messageId: null,
   });
-  const turn: UiTurn = { chatKey, status: 0, text: '', chunks: 0, done: false };
+  const turn: UiTurn = { chatKey, status: 0, text: '', chunks: 0, done: false, tail: [] };
   let req: ClientRequest | undefined;
   let markStarted: () => void = () => undefined;
   const started = new Promise<void>((resolve) => {
@@ -82,6 +84,10 @@ export function uiTurn(
         res.setEncoding('utf8');
         let buffer = '';
         res.on('data', (piece: string) => {
+          if (turn.status !== 200) {
+            turn.tail.push(piece.slice(0, 200));
+            return;
+          }
           buffer += piece;
           let end = buffer.indexOf('\n\n');
           while (end >= 0) {
@@ -104,6 +110,10 @@ export function uiTurn(
         return;
       }
       turn.chunks++;
+      if (!data.includes(TYPE_TEXT_DELTA)) {
+        turn.tail.push(data.length > 120 ? `${data.slice(0, 120)}…` : data);
+        if (turn.tail.length > 6) turn.tail.shift();
+      }
       if (data.includes(TYPE_TEXT_DELTA)) {
         turn.firstDeltaAt ??= clock();
         turn.text += (JSON.parse(data) as { delta: string }).delta;

@@ -33,6 +33,8 @@ export interface LatencyLevel {
   hostBusyPct: number;
   ingressCpuS: number[];
   workerCpuS: number[];
+  /** Worker CPU (all workers) per reply of the level, ms. */
+  workerCpuMsPerReply: number;
   /** The mock model pacing every stream's chunks shares the same cores. */
   mockCpuS: number;
   redisCpuS: number;
@@ -111,7 +113,9 @@ export async function measureLatency(
     const modelAt = firstContent[t.chatKey]?.[0];
     if (t.error || t.text !== expected) {
       if (failures.length < 5)
-        failures.push(`${t.chatKey}: ${t.error ?? `text ${JSON.stringify(t.text.slice(0, 40))}`}`);
+        failures.push(
+          `${t.chatKey}: ${t.error ?? `text ${JSON.stringify(t.text.slice(0, 40))}`}; last: ${t.tail.join(' | ')}`,
+        );
     } else complete++;
     if (modelAt !== undefined && t.firstDeltaAt !== undefined) latencies.push(t.firstDeltaAt - modelAt);
     if (t.firstDeltaAt !== undefined && t.doneAt !== undefined) streaming.push([t.firstDeltaAt, t.doneAt]);
@@ -135,9 +139,11 @@ export async function measureLatency(
     workerCpuS: cpu1
       .slice(stack.ingresses.length, -1)
       .map((v, i) => round(v - cpu0[i + stack.ingresses.length]!)),
+    workerCpuMsPerReply: 0,
     mockCpuS: round(cpu1.at(-1)! - cpu0.at(-1)!),
     redisCpuS: round(redis1 - redis0),
   };
+  result.workerCpuMsPerReply = round((result.workerCpuS.reduce((a, b) => a + b, 0) * 1000) / level, 2);
   progress(
     `${label}: first token → first text-delta p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms ` +
       `(${result.measured}/${level} measured, ${complete} complete, peak ${result.peakConcurrentStreams} streaming, ` +

@@ -116,6 +116,7 @@ export async function benchStream(o: StreamOptions) {
         p50Ms: median(ls.map((l) => l.p50Ms)),
         p99Ms: median(ls.map((l) => l.p99Ms)),
         maxMs: median(ls.map((l) => l.maxMs)),
+        workerCpuMsPerReply: median(ls.map((l) => l.workerCpuMsPerReply)),
         complete: ls.map((l) => l.complete),
         peakConcurrentStreams: median(ls.map((l) => l.peakConcurrentStreams)),
         clientCpuPct: median(ls.map((l) => l.clientCpuPct)),
