@@ -65,6 +65,26 @@ function completionRequest(chatKey: string, text: string, extra: Record<string, 
 
 const origin = () => url.replace(/\/v1$/, '');
 
+/** A paced `chat_send` answer read to its end; `onRead` sees the text so far after each read. */
+async function readPacedToolCall(
+  chatKey: string,
+  onRead: (text: string) => void = () => undefined,
+): Promise<string> {
+  const res = await completionRequest(chatKey, 'a reply long enough for several pieces', {
+    stream: true,
+    tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
+  });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text;
+    text += decoder.decode(value);
+    onRead(text);
+  }
+}
+
 describe('mock-llm with the AI SDK', () => {
   it('streams a chat_send("echo: hello") call and ends the loop once the tool result is back', async () => {
     const { sent, tools } = chatSend();
@@ -373,20 +393,10 @@ describe('mock-llm HTTP surface', () => {
     expect(control.status).toBe(200);
     try {
       const started = Date.now();
-      const res = await completionRequest('chat-paced', 'a reply long enough for several pieces', {
-        stream: true,
-        tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
-      });
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = '';
       let firstAt = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
+      const text = await readPacedToolCall('chat-paced', () => {
         firstAt ||= Date.now();
-        text += decoder.decode(value);
-      }
+      });
       const events = text.split('\n\n').filter((e) => e !== '');
       expect(events.at(-1)).toBe('data: [DONE]');
       expect(events.length).toBeGreaterThan(4);
@@ -403,21 +413,11 @@ describe('mock-llm HTTP surface', () => {
     try {
       const clock = () => performance.timeOrigin + performance.now();
       const sent = clock();
-      const res = await completionRequest('fc-chat', 'a reply long enough for several pieces', {
-        stream: true,
-        tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
-      });
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = '';
       let contentReadAt = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value);
+      await readPacedToolCall('fc-chat', (text) => {
         // The opener names the tool with empty arguments; the next event carries the first piece.
         if (!contentReadAt && /"arguments":"[^"]/.test(text)) contentReadAt = clock();
-      }
+      });
       const { firstContentAt } = (await (
         await fetch(`${origin()}/first-content?chatKeyPrefix=fc-`)
       ).json()) as {
