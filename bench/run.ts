@@ -15,6 +15,7 @@ import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchReplicaAcks, REPLICA_ACKS_DEFAULTS } from './replica-acks.js';
 import { benchScaling, SCALING_DEFAULTS } from './scaling.js';
 import { benchSerialized, SERIALIZED_DEFAULTS } from './serialized.js';
+import { benchStream, STREAM_DEFAULTS } from './stream.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
 import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
@@ -25,8 +26,8 @@ import { adminRedis, progress, REDIS_URL } from './util.js';
  * the process-level benchmarks at small sizes to prove they work; `--charts` writes the SVG
  * charts of offered-load and scaling into DIR). The process-level ones (recovery, serialized,
  * overhead, concurrency, scaling, offered-load) start `dist/cli.js` processes: build first.
- * recovery kills a worker max(5, N) times. memory starts its own redis-server (on PATH) on a free port;
- * replica-acks its own primary and replica.
+ * recovery kills a worker max(5, N) times. memory and stream start their own redis-server (on PATH) on a
+ * free port; replica-acks its own primary and replica.
  * Prints one JSON document on stdout; progress goes to stderr. Targets are reported, never
  * enforced: a missed target is `meetsTarget: false`, not a failed process.
  */
@@ -46,6 +47,7 @@ const BENCHMARKS = [
   'memory',
   'prompt-cache',
   'replica-acks',
+  'stream',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -70,15 +72,17 @@ if (values.help) {
   process.stdout.write(`usage: tsx bench/run.ts [--only <name>] [--runs N] [flags]   (JSON report on stdout)
 
 benchmarks (--only): ${BENCHMARKS.join(', ')}
-  the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load)
-  start dist/cli.js: npm run build first. memory starts its own redis-server from PATH.
+  the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
+  stream) start dist/cli.js: npm run build first. memory and stream start their own
+  redis-server from PATH.
 
 flags:
   --runs N             runs of each benchmark (default 3)
   --smoke              small sizes that prove a benchmark works; never a figure
   --duration S         ingress: seconds per measurement (default ${INGRESS_DEFAULTS.durationS})
   --warmup S           ingress: warm-up seconds (default ${INGRESS_DEFAULTS.warmupS})
-  --levels A,B         overhead: turns in flight (default 100,2000)
+  --levels A,B         overhead: turns in flight (default 100,2000); stream: concurrent
+                       /v1/ui conversations (default 100,1000)
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
   --chart-label TEXT   title of those charts
@@ -122,6 +126,7 @@ const SMOKE = {
   'offered-load': { rates: [10, 40], durationS: 5 },
   memory: { chats: 500, sampleChats: 50, archiveChats: 50, steadyTurns: 600, steadyEvery: 100 },
   'replica-acks': { durationS: 2, warmupS: 1, turns: 30 },
+  stream: { levels: [10, 40], warmupChats: 5, costReplies: 10, memoryStreams: 50, timeoutMs: 60_000 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -224,6 +229,13 @@ for (const name of selected) {
       results['replica-acks'] = await benchReplicaAcks({
         ...REPLICA_ACKS_DEFAULTS,
         ...(smoke && SMOKE['replica-acks']),
+        runs,
+      });
+    } else if (name === 'stream') {
+      results.stream = await benchStream({
+        ...STREAM_DEFAULTS,
+        ...(smoke && SMOKE.stream),
+        ...(levels && { levels }),
         runs,
       });
     } else if (name === 'memory') {

@@ -100,9 +100,25 @@ export async function answer<B>(
   }
   // Without a chunk pause all events go in one write: the event boundaries are what SSE
   // clients parse. With one (`chunkMs`), a streaming client sees the answer grow.
-  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), state.chunkMs);
-  else reply.raw.end(out.sse);
+  const firstContent = (at: number) => state.recordFirstContent(chatKey, at);
+  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), state.chunkMs, firstContent);
+  else {
+    if (CONTENT_EVENT.test(out.sse)) firstContent(now());
+    reply.raw.end(out.sse);
+  }
   return reply;
+}
+
+/**
+ * An event that carries reply content: a non-empty text or tool-argument delta, in any of the
+ * four protocols (`content`/`arguments` of chat completions, `delta` of Responses,
+ * `partial_json`/`text` of Anthropic, `text` of Gemini). Openers with `""` do not match.
+ */
+const CONTENT_EVENT = /"(?:content|arguments|delta|partial_json|text)":"(?:[^"\\]|\\.)/;
+
+/** Epoch ms with sub-ms precision: comparable with another process's on the same host. */
+function now(): number {
+  return performance.timeOrigin + performance.now();
 }
 
 /** An SSE body's events, each with its blank-line terminator. */
@@ -110,11 +126,25 @@ function sseEvents(body: string): string[] {
   return body.split(/(?<=\n\n)/).filter((e) => e !== '');
 }
 
-/** The events one by one, `ms` apart; stops early when the client has gone. */
-async function paced(res: NodeJS.WritableStream & { destroyed: boolean }, events: string[], ms: number) {
+/**
+ * The events one by one, `ms` apart; stops early when the client has gone. `firstContent`
+ * gets the moment the first content event is written: the model's first token, for a
+ * benchmark that times what a client sees after it.
+ */
+async function paced(
+  res: NodeJS.WritableStream & { destroyed: boolean },
+  events: string[],
+  ms: number,
+  firstContent: (at: number) => void,
+) {
+  let seen = false;
   for (const [i, event] of events.entries()) {
     if (res.destroyed) return;
     if (i > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    if (!seen && CONTENT_EVENT.test(event)) {
+      seen = true;
+      firstContent(now());
+    }
     res.write(event);
   }
   res.end();

@@ -86,6 +86,7 @@ const controlSchema = z.strictObject({
 
 const requestsQuerySchema = z.object({ chatKey: z.string().min(1).optional() });
 const statsQuerySchema = z.object({ chatKeyPrefix: z.string().min(1).max(200).optional() });
+const firstContentQuerySchema = z.object({ chatKeyPrefix: z.string().min(1).max(200) });
 
 function zodMessage(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ');
@@ -157,6 +158,13 @@ export function buildMockLlm(options: MockLlmOptions = {}): { app: FastifyInstan
     const query = statsQuerySchema.safeParse(request.query);
     if (!query.success) return sendBadRequest(reply, zodMessage(query.error));
     return state.stats(query.data.chatKeyPrefix);
+  });
+
+  // Required prefix: a whole mock's worth of chats is not one response.
+  app.get('/first-content', async (request, reply) => {
+    const query = firstContentQuerySchema.safeParse(request.query);
+    if (!query.success) return sendBadRequest(reply, zodMessage(query.error));
+    return { firstContentAt: state.firstContentAt(query.data.chatKeyPrefix) };
   });
 
   app.get('/requests', async (request, reply) => {

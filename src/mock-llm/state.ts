@@ -145,6 +145,8 @@ export class MockLlmState {
   private violationList: Violation[] = [];
   private arrivals = new Map<string, number>();
   private recordings: RecordedRequest[] = [];
+  /** Per chat, when each streamed answer with content wrote its first content event. */
+  private firstContent = new Map<string, number[]>();
 
   // In-flight counts describe live requests, not history, so `reset()` leaves them alone.
   private inFlightTotal = 0;
@@ -222,6 +224,22 @@ export class MockLlmState {
     return chatKey === undefined
       ? [...this.recordings]
       : this.recordings.filter((r) => r.chatKey === chatKey);
+  }
+
+  /** A streamed answer of `chatKey` wrote its first content event at `at` (epoch ms, sub-ms). */
+  recordFirstContent(chatKey: string, at: number): void {
+    const list = this.firstContent.get(chatKey);
+    if (list) list.push(at);
+    else this.firstContent.set(chatKey, [at]);
+  }
+
+  /**
+   * For each chat under `chatKeyPrefix`: when its streamed answers with content wrote their
+   * first content event (the model's first token), in order; the clock is
+   * `performance.timeOrigin + performance.now()`, comparable across processes of one host.
+   */
+  firstContentAt(chatKeyPrefix: string): Record<string, number[]> {
+    return Object.fromEntries([...this.firstContent].filter(([k]) => k.startsWith(chatKeyPrefix)));
   }
 
   setLatency(range: LatencyRange): void {
@@ -313,6 +331,7 @@ export class MockLlmState {
     this.violationList = [];
     this.arrivals = new Map();
     this.recordings = [];
+    this.firstContent = new Map();
     this.latency = this.initialLatency;
     this.chatLatency = new Map();
     this.laterLatency = undefined;

@@ -51,10 +51,11 @@ export async function startRole(
     stderr += d.toString();
   });
   const ready = new Promise<string | undefined>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`${role} did not start in ${timeoutMs}ms: ${stderr}`)),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => {
+      // Nobody holds a handle on a process that never got ready: it must not outlive the caller.
+      child.kill('SIGKILL');
+      reject(new Error(`${role} did not start in ${timeoutMs}ms: ${stderr}`));
+    }, timeoutMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`${role} exited with ${code} before it was ready: ${stderr}`));

@@ -65,6 +65,26 @@ function completionRequest(chatKey: string, text: string, extra: Record<string, 
 
 const origin = () => url.replace(/\/v1$/, '');
 
+/** A paced `chat_send` answer read to its end; `onRead` sees the text so far after each read. */
+async function readPacedToolCall(
+  chatKey: string,
+  onRead: (text: string) => void = () => undefined,
+): Promise<string> {
+  const res = await completionRequest(chatKey, 'a reply long enough for several pieces', {
+    stream: true,
+    tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
+  });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text;
+    text += decoder.decode(value);
+    onRead(text);
+  }
+}
+
 describe('mock-llm with the AI SDK', () => {
   it('streams a chat_send("echo: hello") call and ends the loop once the tool result is back', async () => {
     const { sent, tools } = chatSend();
@@ -373,20 +393,10 @@ describe('mock-llm HTTP surface', () => {
     expect(control.status).toBe(200);
     try {
       const started = Date.now();
-      const res = await completionRequest('chat-paced', 'a reply long enough for several pieces', {
-        stream: true,
-        tools: [{ type: 'function', function: { name: 'chat_send', parameters: { type: 'object' } } }],
-      });
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = '';
       let firstAt = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
+      const text = await readPacedToolCall('chat-paced', () => {
         firstAt ||= Date.now();
-        text += decoder.decode(value);
-      }
+      });
       const events = text.split('\n\n').filter((e) => e !== '');
       expect(events.at(-1)).toBe('data: [DONE]');
       expect(events.length).toBeGreaterThan(4);
@@ -396,6 +406,106 @@ describe('mock-llm HTTP surface', () => {
     } finally {
       state.chunkMs = 0;
     }
+  });
+
+  it('records when a streamed answer wrote its first content event, once per answer with content', async () => {
+    state.chunkMs = 40;
+    try {
+      const clock = () => performance.timeOrigin + performance.now();
+      const sent = clock();
+      let contentReadAt = 0;
+      await readPacedToolCall('fc-chat', (text) => {
+        // The opener names the tool with empty arguments; the next event carries the first piece.
+        if (!contentReadAt && /"arguments":"[^"]/.test(text)) contentReadAt = clock();
+      });
+      const { firstContentAt } = (await (
+        await fetch(`${origin()}/first-content?chatKeyPrefix=fc-`)
+      ).json()) as {
+        firstContentAt: Record<string, number[]>;
+      };
+      expect(Object.keys(firstContentAt)).toEqual(['fc-chat']);
+      const [at] = firstContentAt['fc-chat']!;
+      expect(at).toBeGreaterThan(sent);
+      expect(at).toBeLessThanOrEqual(contentReadAt);
+
+      // An answer without content (the turn's closing empty text) records nothing more.
+      await (
+        await fetch(`${url}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: 'm',
+            stream: true,
+            messages: [
+              { role: 'system', content: system('fc-chat') },
+              { role: 'user', content: 'hi' },
+              {
+                role: 'assistant',
+                content: null,
+                tool_calls: [
+                  { id: 'c1', type: 'function', function: { name: 'chat_send', arguments: '{}' } },
+                ],
+              },
+              { role: 'tool', tool_call_id: 'c1', content: 'sent' },
+            ],
+          }),
+        })
+      ).text();
+      const after = (await (await fetch(`${origin()}/first-content?chatKeyPrefix=fc-`)).json()) as {
+        firstContentAt: Record<string, number[]>;
+      };
+      expect(after.firstContentAt['fc-chat']).toHaveLength(1);
+      expect((await fetch(`${origin()}/first-content`)).status).toBe(400);
+    } finally {
+      state.chunkMs = 0;
+    }
+  });
+
+  it('records the first content of an unpaced streamed answer too, in every protocol', async () => {
+    const body = (chatKey: string) => ({
+      model: 'm',
+      stream: true,
+      messages: [
+        { role: 'system', content: system(chatKey) },
+        { role: 'user', content: 'hello there' },
+      ],
+    });
+    const post = (path: string, payload: object) =>
+      fetch(`${origin()}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(payload),
+      }).then((r) => r.text());
+    await post('/v1/chat/completions', body('fcp-completions'));
+    await post('/v1/responses', {
+      model: 'm',
+      stream: true,
+      instructions: system('fcp-responses'),
+      input: [{ role: 'user', content: 'hello there' }],
+    });
+    await post('/v1/messages', {
+      model: 'm',
+      stream: true,
+      max_tokens: 100,
+      system: system('fcp-anthropic'),
+      messages: [{ role: 'user', content: 'hello there' }],
+    });
+    await post('/v1beta/models/m:streamGenerateContent?alt=sse', {
+      systemInstruction: { parts: [{ text: system('fcp-gemini') }] },
+      contents: [{ role: 'user', parts: [{ text: 'hello there' }] }],
+    });
+    const { firstContentAt } = (await (
+      await fetch(`${origin()}/first-content?chatKeyPrefix=fcp-`)
+    ).json()) as {
+      firstContentAt: Record<string, number[]>;
+    };
+    expect(Object.keys(firstContentAt).sort()).toEqual([
+      'fcp-anthropic',
+      'fcp-completions',
+      'fcp-gemini',
+      'fcp-responses',
+    ]);
+    for (const times of Object.values(firstContentAt)) expect(times).toHaveLength(1);
   });
 
   it("reports as cached the leading messages identical to the chat's previous request, per chat", async () => {

@@ -1,0 +1,166 @@
+import { type LatencyLevel, measureLatency, warmUp } from './stream-latency.js';
+import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
+import { measureRedisCost, type PhaseCost, type RedisCost } from './stream-redis.js';
+import { ownRedis, startStack } from './stream-stack.js';
+import { deletePrefix, median, progress, pushTo, round, sleep } from './util.js';
+
+/**
+ * Streamed replies (issue 21 §6), three measurements per run on a redis-server of the
+ * benchmark's own, with real `dist/cli.js` processes and the mock model streaming its chunks
+ * `chunkMs` apart:
+ * 1. latency: model's first token → the client's first `text-delta`, at each level of
+ *    concurrent `/v1/ui` conversations spread over the ingresses (stream-latency.ts);
+ * 2. Redis commands and bytes per streamed reply, worker and ingress apart (stream-redis.ts);
+ * 3. ingress memory per open stream (stream-memory.ts).
+ */
+
+export interface StreamOptions {
+  runs: number;
+  levels: number[];
+  ingresses: number;
+  workers: number;
+  /** Mock model: every call's latency [min, max] ms, and the pause between streamed chunks. */
+  latencyMs: [number, number];
+  chunkMs: number;
+  /** Length of each user message; the reply echoes it through `chat_send`. */
+  textChars: number;
+  warmupChats: number;
+  costReplies: number;
+  memoryStreams: number;
+  timeoutMs: number;
+}
+
+export const STREAM_DEFAULTS: StreamOptions = {
+  runs: 3,
+  levels: [100, 1000],
+  ingresses: 2,
+  workers: 2,
+  latencyMs: [500, 1500],
+  chunkMs: 50,
+  textChars: 300,
+  warmupChats: 50,
+  costReplies: 100,
+  memoryStreams: 1000,
+  timeoutMs: 180_000,
+};
+
+const WORDS = 'the quick brown fox jumps over the lazy dog while the cat watches it all from the fence ';
+
+function messageText(chars: number): string {
+  return WORDS.repeat(Math.ceil(chars / WORDS.length))
+    .slice(0, chars)
+    .trim();
+}
+
+interface StreamRun {
+  latency: LatencyLevel[];
+  redis: RedisCost;
+  memory: IngressMemory;
+}
+
+export async function benchStream(o: StreamOptions) {
+  const text = messageText(o.textChars);
+  const redis = await ownRedis();
+  progress(`stream: own redis-server on port ${redis.port}`);
+  const runs: StreamRun[] = [];
+  try {
+    for (let run = 0; run < o.runs; run++) {
+      const label = `stream run ${run + 1}`;
+      const stack = await startStack({
+        redisUrl: redis.url,
+        ingresses: o.ingresses,
+        workers: o.workers,
+        workerConcurrency: Math.ceil(Math.max(...o.levels) / o.workers) + 100,
+        latencyMs: o.latencyMs,
+        chunkMs: o.chunkMs,
+      });
+      const latency: LatencyLevel[] = [];
+      try {
+        await warmUp(stack, o.warmupChats, text);
+        for (const level of o.levels) {
+          latency.push(
+            await measureLatency(stack, redis, level, text, o.timeoutMs, `${label} latency ${level}`),
+          );
+          await sleep(2000);
+        }
+      } finally {
+        await stack.stop();
+        await deletePrefix(redis.admin, stack.prefix);
+      }
+      const cost = await measureRedisCost(redis, {
+        replies: o.costReplies,
+        chunkMs: o.chunkMs,
+        latencyMs: o.latencyMs,
+        text,
+        timeoutMs: o.timeoutMs,
+        label: `${label} redis`,
+      });
+      const memory = await measureIngressMemory(redis.url, {
+        streams: o.memoryStreams,
+        text,
+        timeoutMs: o.timeoutMs,
+        label: `${label} memory`,
+      });
+      runs.push({ latency, redis: cost, memory });
+    }
+  } finally {
+    await redis.stop();
+  }
+
+  const byLevel: Record<string, LatencyLevel[]> = {};
+  for (const r of runs) for (const l of r.latency) pushTo(byLevel, l.level, l);
+  const latency = Object.fromEntries(
+    Object.entries(byLevel).map(([level, ls]) => [
+      level,
+      {
+        p50Ms: median(ls.map((l) => l.p50Ms)),
+        p99Ms: median(ls.map((l) => l.p99Ms)),
+        maxMs: median(ls.map((l) => l.maxMs)),
+        workerCpuMsPerReply: median(ls.map((l) => l.workerCpuMsPerReply)),
+        complete: ls.map((l) => l.complete),
+        peakConcurrentStreams: median(ls.map((l) => l.peakConcurrentStreams)),
+        clientCpuPct: median(ls.map((l) => l.clientCpuPct)),
+        hostBusyPct: median(ls.map((l) => l.hostBusyPct)),
+      },
+    ]),
+  );
+  const perReply = (pick: (r: RedisCost) => PhaseCost) =>
+    Object.fromEntries(
+      Object.keys(pick(runs[0]!.redis).perReply).map((k) => [
+        k,
+        median(runs.map((r) => pick(r.redis).perReply[k as keyof PhaseCost['perReply']])),
+      ]),
+    );
+  return {
+    description:
+      `latency: ${o.ingresses} ingress and ${o.workers} worker processes (dist/cli.js) on a redis-server of the ` +
+      `benchmark's own; the mock model answers each call after ${o.latencyMs[0]}–${o.latencyMs[1]} ms and streams ` +
+      `its chunks ${o.chunkMs} ms apart (a ${o.textChars}-character reply through chat_send, 16 characters per chunk); ` +
+      `N conversations opened at once over POST /v1/ui (per-chat browser tokens), round-robin over the ingresses, ` +
+      `after ${o.warmupChats} warm-up conversations; latency = client's first text-delta − the mock's write of the ` +
+      `reply's first content chunk (both performance.timeOrigin + performance.now(), same host). The client is ` +
+      `this process (raw HTTP, hand-parsed SSE) on the same 2 cores as every server process: its CPU and the ` +
+      `host's busy share are in each level. redis: ${o.costReplies} turns at once through the messages API, then ` +
+      `through /v1/ui, each role behind a byte-counting proxy, commands named by MONITOR, idle traffic subtracted. ` +
+      `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
+      `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
+    settings: o,
+    runs,
+    median: {
+      latency,
+      redis: {
+        ui: perReply((r) => r.ui),
+        api: perReply((r) => r.api),
+        replyStreamEntries: median(runs.map((r) => r.redis.replyStream.entries)),
+        replyStreamMemoryBytes: median(runs.map((r) => r.redis.replyStream.memoryBytes)),
+        clientChunksPerReply: median(runs.map((r) => r.redis.clientChunksPerReply)),
+      },
+      memory: {
+        rssKiBPerStream: round(median(runs.map((r) => r.memory.rssBytesPerStream)) / 1024, 1),
+        heapKiBPerStream: round(median(runs.map((r) => r.memory.heapBytesPerStream)) / 1024, 1),
+        following: runs.map((r) => r.memory.following),
+      },
+    },
+    targets: 'none set',
+  };
+}
