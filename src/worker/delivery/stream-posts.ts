@@ -19,6 +19,12 @@ import type { ReplyStreams } from '../../shared/store/reply-streams.js';
  * removed once no turn's reply is live.
  */
 
+/**
+ * The longest wait between a streamed post's edits among the adapters (Telegram, in groups:
+ * 3.1 s; in private chats 1.1 s; Chat SDK's post-and-edit fallback: 0.5 s).
+ */
+const MAX_EDIT_INTERVAL_MS = 3_100;
+
 export interface StreamingSettings {
   replies: ReplyStreams;
   /** Pause between reads of the reply stream while nothing new is there. */
@@ -124,7 +130,7 @@ async function streamPart(
     ),
   );
   timers.push(setTimeout(() => following.abort(), streaming.maxFollowMs));
-  timers.push(setTimeout(() => posting.abort(), streaming.maxFollowMs + timeoutMs));
+  timers.push(setTimeout(() => posting.abort(), streaming.maxFollowMs + timeoutMs + MAX_EDIT_INTERVAL_MS));
   const follow = followReplyText(streaming.replies, chatKey, runId, {
     partId: part.partId,
     ...(readFrom !== undefined && { after: readFrom }),
@@ -134,8 +140,10 @@ async function streamPart(
   });
   async function* texts(): AsyncGenerator<string> {
     for await (const text of follow.texts) yield text;
-    // The text has ended: the post's last edit or message gets one send's time.
-    timers.push(setTimeout(() => posting.abort(), timeoutMs));
+    // The text has ended: the post's last edit or message gets one send's time, after the
+    // adapter's own pacing of edits. Cut shorter, the post is made but not known here, and
+    // the next part or the item would post beside it.
+    timers.push(setTimeout(() => posting.abort(), timeoutMs + MAX_EDIT_INTERVAL_MS));
   }
   let result: SendResult & { messageId?: string };
   try {
@@ -152,7 +160,9 @@ async function streamPart(
     ctx.logger.warn({ ...log, reason: result.reason }, 'streamed post refused; its item is delivered whole');
     return { kind: 'retry', inMs: result.afterMs, reason: result.reason };
   }
-  if (result.status === 'failed' || !result.messageId || follow.text() === '') {
+  // A post made before any text came (the adapter's placeholder, say the writer died first)
+  // is kept as well: its item edits it, instead of posting beside it.
+  if (result.status === 'failed' || !result.messageId) {
     ctx.logger.warn(
       { ...log, reason: result.status === 'failed' ? result.reason : 'no message' },
       'nothing streamed to keep; its item is delivered whole',
