@@ -62,6 +62,8 @@ export type ClaimResult =
       /** The run whose reply is live (its turn holds the chat), if any. */
       liveRun: string | undefined;
       posts: PostsState;
+      /** Messages in the inbox that no turn has committed: a turn will still answer them. */
+      unanswered: number;
     }
   | {
       status: 'ok';
@@ -95,20 +97,25 @@ export class DeliveryStore {
     const k = lazyChatKeys(this.prefix, chatKey);
     const raw = head.parse(
       this.streaming
-        ? await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox, k.posts], [owner, leaseMs, max, '1'])
+        ? await scripts.deliveryClaim.run(
+            this.redis,
+            [k.meta, k.outbox, k.posts, k.inbox],
+            [owner, leaseMs, max, '1'],
+          )
         : await scripts.deliveryClaim.run(this.redis, [k.meta, k.outbox], [owner, leaseMs, max]),
     );
     if (raw[0] === 'none') return { status: 'none' };
     if (raw[0] === 'empty') return { status: 'empty' };
     if (raw[0] === 'busy') return { status: 'busy', ttlMs: Number(raw[1]) };
     if (raw[0] === 'stream') {
-      const [, rawRoute, live, posts] = raw as [string, string, string, unknown];
+      const [, rawRoute, live, posts, unanswered] = raw as [string, string, string, unknown, unknown];
       return {
         status: 'stream',
         route: decodeRoute(rawRoute),
         rawRoute: String(rawRoute),
         liveRun: live ? String(live) : undefined,
         posts: postsOf(posts),
+        unanswered: Number(unanswered) || 0,
       };
     }
     const [, rawRoute, cursor, tryItem, tries, entries, posts] = raw as [

@@ -60,13 +60,15 @@ export async function streamStep(
   claim: StreamClaim,
   sender: Sender | undefined,
 ): Promise<StreamStep> {
-  const { route, liveRun, posts } = claim;
+  const { route, liveRun, posts, unanswered } = claim;
   const threadId = route?.threadId;
   if (!threadId || !canStream(sender)) return { kind: 'wait' };
   const streamer = sender;
   if (posts.post) {
-    // Its item, or a takeover's, may still come: the turn that writes it holds the chat.
-    if (liveRun) return { kind: 'wait' };
+    // Its item, or a takeover's, may still come: a turn holds the chat, or messages wait for
+    // one (a worker that died mid-reply leaves its messages in the inbox, and for a moment no
+    // live reply, until the takeover opens its own).
+    if (liveRun || unanswered > 0) return { kind: 'wait' };
     return removeStray(ctx, streamer, threadId, posts.post);
   }
   if (!liveRun) return { kind: 'wait' };

@@ -4,6 +4,7 @@
   KEYS[1] meta    hash: route, deliveredTo, dOwner, dLeaseUntil, dTry
   KEYS[2] outbox
   KEYS[3] posts   hash (PLATFORM_STREAMING only): delivery's streamed post, see delivery-post
+  KEYS[4] inbox   (PLATFORM_STREAMING only): messages no turn has committed yet
 
   ARGV[1] owner token (unique per delivery job run)
   ARGV[2] lease in ms
@@ -19,8 +20,10 @@
     entries  XRANGE entries strictly after the cursor
   Streaming adds the posts hash (HGETALL) after `entries`, and where `empty` would be
   answered while a turn's reply is live or a streamed post waits for its item, it takes the
-  lease and returns { 'stream', route, liveRun, posts } (liveRun '' when no turn's reply is
-  live: `meta.uiRun` whose turn still holds the chat lease).
+  lease and returns { 'stream', route, liveRun, posts, unanswered } (liveRun '' when no
+  turn's reply is live: `meta.uiRun` whose turn still holds the chat lease; unanswered: how
+  many messages wait in the inbox — after a worker died mid-reply its messages stay there
+  until the takeover commits, so a waiting post is not yet a stray one).
   The lease keeps a stalled duplicate job from sending while a live one does (so items never
   overtake each other); the cursor itself only moves by compare-and-set (delivery-advance).
 ]]
@@ -48,7 +51,7 @@ if #entries == 0 and streaming then
   end
   if live ~= '' or redis.call('HEXISTS', KEYS[3], 'msg') == 1 then
     redis.call('HSET', KEYS[1], 'dOwner', ARGV[1], 'dLeaseUntil', now + tonumber(ARGV[2]))
-    return { 'stream', route, live, redis.call('HGETALL', KEYS[3]) }
+    return { 'stream', route, live, redis.call('HGETALL', KEYS[3]), redis.call('XLEN', KEYS[4]) }
   end
 end
 if #entries == 0 then
