@@ -53,13 +53,13 @@ const { values: flags } = parseArgs({
 
 if (flags.help) {
   process.stdout.write(`usage: npm run failover -- [--short] [options]
-  --short            the CI variant: REDIS_REPLICA_ACKS=1 only, 20 s of load per mode
+  --short            the CI variant: REDIS_REPLICA_ACKS=1 only, 12 s of load per mode
   --mode <m>         sentinel, cluster or both (default both)
   --acks <list>      REDIS_REPLICA_ACKS values to run, e.g. 1,0 (default 1,0; short: 1)
   --lag <ms>         the promoted replica stops reading replication this long before the kill (default 1500)
   --chats <n>        chats (default 300, short 100)
   --rate <msgs/s>    arrival rate (default 40, short 30)
-  --duration <s>     seconds of load (default 60, short 20); the kill comes at 40 %
+  --duration <s>     seconds of load (default 60, short 12); the kill comes at 40 %
   --seed <n>         the load test's schedule (default 1)
   --out <file>       write the JSON result
 `);
@@ -73,7 +73,7 @@ const settings = {
   lagMs: Number(flags.lag ?? 1500),
   chats: Number(flags.chats ?? (short ? 100 : 300)),
   rate: Number(flags.rate ?? (short ? 30 : 40)),
-  durationS: Number(flags.duration ?? (short ? 20 : 60)),
+  durationS: Number(flags.duration ?? (short ? 12 : 60)),
   seed: Number(flags.seed),
 };
 if (
