@@ -71,46 +71,47 @@ export function observedModel(
   const generate = model.doGenerate.bind(model);
   model.doGenerate = (options) => {
     const started = performance.now();
-    const failed = (err: unknown) => {
-      observer.callFailed(id, err);
-      observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
-      throw err;
-    };
-    let call: PromiseLike<GenerateResult>;
-    try {
-      call = generate(options);
-    } catch (err) {
-      // A provider that throws before it returns a promise is observed like one that rejects.
-      call = Promise.reject(err);
-    }
-    return Promise.resolve(call).then((result) => {
+    return observedCall(generate, options, id, observer, started).then((result) => {
       observer.served(id);
       observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000, usage: result.usage });
       return asServedBy(result, id);
-    }, failed);
+    });
   };
   // The turn streams: a streamed call drops its request JSON as well.
   const stream = model.doStream.bind(model);
   model.doStream = (options) => {
     const started = performance.now();
-    const failed = (err: unknown) => {
-      observer.callFailed(id, err);
-      observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
-      throw err;
-    };
-    let call: ReturnType<ModelV4['doStream']>;
-    try {
-      call = stream(options);
-    } catch (err) {
-      call = Promise.reject(err);
-    }
-    return Promise.resolve(call).then((result) => {
+    return observedCall(stream, options, id, observer, started).then((result) => {
       delete result.request;
       result.stream = servedStream(result.stream, id, observer, started, options.abortSignal);
       return result;
-    }, failed);
+    });
   };
   return model;
+}
+
+/**
+ * The provider's call, its failure told to the observer (health, then the call metrics); a
+ * provider that throws before it returns a promise is observed like one that rejects.
+ */
+function observedCall<O, R>(
+  call: (options: O) => PromiseLike<R>,
+  options: O,
+  id: string,
+  observer: ModelCallObserver,
+  started: number,
+): Promise<R> {
+  let pending: PromiseLike<R>;
+  try {
+    pending = call(options);
+  } catch (err) {
+    pending = Promise.reject(err);
+  }
+  return Promise.resolve(pending).then(undefined, (err: unknown) => {
+    observer.callFailed(id, err);
+    observer.ended?.({ model: id, seconds: (performance.now() - started) / 1000 });
+    throw err;
+  });
 }
 
 /**
