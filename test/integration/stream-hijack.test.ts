@@ -22,7 +22,8 @@ async function start(maxClients: number): Promise<void> {
   ing = await testIngress(redis, prefix, {
     apiToken: API_TOKEN,
     web: { tokenSecret: SECRET, origins: [ORIGIN], waitMs: 60_000 },
-    streams: { maxClients },
+    // No heartbeat within a test's time: a response head must not wait for a body byte.
+    streams: { maxClients, heartbeatMs: 600_000 },
   });
   base = await ing.app.listen({ host: '127.0.0.1', port: 0 });
   await queueMetaWritten(redis, prefix);
@@ -63,7 +64,7 @@ afterAll(async () => {
 });
 
 describe('hijacked stream responses', () => {
-  it('the live stream and a /v1/ui reply keep the CORS headers of an allowed origin, as event streams that close their connection', async () => {
+  it('the live stream and a /v1/ui reply send their head at once, with the CORS headers of an allowed origin, as event streams that close their connection', async () => {
     await start(10);
     const live = await request('/v1/chats/hijack-a/stream');
     expect(live.status).toBe(200);

@@ -33,5 +33,9 @@ export function hijackStream(reply: FastifyReply, headers: OutgoingHttpHeaders):
     // socket goes too, instead of idling in keep-alive and holding up the server's close.
     connection: 'close',
   });
+  // Node holds a written head back until the first body byte. A /v1/ui reply may have none for
+  // a while (the chat waits for a worker), and its client would wait for the head until the
+  // first heartbeat (SSE_HEARTBEAT_MS, 15 s) instead of seeing the request accepted at once.
+  res.flushHeaders();
   return res;
 }
