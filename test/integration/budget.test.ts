@@ -112,6 +112,9 @@ describe('CHAT_DAILY_TOKEN_BUDGET', () => {
     await waitFor(async () => (await outbox()).includes('echo: third | fourth | fifth'), {
       what: 'the next day reply',
     });
+    // chat_send reaches the outbox mid-turn; the turn's second model call and its usage come
+    // after it, with the commit.
+    await settled(8);
     expect(model.calls()).toBe(6);
     const transcript = promptTranscript(model.prompts[4]!);
     expect(transcript).toEqual(expect.arrayContaining(['user: third', 'user: fourth', 'user: fifth']));
@@ -160,6 +163,8 @@ describe('CHAT_DAILY_TOKEN_BUDGET', () => {
     await waitFor(async () => (await deps.store.readOutbox('c2', undefined, 10)).length === 1, {
       what: 'the reply',
     });
+    // The reply is in the outbox before the turn's second model call; the commit comes after.
+    await waitFor(async () => (await deps.store.readHistory('c2')).length === 2, { what: 'the commit' });
     expect(model.calls()).toBe(2);
   });
 });
