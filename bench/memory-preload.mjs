@@ -5,6 +5,8 @@
 // MEMORY_PROBE=promoted: V8's sampling heap profiler (8 KiB interval) keeping the samples of
 //   objects that survived a scavenge — alive at the end or collected later by a major GC —
 //   and dropping those that died young: where the promoted bytes were allocated.
+// MEMORY_PROBE=allocated: the same, keeping every sample: where all bytes were allocated (what
+//   the young generation's scavenges, most of the GC time, have to go through).
 // MEMORY_PROBE=gc: process memory and the old space, sampled every 100 ms and at the end of
 //   every major GC: how far the old generation grows between two major GCs.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +19,7 @@ const out = process.env.MEMORY_PROBE_OUT ?? '/tmp/memory-probe';
 let dumps = 0;
 const write = (data) => writeFileSync(`${out}.${process.pid}.${++dumps}.json`, JSON.stringify(data));
 
-if (mode === 'promoted') {
+if (mode === 'promoted' || mode === 'allocated') {
   const session = new Session();
   session.connect();
   await session.post('HeapProfiler.enable');
@@ -25,7 +27,7 @@ if (mode === 'promoted') {
     session.post('HeapProfiler.startSampling', {
       samplingInterval: 8192,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: false,
+      includeObjectsCollectedByMinorGC: mode === 'allocated',
     });
   await start();
   process.on('SIGWINCH', async () => {

@@ -17,6 +17,8 @@ import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
  *     that call in 600 s): DIR/<side>/*.heapsnapshot, idle first
  *   tsx bench/memory-probe.ts promoted --out DIR …   (`level` in flight, 2 × level turns, 1 s model)
  *     where the promoted bytes were allocated: DIR/<side>.<pid>.2.json (1 = the warm-up)
+ *   tsx bench/memory-probe.ts allocated --out DIR …
+ *     the same for every byte allocated, collected young or not
  *   tsx bench/memory-probe.ts gc --out DIR …
  *     process memory and old space every 100 ms and at each major GC: DIR/<side>.<pid>.2.json
  *
@@ -34,12 +36,12 @@ const { positionals, values } = parseArgs({
 });
 const mode = positionals[0];
 if (
-  !['snapshots', 'promoted', 'gc'].includes(mode ?? '') ||
+  !['snapshots', 'promoted', 'allocated', 'gc'].includes(mode ?? '') ||
   !values.out ||
   !['1', '2'].includes(values.step)
 ) {
   throw new Error(
-    'usage: memory-probe.ts snapshots|promoted|gc --out DIR [--level N] [--side both|chatlane|bare] [--step 1|2]',
+    'usage: memory-probe.ts snapshots|promoted|allocated|gc --out DIR [--level N] [--side both|chatlane|bare] [--step 1|2]',
   );
 }
 const dir = values.out;

@@ -9,7 +9,7 @@ import { type CallFrame, ownerOf } from './profile-frames.js';
  *   tsx bench/memory-report.ts heap IDLE.heapsnapshot BUSY.heapsnapshot --per 2000 [--by type|shape|string]
  *     live bytes per parked turn: (busy − idle) ÷ per, by node type and name (type), by object
  *     property signature (shape) or by the first 60 characters of strings (string)
- *   tsx bench/memory-report.ts promoted FILE.json --per 4000
+ *   tsx bench/memory-report.ts promoted|allocated FILE.json --per 4000
  *     promoted KiB per turn by the allocating function's package, by the innermost chatlane
  *     frame on the stack, by allocating function (the line is the function's first)
  *   tsx bench/memory-report.ts gc FILE.json
@@ -113,7 +113,7 @@ interface ProfileNode {
   children?: ProfileNode[];
 }
 
-function promotedReport(file: string): void {
+function promotedReport(file: string, what: string): void {
   const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: ProfileNode };
   const ours = (f: CallFrame) => ownerOf(f).startsWith('chatlane:') || f.url.endsWith('bare-loop.mjs');
   const frame = (f: CallFrame) => `${f.functionName || '(anonymous)'} ${ownerOf(f)}:${f.lineNumber + 1}`;
@@ -136,7 +136,7 @@ function promotedReport(file: string): void {
   };
   walk(head, []);
   const kib = (bytes: number) => (bytes / per / 1024).toFixed(1).padStart(8);
-  console.log(`promoted: ${(total / 1e6).toFixed(1)} MB = ${kib(total).trim()} KiB per turn`);
+  console.log(`${what}: ${(total / 1e6).toFixed(1)} MB = ${kib(total).trim()} KiB per turn`);
   for (const [title, m] of [
     ['by package of the allocating function', byOwner],
     ['by innermost chatlane frame', byOurs],
@@ -197,9 +197,9 @@ function gcReport(file: string): void {
 
 const [mode, a, b] = positionals;
 if (mode === 'heap' && a && b) heapReport(a, b);
-else if (mode === 'promoted' && a) promotedReport(a);
+else if ((mode === 'promoted' || mode === 'allocated') && a) promotedReport(a, mode);
 else if (mode === 'gc' && a) gcReport(a);
 else
   throw new Error(
-    'usage: memory-report.ts heap IDLE BUSY --per N [--by type|shape|string] | promoted FILE --per N | gc FILE',
+    'usage: memory-report.ts heap IDLE BUSY --per N [--by type|shape|string] | promoted|allocated FILE --per N | gc FILE',
   );

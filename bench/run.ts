@@ -62,6 +62,7 @@ const { values } = parseArgs({
     'chart-label': { type: 'string', default: '' },
     profile: { type: 'string' },
     levels: { type: 'string' },
+    'turns-per-slot': { type: 'string' },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
   },
@@ -83,6 +84,7 @@ flags:
   --warmup S           ingress: warm-up seconds (default ${INGRESS_DEFAULTS.warmupS})
   --levels A,B         overhead: turns in flight (default 100,2000); stream: concurrent
                        /v1/ui conversations (default 100,1000)
+  --turns-per-slot N   overhead: turns per measurement = N × level (default 2); more turns, less spread
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
   --chart-label TEXT   title of those charts
@@ -201,6 +203,9 @@ for (const name of selected) {
         ...OVERHEAD_DEFAULTS,
         ...(smoke && SMOKE.overhead),
         ...(levels && { levels }),
+        ...(values['turns-per-slot'] && {
+          turnsPerSlot: Math.floor(positive('turns-per-slot', values['turns-per-slot'])),
+        }),
         ...(values.profile && { profileDir: values.profile }),
         ...(tracingEnv && { env: tracingEnv }),
         runs,

@@ -151,11 +151,14 @@ describe('a turn taking over after a crash between chat_send and commit', () => 
     await ingestTexts(store, 'c1', 'hi');
 
     // "later" arrives after the stalled turn sent its reply and before the takeover.
+    let takeoverRun: Promise<TurnOutcome> | undefined;
     await stalledAfterSend(
       'c1',
-      () => runTurn(deps, 'c1'),
+      () => (takeoverRun = runTurn(deps, 'c1')),
       () => ingestTexts(store, 'c1', 'later'),
     );
+    // The stalled turn can end first (lost), without waiting for the takeover.
+    expect(await takeoverRun).toMatchObject({ status: 'done' });
     expect(promptTranscript(takeover.prompts[0]!).slice(1)).toEqual([
       'user: hi',
       'assistant: tool-call',
