@@ -30,6 +30,17 @@ export interface ReplyWriterHooks {
 
 const sendStart = ([field, value]: Entry): boolean => field === 'c' && isSendTextStart(value);
 
+/**
+ * Chunks that start no write of their own: a step's end shows nothing new, so it goes with
+ * the next write (the next step's first chunk, or the close). A write less per step.
+ */
+const LAZY = new Set(['finish-step']);
+
+const isEager = (batch: Batch): boolean =>
+  batch.event !== undefined ||
+  batch.close === true ||
+  batch.entries.some(([field, value]) => field !== 'c' || !LAZY.has(value.type));
+
 /** How long chunks gather before one write: text deltas of those ms become one entry. */
 const FLUSH_MS = 15;
 
@@ -101,18 +112,27 @@ export class ReplyWriter {
       last[1].type === 'text-delta' &&
       last[1].id === chunk.id
     ) {
-      last[1] = { ...last[1], delta: `${String(last[1].delta)}${String(chunk.delta)}` };
+      // The chunker hands each chunk over: the batch owns it and may grow it in place.
+      last[1].delta = `${String(last[1].delta)}${String(chunk.delta)}`;
     } else {
       batch.entries.push(['c', chunk]);
     }
-    this.schedule();
+    if (!LAZY.has(chunk.type)) this.schedule();
   }
 
   /** The last chunks (`finish`, or `abort` when another turn will answer), written before this resolves. */
   async close(last: UiChunk[]): Promise<void> {
     if (!this.opened || this.closed) return;
     this.closed = true;
-    this.batches.push({ entries: last.map((c): Entry => ['c', c]), close: true });
+    const entries = last.map((c): Entry => ['c', c]);
+    const pending = this.batches.at(-1);
+    // What waits unwritten (a step's end) goes in the same write.
+    if (pending && !pending.event) {
+      pending.entries.push(...entries);
+      pending.close = true;
+    } else {
+      this.batches.push({ entries, close: true });
+    }
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.flush();
@@ -132,7 +152,7 @@ export class ReplyWriter {
       this.flushing = undefined;
       if (this.batches.length > 0 && !this.dead) {
         if (this.closed) void this.flush();
-        else this.schedule();
+        else if (this.batches.some(isEager)) this.schedule();
       }
     });
     return this.flushing;
