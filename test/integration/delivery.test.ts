@@ -381,16 +381,17 @@ describe('the delivery cursor and lease', () => {
     // The lease ran out: the next job takes over and delivers both items.
     const live = await dstore.claim('c1', 'live', 10_000, 10);
     expect(live.status).toBe('ok');
-    expect((await dstore.advance('c1', 'live', '0-0', one!, 10_000)).ok).toBe(true);
-    expect((await dstore.advance('c1', 'live', one!, two!, 10_000)).ok).toBe(true);
+    const item = (id: string | undefined) => ({ id: id!, runId: 'r1' });
+    expect((await dstore.advance('c1', 'live', '0-0', item(one), 10_000)).ok).toBe(true);
+    expect((await dstore.advance('c1', 'live', one!, item(two), 10_000)).ok).toBe(true);
     // The stalled holder wakes up and tries to record item one as delivered.
-    expect(await dstore.advance('c1', 'stalled', '0-0', one!, 10_000)).toMatchObject({
+    expect(await dstore.advance('c1', 'stalled', '0-0', item(one), 10_000)).toMatchObject({
       ok: false,
       reason: 'lost',
     });
     expect(await cursorOf('c1')).toBe(two);
     // Even the lease holder cannot write with a stale expectation (compare-and-set).
-    expect(await dstore.advance('c1', 'live', one!, two!, 10_000)).toMatchObject({
+    expect(await dstore.advance('c1', 'live', one!, item(two), 10_000)).toMatchObject({
       ok: false,
       reason: 'moved',
       detail: two,

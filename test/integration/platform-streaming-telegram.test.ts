@@ -2,11 +2,14 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { FakeTelegram } from '../../src/fake-telegram/server.js';
 import type { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
+import { enqueueDelivery } from '../../src/shared/jobs.js';
 import { lazyChatKeys } from '../../src/shared/keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
+import { SEND_PART_METADATA } from '../../src/shared/store/reply-send-part.js';
+import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import type { TestIngress } from '../helpers/ingress.js';
 import { answer, deliveredAll, STREAMING, settled } from '../helpers/platform-streaming.js';
@@ -181,6 +184,43 @@ describe('PLATFORM_STREAMING=on, Telegram', () => {
     const drafts = fake.draftsTo(4306);
     expect(drafts.length).toBeGreaterThanOrEqual(1);
     expect(drafts.every((d) => d.at >= earlier!.at)).toBe(true);
+  });
+  it('an item that reaches the outbox before its part’s end reaches the reply stream is delivered once: the part is not streamed into a second post', async () => {
+    const chatKey = await chatFromTelegram(ing, -1004311);
+    const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
+    const lease = await store.acquire(chatKey, 'w:run-1', 60_000);
+    if (!lease.ok) throw new Error('busy');
+    const chunk = (c: object): ['c', string] => ['c', JSON.stringify(c)];
+    // The turn is live and its chat_send part is open in the reply stream…
+    await replies.write(chatKey, lease.fence, 'run-1', 'open', [
+      chunk({ type: 'start' }),
+      chunk({ type: 'text-start', id: 'call-1', providerMetadata: SEND_PART_METADATA }),
+      chunk({ type: 'text-delta', id: 'call-1', delta: TEXT }),
+    ]);
+    // …when the tool's outbox write, which does not wait for the reply stream, comes first.
+    const written = await store.sendOutbox(chatKey, lease.fence, {
+      runId: 'run-1',
+      text: TEXT,
+      ts: Date.now(),
+      part: 'call-1',
+    });
+    if (!written.ok) throw new Error('fenced out');
+    await enqueueDelivery(delivery.queue, chatKey);
+    // Delivered, and then recognised in the live reply: delivery reads on past the part.
+    const startId = (await replies.read(chatKey, 'run-1'))[1]!.id;
+    await waitFor(async () => (await posts(chatKey)).after === startId, { what: 'the part passed over' });
+    expect(fake.sentTo(-1004311).map((m) => m.text)).toEqual([TEXT]);
+
+    // The part's end, the reply's end and the lease: nothing more is posted, nothing deleted.
+    await replies.write(chatKey, lease.fence, 'run-1', 'close', [
+      chunk({ type: 'text-end', id: 'call-1' }),
+      chunk({ type: 'finish' }),
+    ]);
+    await store.finish(chatKey, lease.fence, 'w:run-1', 'run-1');
+    await enqueueDelivery(delivery.queue, chatKey);
+    await settled(delivery.queue);
+    expect(fake.sentTo(-1004311).map((m) => m.text)).toEqual([TEXT]);
+    expect(fake.deleted).toEqual([]);
   });
 });
 

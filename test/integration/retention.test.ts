@@ -185,7 +185,7 @@ describe('outbox window', () => {
     if (claim.status !== 'ok') throw new Error(claim.status);
     let cursor = claim.cursor;
     for (const item of claim.items.slice(0, 15)) {
-      expect(await deliveryStore.advance('routed', 'd1', cursor, item.id, 60_000)).toEqual({ ok: true });
+      expect(await deliveryStore.advance('routed', 'd1', cursor, item, 60_000)).toEqual({ ok: true });
       cursor = item.id;
     }
     await send(20);

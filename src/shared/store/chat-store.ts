@@ -239,6 +239,8 @@ export class ChatStore {
       ts: number;
       seen?: string | undefined;
       traceparent?: string | undefined;
+      /** The chat_send's tool call id (its reply stream part). */
+      part?: string | undefined;
     },
   ): Promise<FencedResult<{ id: string; routed: boolean }>> {
     const k = this.keys(chatKey);
@@ -257,6 +259,7 @@ export class ChatStore {
           item.seen ?? '',
           MAX_UNCOMMITTED_SENDS,
           item.traceparent ?? '',
+          item.part ?? '',
         ],
       ),
     );

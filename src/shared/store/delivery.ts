@@ -28,6 +28,8 @@ export interface PostsState {
   run?: string;
   after?: string;
   post?: StreamedPost;
+  /** The reply stream part of the last item delivered (doneRun's): never streamed after that. */
+  done?: { run: string; part: string };
 }
 
 const postSchema = z.object({
@@ -47,6 +49,7 @@ function postsOf(raw: unknown): PostsState {
     ...(f.run !== undefined && { run: f.run }),
     ...(f.after !== undefined && { after: f.after }),
     ...(post.success && { post: post.data }),
+    ...(f.doneRun !== undefined && f.done !== undefined && { done: { run: f.doneRun, part: f.done } }),
   };
 }
 
@@ -150,16 +153,17 @@ export class DeliveryStore {
     chatKey: string,
     owner: string,
     expected: string,
-    itemId: string,
+    item: Pick<OutboxItem, 'id' | 'runId' | 'part'>,
     leaseMs: number,
     failed?: Record<string, unknown>,
   ): Promise<AdvanceResult> {
     const k = lazyChatKeys(this.prefix, chatKey);
+    const args = [owner, expected, item.id, leaseMs, this.maxEvents, failed ? JSON.stringify(failed) : ''];
     const raw = head.parse(
       await scripts.deliveryAdvance.run(
         this.redis,
         this.streaming ? [k.meta, k.events, k.posts] : [k.meta, k.events],
-        [owner, expected, itemId, leaseMs, this.maxEvents, failed ? JSON.stringify(failed) : ''],
+        this.streaming ? [...args, item.runId, item.part ?? ''] : args,
       ),
     );
     if (raw[0] === 'ok') return { ok: true };

@@ -169,6 +169,11 @@ export interface OutboxItem {
   notice?: 'failure' | 'budget';
   /** The W3C traceparent of the span that wrote it (tracing on): its delivery attempts join that trace. */
   traceparent?: string;
+  /**
+   * The chat_send's tool call id: the id of the reply stream text part that showed this text
+   * as it was written (PLATFORM_STREAMING: delivery streams that part no more once it is delivered).
+   */
+  part?: string;
 }
 
 export interface ChatEvent {
@@ -220,6 +225,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const from = f.get('from');
   const notice = f.get('notice');
   const traceparent = f.get('tp');
+  const part = f.get('part');
   return {
     id,
     text: f.get('text') ?? '',
@@ -228,6 +234,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
     ...(from !== undefined && { from }),
     ...((notice === 'failure' || notice === 'budget') && { notice }),
     ...(traceparent !== undefined && { traceparent }),
+    ...(part !== undefined && { part }),
   };
 }
 

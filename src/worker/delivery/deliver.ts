@@ -212,7 +212,7 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
             lagSeconds: (Date.now() - item.ts) / 1000,
           });
         }
-        const moved = await store.advance(chatKey, owner, cursor, item.id, leaseMs);
+        const moved = await store.advance(chatKey, owner, cursor, item, leaseMs);
         if (!moved.ok) return lostWith(logger, moved, delivered, failed);
         cursor = item.id;
         waiting = undefined;
@@ -233,7 +233,7 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
           return { status: 'retry', inMs, attempt: tries, reason: result.reason, delivered, failed };
         }
         const event = failedEvent(item, channel, attempt, result);
-        const moved = await store.advance(chatKey, owner, cursor, item.id, leaseMs, event);
+        const moved = await store.advance(chatKey, owner, cursor, item, leaseMs, event);
         if (!moved.ok) return lostWith(logger, moved, delivered, failed);
         if (deps.metrics) recordDeliveryFailure(deps.metrics, channel);
         logger.warn(event, 'delivery failed; item skipped');

@@ -75,6 +75,15 @@ export async function streamStep(
   const after = posts.run === liveRun ? posts.after : undefined;
   const part = await findSendPart(ctx.streaming.replies, ctx.chatKey, liveRun, after);
   if (!part) return { kind: 'wait' };
+  if (posts.done?.run === liveRun && posts.done.part === part.partId) {
+    // Its item came first (the outbox write can beat the part's end to Redis, or a takeover's
+    // item went into the dead worker's post) and is delivered: read on past the part.
+    return (await ctx.store.post(ctx.chatKey, ctx.owner, ctx.leaseMs, {
+      set: { run: liveRun, after: part.startId },
+    }))
+      ? { kind: 'again' }
+      : { kind: 'lost' };
+  }
   // The part is taken before it is posted: never streamed twice, even after a crash mid-post
   // (then its item is posted whole, the duplicate at-least-once allows).
   if (

@@ -19,7 +19,7 @@ export async function writeOutbox(
   deps: { store: ChatStore; deliver?: DeliveryTrigger | undefined; logger: Logger },
   chatKey: string,
   fence: string,
-  item: { runId: string; text: string; ts: number; seen?: string | undefined },
+  item: { runId: string; text: string; ts: number; seen?: string | undefined; part?: string | undefined },
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const mark = deps.store.markWrite(chatKey);
   // The item carries the writing span's traceparent: its delivery, in whatever process, joins the trace.

@@ -16,6 +16,7 @@
   ARGV[8] seen: the last inbox stream id the sending turn had given its model
   ARGV[9] max items kept in KEYS[4]
   ARGV[10] W3C traceparent of the writing span ('' when tracing is off): the delivery joins its trace
+  ARGV[11] the chat_send's tool call id: the reply stream part that showed this text ('' none)
 
   Returns { 'ok', streamId, routed } | { 'fenced-out', currentFence }
     routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
@@ -36,12 +37,16 @@ if ARGV[7] == '1' then
     end
   end
 end
-local id
+local fields = { 'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6] }
 if ARGV[10] ~= '' then
-  id = redis.call('XADD', KEYS[2], '*', 'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6], 'tp', ARGV[10])
-else
-  id = redis.call('XADD', KEYS[2], '*', 'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
+  table.insert(fields, 'tp')
+  table.insert(fields, ARGV[10])
 end
+if (ARGV[11] or '') ~= '' then
+  table.insert(fields, 'part')
+  table.insert(fields, ARGV[11])
+end
+local id = redis.call('XADD', KEYS[2], '*', unpack(fields))
 trimOutbox(KEYS[1], KEYS[2], ARGV[3])
 if ARGV[7] == '1' then
   -- Until the turn commits, this is the only trace that the person has seen this reply: a

@@ -22,7 +22,7 @@ export const chatSendTool = tool({
   // Short: it is in every model request (docs/benchmarks.md, "Wrapper overhead"), and so is each word.
   description: 'Send one message to the user in this chat: the only way they see your reply.',
   inputSchema: INPUT,
-  execute: async ({ text }, options) => send(turnOf(options), text),
+  execute: async ({ text }, options) => send(turnOf(options), text, options.toolCallId),
 });
 
 export type ChatSendOutput =
@@ -33,7 +33,7 @@ export type ChatSendOutput =
   | { status: 'fenced-out' };
 
 /** chat_send's fenced, deduplicated, capped send; also the turn's text-only fallback. */
-export async function send(turn: ToolTurn, text: string): Promise<ChatSendOutput> {
+export async function send(turn: ToolTurn, text: string, part?: string): Promise<ChatSendOutput> {
   const state = turn.sends;
   if (state.sent.includes(text)) return { status: 'duplicate' };
   // Not an error: the retried turn's model may well say the same thing again.
@@ -49,6 +49,7 @@ export async function send(turn: ToolTurn, text: string): Promise<ChatSendOutput
     text,
     ts: Date.now(),
     seen: turn.seen(),
+    part,
   });
   if (!res.ok) {
     state.sent.pop();
