@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
@@ -100,6 +102,16 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       logger,
     });
 
+  // Sockets that have not sent a request yet (a browser's preconnect, a pool's spare):
+  // Node's closeIdleConnections leaves them open, as their request may be on its way, so a
+  // closing server would wait for the client to drop them (up to its keep-alive timeout).
+  const unused = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    unused.add(socket);
+    socket.once('close', () => unused.delete(socket));
+  });
+  app.server.on('request', (request: IncomingMessage) => unused.delete(request.socket));
+
   let closing: Promise<void> | undefined;
   return {
     app,
@@ -110,7 +122,11 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
         app.lifecycle.shuttingDown = true;
         // A keep-alive connection whose request was in flight turns idle once answered, and
         // nothing else would close it until the client does: close idle ones as they appear.
-        const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100);
+        // A socket without a request by now would only be answered 503: it is dropped.
+        const closeIdle = setInterval(() => {
+          app.server.closeIdleConnections();
+          for (const socket of unused) socket.destroy();
+        }, 100);
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
         clearInterval(closeIdle);
         await pollers?.close().catch((err: unknown) => logger.warn({ err }, 'pollers close failed'));
