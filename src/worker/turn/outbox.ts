@@ -19,7 +19,8 @@ export async function writeOutbox(
   deps: { store: ChatStore; deliver?: DeliveryTrigger | undefined; logger: Logger },
   chatKey: string,
   fence: string,
-  item: { runId: string; text: string; ts: number; seen?: string | undefined; part?: string | undefined },
+  // The store's item; the traceparent is added here.
+  item: Omit<Parameters<ChatStore['sendOutbox']>[2], 'traceparent'>,
 ): Promise<FencedResult<{ id: string; routed: boolean }>> {
   const mark = deps.store.markWrite(chatKey);
   // The item carries the writing span's traceparent: its delivery, in whatever process, joins the trace.

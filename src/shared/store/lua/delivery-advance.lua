@@ -36,7 +36,7 @@ redis.call('HSET', KEYS[1], 'deliveredTo', ARGV[3], 'dLeaseUntil', nowMs() + ton
 redis.call('HDEL', KEYS[1], 'dTry')
 if KEYS[3] then
   redis.call('HDEL', KEYS[3], 'part', 'msg', 'text', 'end')
-  if (ARGV[8] or '') ~= '' then
+  if ARGV[8] ~= '' then
     redis.call('HSET', KEYS[3], 'doneRun', ARGV[7], 'done', ARGV[8])
   end
 end

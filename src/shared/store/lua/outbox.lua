@@ -42,7 +42,7 @@ if ARGV[10] ~= '' then
   table.insert(fields, 'tp')
   table.insert(fields, ARGV[10])
 end
-if (ARGV[11] or '') ~= '' then
+if ARGV[11] ~= '' then
   table.insert(fields, 'part')
   table.insert(fields, ARGV[11])
 end
