@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/shared/messages.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { type ReplyEntry, ReplyStreams } from '../../src/shared/store/reply-streams.js';
+import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
 
 /** The reply streams' fenced scripts against a real Redis: who may write, and what a takeover closes. */
@@ -18,6 +20,12 @@ afterAll(async () => {
 });
 
 const chunk = (c: object): ['c', string] => ['c', JSON.stringify(c)];
+const reply = (chatKey: string, runId: string, text: string): ChatMessage => ({
+  id: `${runId}-a0`,
+  role: 'assistant',
+  parts: [{ type: 'text', text }],
+  metadata: { ts: Date.now(), chatKey, runId, kind: 'normal' },
+});
 const types = (entries: ReplyEntry[]) => entries.map((e) => (e.kind === 'chunk' ? e.chunk.type : 'answers'));
 
 /** Take the chat's lease (a new fence); `expiring`: it runs out at once, so the next acquire takes over. */
@@ -106,5 +114,55 @@ describe('reply-write.lua', () => {
     await store.finish('stop', fence, 'w1:run-e', 'run-e');
     const next = await takeFence('stop', 'w1:run-f');
     expect(await replies.write('stop', next, 'run-f', 'open', [chunk({ type: 'start' })])).toBe('ok');
+  });
+
+  it('a commit closes its reply in the same script: the last chunks and finish land with the history, the lease goes, nothing stays open', async () => {
+    await store.ingest('commit', userMessage('commit', 'm1', 'hi'), {
+      maxPending: 10,
+      dedupWindowMs: 60_000,
+    });
+    const [entry] = await store.readInbox('commit', 10);
+    const fence = await takeFence('commit', 'w1:run-g');
+    await replies.write('commit', fence, 'run-g', 'open', [['m', '["m1"]'], chunk({ type: 'start' })]);
+    const last = [chunk({ type: 'text-delta', id: 't', delta: 'the end' }), chunk({ type: 'finish' })];
+    const committed = await store.commit('commit', fence, {
+      runId: 'run-g',
+      consumed: [entry!.streamId],
+      messages: [reply('commit', 'run-g', 'the end')],
+      releaseAs: 'w1:run-g',
+      reply: replies.closing('commit', 'run-g', last),
+    });
+    expect(committed).toMatchObject({ ok: true, released: true, pending: 0 });
+    expect(types(await replies.read('commit', 'run-g'))).toEqual([
+      'answers',
+      'start',
+      'text-delta',
+      'finish',
+    ]);
+    expect(await replies.openRun('commit')).toBeUndefined();
+    expect(await redis.pttl(replies.key('commit', 'run-g'))).toBeGreaterThan(0);
+    expect((await store.readHistory('commit')).map((m) => m.id)).toEqual(['run-g-a0']);
+    expect(await store.pendingCount('commit')).toBe(0);
+  });
+
+  it('a fenced-out commit writes none of its reply: a takeover owns what clients see', async () => {
+    await store.ingest('zombie', userMessage('zombie', 'm1', 'hi'), {
+      maxPending: 10,
+      dedupWindowMs: 60_000,
+    });
+    const [entry] = await store.readInbox('zombie', 10);
+    const old = await takeFence('zombie', 'w1:run-h', true);
+    await replies.write('zombie', old, 'run-h', 'open', [chunk({ type: 'start' })]);
+    await takeFence('zombie', 'w2:run-i');
+    const committed = await store.commit('zombie', old, {
+      runId: 'run-h',
+      consumed: [entry!.streamId],
+      messages: [reply('zombie', 'run-h', 'late')],
+      releaseAs: 'w1:run-h',
+      reply: replies.closing('zombie', 'run-h', [chunk({ type: 'finish' })]),
+    });
+    expect(committed).toMatchObject({ ok: false, reason: 'fenced-out' });
+    expect(types(await replies.read('zombie', 'run-h'))).toEqual(['start']);
+    expect(await store.readHistory('zombie')).toEqual([]);
   });
 });

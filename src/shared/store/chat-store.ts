@@ -30,6 +30,7 @@ import {
   tuple,
   turnInputOf,
 } from './records.js';
+import type { ReplyClose } from './reply-streams.js';
 import { type RedisClient, scripts } from './scripts.js';
 
 // The records live in records.ts; importers keep reading them from the store.
@@ -191,13 +192,15 @@ export class ChatStore {
       releaseAs?: string;
       /** The turn's model calls: counted in the chat's usage and put on turn.committed. */
       usage?: CallUsage[];
+      /** The reply's last entries: the reply stream is closed by the commit, or not at all. */
+      reply?: ReplyClose;
     },
   ): Promise<FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.commit.run(
         this.redis,
-        [k.meta, k.hist, k.inbox, k.events, k.uncommitted, k.usage],
+        [k.meta, k.hist, k.inbox, k.events, k.uncommitted, k.usage, turn.reply?.key ?? k.meta],
         [
           fence,
           this.maxEvents,
@@ -206,6 +209,10 @@ export class ChatStore {
           storedJson(turn.event ?? {}, { tooDeep: 'clip' }),
           turn.releaseAs ?? '',
           ...this.usageArgs(turn.usage),
+          turn.reply?.maxLen ?? '',
+          turn.reply?.ttlMs ?? '',
+          turn.reply?.fields.length ?? 0,
+          ...(turn.reply?.fields.flat() ?? []),
           turn.consumed.length,
           ...turn.consumed,
           // The model's own output (tool inputs) is clipped, never a reason to fail the turn.

@@ -24,6 +24,14 @@ export type ReplyWriteResult = 'ok' | 'stop' | 'fenced-out';
 /** What one write appends: `c` a chunk's JSON, `m` a JSON array of message ids. */
 export type ReplyField = ['c' | 'm', string];
 
+/** A reply's last entries, written by the commit that puts its turn in history (commit.lua). */
+export interface ReplyClose {
+  key: string;
+  maxLen: number;
+  ttlMs: number;
+  fields: readonly ReplyField[];
+}
+
 export interface ReplyStreamOptions {
   prefix: string;
   maxEvents: number;
@@ -72,6 +80,11 @@ export class ReplyStreams {
 
   key(chatKey: string, runId: string): string {
     return replyStreamKey(this.options.prefix, chatKey, runId);
+  }
+
+  /** What a commit needs to close `runId`'s reply with `fields` in the same script. */
+  closing(chatKey: string, runId: string, fields: readonly ReplyField[]): ReplyClose {
+    return { key: this.key(chatKey, runId), maxLen: this.options.maxLen, ttlMs: this.options.ttlMs, fields };
   }
 
   /** The run whose reply is open now, if any (what a turn that opens its own must close). */

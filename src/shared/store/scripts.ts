@@ -71,7 +71,7 @@ export const scripts = {
   ingest: new LuaScript('ingest', 4),
   acquire: new LuaScript('acquire', 8),
   renew: new LuaScript('renew', 2),
-  commit: new LuaScript('commit', 6),
+  commit: new LuaScript('commit', 7),
   fail: new LuaScript('fail', 7),
   budgetHold: new LuaScript('budget-hold', 7),
   outbox: new LuaScript('outbox', 4),

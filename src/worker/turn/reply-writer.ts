@@ -1,6 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { isSendTextStart } from '../../shared/store/reply-send-part.js';
 import type {
+  ReplyClose,
   ReplyEvent,
   ReplyField,
   ReplyStreams,
@@ -55,6 +56,8 @@ export class ReplyWriter {
   private opened = false;
   private dead = false;
   private closed = false;
+  /** `closing` took the rest for the commit: the drain stops after the write in flight. */
+  private handingOff = false;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
 
@@ -99,7 +102,7 @@ export class ReplyWriter {
   }
 
   chunk(chunk: UiChunk): void {
-    if (!this.opened || this.closed || this.dead) return;
+    if (!this.opened || this.closed || this.dead || this.handingOff) return;
     let batch = this.batches.at(-1);
     if (!batch || batch.event) {
       batch = { entries: [] };
@@ -138,6 +141,46 @@ export class ReplyWriter {
     await this.flush();
   }
 
+  /**
+   * The reply's last entries for the commit to write (commit.lua closes the stream in the same
+   * script): whatever is not yet written, then `last`. A write in flight, and a merge's event,
+   * go out first. Undefined when the commit has nothing to close (never opened, closed, or
+   * fenced out). The writer takes no more chunks; `committed` says how the commit went.
+   */
+  async closing(last: UiChunk[]): Promise<ReplyClose | undefined> {
+    if (!this.opened || this.closed || this.dead) return undefined;
+    this.handingOff = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.batches.some((b) => b.event)) {
+      // A merge's event needs reply-write.lua: a merge at the very end writes as before.
+      this.handingOff = false;
+      while (!this.dead && (this.flushing || this.batches.length > 0)) await (this.flushing ?? this.flush());
+      this.handingOff = true;
+    } else if (this.flushing) {
+      // The drain stops after its write in flight; what it had not taken is the commit's.
+      await this.flushing;
+    }
+    if (this.dead) return undefined;
+    const fields: ReplyField[] = [];
+    for (const batch of this.batches.splice(0)) {
+      for (const [f, v] of batch.entries) fields.push([f, JSON.stringify(v)]);
+    }
+    for (const chunk of last) fields.push(['c', JSON.stringify(chunk)]);
+    return this.replies.closing(this.chatKey, this.runId, fields);
+  }
+
+  /**
+   * The commit that took `closing`'s entries: written, the reply is closed; not written (fenced
+   * out, or it failed), those entries are gone and `close` may still end the reply.
+   */
+  committed(written: boolean): void {
+    this.handingOff = false;
+    if (!written) return;
+    this.closed = true;
+    this.hooks.platform?.();
+  }
+
   private schedule(): void {
     if (this.timer || this.flushing) return;
     this.timer = setTimeout(() => {
@@ -150,7 +193,7 @@ export class ReplyWriter {
     if (this.flushing) return this.flushing;
     this.flushing = this.drain().finally(() => {
       this.flushing = undefined;
-      if (this.batches.length > 0 && !this.dead) {
+      if (this.batches.length > 0 && !this.dead && !this.handingOff) {
         if (this.closed) void this.flush();
         else if (this.batches.some(isEager)) this.schedule();
       }
@@ -159,7 +202,7 @@ export class ReplyWriter {
   }
 
   private async drain(): Promise<void> {
-    while (this.batches.length > 0 && !this.dead) {
+    while (this.batches.length > 0 && !this.dead && !this.handingOff) {
       const batch = this.batches.shift()!;
       const mode: ReplyWriteMode =
         batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';

@@ -9,6 +9,7 @@ import type { LoopResult } from '../agent/loop.js';
 import { send } from '../agent/tools/chat-send.js';
 import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
+import type { ReplyWriter } from './reply-writer.js';
 
 /** What committing a turn needs of the turn's dependencies. */
 export interface CommitDeps {
@@ -29,6 +30,8 @@ export interface CommitRun {
   logger: Logger;
   /** The turn's model calls not yet written: the commit takes them (counted once, fenced). */
   usage?: UsageTally;
+  /** The live view of the reply: the commit writes its last entries and closes it. */
+  reply?: Pick<ReplyWriter, 'closing' | 'committed'> | undefined;
 }
 
 export type CommittedTurn =
@@ -105,26 +108,37 @@ export async function commitTurn(
   // One event per turn, written atomically with the commit, and the lease released by the
   // same script: one round trip for all three.
   lane.endRenewals();
+  // The reply's `finish` goes with the commit: a client reads it exactly when the turn is in
+  // history, and the turn saves a round trip.
+  const reply = await run.reply?.closing([{ type: 'finish' }]);
   const mark = store.markWrite(chatKey);
-  const committed = await store.commit(chatKey, fence, {
-    runId,
-    consumed,
-    messages: toCommit,
-    releaseAs: lane.owner,
-    ...(run.usage && { usage: run.usage.take() }),
-    event: {
-      worker: deps.workerId,
-      steps: loop.steps,
-      models: loop.models,
-      merged,
-      sent: sendState.sent.length,
-      ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
-      inputMessages: input.inputMessages,
-      inputTokens: loop.usage.inputTokens,
-      outputTokens: loop.usage.outputTokens,
-      ms: Date.now() - started,
-    },
-  });
+  let committed: Awaited<ReturnType<ChatStore['commit']>>;
+  try {
+    committed = await store.commit(chatKey, fence, {
+      runId,
+      consumed,
+      messages: toCommit,
+      releaseAs: lane.owner,
+      ...(reply && { reply }),
+      ...(run.usage && { usage: run.usage.take() }),
+      event: {
+        worker: deps.workerId,
+        steps: loop.steps,
+        models: loop.models,
+        merged,
+        sent: sendState.sent.length,
+        ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
+        inputMessages: input.inputMessages,
+        inputTokens: loop.usage.inputTokens,
+        outputTokens: loop.usage.outputTokens,
+        ms: Date.now() - started,
+      },
+    });
+  } catch (err) {
+    run.reply?.committed(false);
+    throw err;
+  }
+  run.reply?.committed(committed.ok);
   if (!committed.ok) {
     lane.markLost(`commit ${committed.reason}`);
     if (committed.reason === 'missing') {

@@ -1,6 +1,8 @@
 --[[
   Append a turn's messages to history and consume its inbox entries, iff fenced; with an
-  owner token, also release the turn lease (iff that owner holds it), as finish.lua does.
+  owner token, also release the turn lease (iff that owner holds it), as finish.lua does;
+  with reply entries, also close the turn's reply stream with them, as reply-write.lua's
+  `close` does: a reply reads `finish` exactly when its turn is in history.
 
   KEYS[1] meta
   KEYS[2] hist
@@ -8,6 +10,7 @@
   KEYS[4] events
   KEYS[5] uncommitted  sends of runs that never committed: this commit's history holds them now
   KEYS[6] usage        the chat's model usage by day, model and kind (includes/usage.lua)
+  KEYS[7] the turn's reply stream (KEYS[1] again when ARGV[10] is '')
 
   ARGV[1] fence
   ARGV[2] max events
@@ -18,9 +21,14 @@
   ARGV[7] usage day (UTC YYYY-MM-DD; '' = no usage to record)
   ARGV[8] usage: drop days before this one on the day's first write ('' = keep all)
   ARGV[9] usage: the turn's model calls, JSON (also put on the event as `calls`)
-  ARGV[10] n = number of consumed inbox stream ids
-  ARGV[11 .. 10+n]   consumed inbox stream ids
-  ARGV[11+n .. #ARGV] message JSONs, in history order
+  ARGV[10] reply stream MAXLEN ~ ('' = this commit closes no reply)
+  ARGV[11] reply stream TTL in ms
+  ARGV[12] r = number of reply entries
+  ARGV[13 .. 12+2r] the reply's last entries as field/value pairs (c = a UI chunk JSON,
+          m = message ids JSON), its `finish` last
+  ARGV[13+2r] n = number of consumed inbox stream ids
+  ARGV[14+2r .. 13+2r+n]   consumed inbox stream ids
+  ARGV[14+2r+n .. #ARGV]   message JSONs, in history order
 
   Returns { 'ok', histLen, tokensTotal, released (1|0), pending } | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
@@ -34,18 +42,20 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
-local n = tonumber(ARGV[10])
-local missing = firstMissing(KEYS[3], 11, n)
+local r = tonumber(ARGV[12])
+local at = 13 + 2 * r
+local n = tonumber(ARGV[at])
+local missing = firstMissing(KEYS[3], at + 1, n)
 if missing then
   return { 'missing', missing }
 end
-local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], 11, n, ARGV[4])
+local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], at + 1, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
 local data = cjson.decode(ARGV[5])
 data.runId = ARGV[3]
 data.fence = ARGV[1]
 data.consumed = n
-data.appended = #ARGV - 10 - n
+data.appended = #ARGV - at - n
 data.tokens = tokens
 -- The same calls counted in the usage hash, on the event: each once, in one script.
 local calls = recordUsage(KEYS[6], ARGV[7], ARGV[8], ARGV[9])
@@ -53,6 +63,15 @@ if #calls > 0 then
   data.calls = calls
 end
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
+if ARGV[10] ~= '' then
+  for i = 13, at - 1, 2 do
+    redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*', ARGV[i], ARGV[i + 1])
+  end
+  redis.call('PEXPIRE', KEYS[7], ARGV[11])
+  if redis.call('HGET', KEYS[1], 'uiRun') == ARGV[3] then
+    redis.call('HDEL', KEYS[1], 'uiRun')
+  end
+end
 local released = 0
 if ARGV[6] ~= '' and releaseLease(KEYS[1], ARGV[6]) then
   released = 1
