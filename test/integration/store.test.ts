@@ -277,3 +277,41 @@ describe('history window', () => {
     expect(all.messages[0]!.id).toBe('s');
   });
 });
+
+describe('outbox', () => {
+  it("says whether a message came after the sender's last seen one, so its turn can skip the next inbox read", async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'hi'), limits);
+    const [first] = await store.readInbox('c1', 10);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('acquire failed');
+    const quiet = await store.sendOutbox('c1', lease.fence, {
+      runId: 'r1',
+      text: 'a',
+      ts: 1,
+      seen: first!.streamId,
+    });
+    expect(quiet).toMatchObject({ ok: true, arrived: false });
+
+    await store.ingest('c1', userMessage('c1', 'm2', 'more'), limits);
+    const busy = await store.sendOutbox('c1', lease.fence, {
+      runId: 'r1',
+      text: 'b',
+      ts: 2,
+      seen: first!.streamId,
+    });
+    expect(busy).toMatchObject({ ok: true, arrived: true });
+    // Without `seen` (a failure notice) the write knows nothing of the inbox: a read is due.
+    expect(await store.sendOutbox('c1', lease.fence, { runId: 'r1', text: 'c', ts: 3 })).toMatchObject({
+      ok: true,
+      arrived: true,
+    });
+    // A resent write (its first answer lost) answers the same way.
+    const again = await store.sendOutbox('c1', lease.fence, {
+      runId: 'r1',
+      text: 'a',
+      ts: 1,
+      seen: first!.streamId,
+    });
+    expect(again).toMatchObject({ ok: true, id: quiet.ok ? quiet.id : '', arrived: true });
+  });
+});

@@ -256,6 +256,34 @@ describe('lane merge', () => {
     const users = (await store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
     expect(users).toEqual(['first', 'm1', 'm2']);
   });
+  it('does not read the inbox before the next step when its chat_send found no newer message there', async () => {
+    const { model, calls } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingestTexts(deps.store, 'c1', 'hello');
+    const reads = vi.spyOn(deps.store, 'readInbox');
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', merged: 0, pending: 0 });
+    expect(calls()).toBe(2);
+    expect(reads).not.toHaveBeenCalled();
+  });
+
+  it('keeps a message that lands between the chat_send and the next step for the next turn, which answers it', async () => {
+    const { model } = scriptedModel();
+    const deps = turnDeps(redis, prefix, model);
+    await ingestTexts(deps.store, 'c1', 'first');
+    const send = deps.store.sendOutbox.bind(deps.store);
+    let arrived = false;
+    vi.spyOn(deps.store, 'sendOutbox').mockImplementation(async (...args) => {
+      const written = await send(...args);
+      // After the write looked at the inbox, before the loop's next step.
+      if (!arrived) await ingestTexts(deps.store, 'c1', 'second');
+      arrived = true;
+      return written;
+    });
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', merged: 0, consumed: 1, pending: 1 });
+    expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', consumed: 1, pending: 0 });
+    const users = (await deps.store.readHistory('c1')).filter((m) => m.role === 'user').map(textOf);
+    expect(users).toEqual(['first', 'second']);
+  });
 });
 
 describe('shutdown', () => {

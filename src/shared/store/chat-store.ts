@@ -235,7 +235,9 @@ export class ChatStore {
   /**
    * Fenced outbox write. `routed` says the chat has a reply route: the caller then triggers
    * the chat's delivery job (chats without a route are read over the API only). With `seen`
-   * (chat_send) the item is also recorded as uncommitted until the turn commits.
+   * (chat_send) the item is also recorded as uncommitted until the turn commits, and
+   * `arrived` says whether the inbox held a message after `seen` at the write (always true
+   * without `seen`).
    */
   async sendOutbox(
     chatKey: string,
@@ -249,12 +251,12 @@ export class ChatStore {
       /** The chat_send's tool call id (its reply stream part). */
       part?: string | undefined;
     },
-  ): Promise<FencedResult<{ id: string; routed: boolean }>> {
+  ): Promise<FencedResult<{ id: string; routed: boolean; arrived: boolean }>> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.outbox.run(
         this.redis,
-        [k.meta, k.outbox, k.events, k.uncommitted],
+        [k.meta, k.outbox, k.events, k.uncommitted, k.inbox],
         [
           fence,
           this.maxEvents,
@@ -270,7 +272,8 @@ export class ChatStore {
         ],
       ),
     );
-    if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };
+    if (raw[0] === 'ok')
+      return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1, arrived: Number(raw[3]) !== 0 };
     return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
   }
 

@@ -21,7 +21,7 @@ export async function writeOutbox(
   fence: string,
   // The store's item; the traceparent is added here.
   item: Omit<Parameters<ChatStore['sendOutbox']>[2], 'traceparent'>,
-): Promise<FencedResult<{ id: string; routed: boolean }>> {
+): ReturnType<ChatStore['sendOutbox']> {
   const mark = deps.store.markWrite(chatKey);
   // The item carries the writing span's traceparent: its delivery, in whatever process, joins the trace.
   const tp = traceparent();

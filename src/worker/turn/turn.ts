@@ -118,6 +118,9 @@ function chatToolsOf(deps: TurnDeps): ChatTools {
   return tools;
 }
 
+/** How long a chat_send's look at the inbox stands in for the next step's read of it. */
+const FRESH_INBOX_MS = 200;
+
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
 const OVERFLOW_BUDGET_SCALE = 0.7;
 
@@ -366,6 +369,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
   let lastSeen = pending.at(-1)!.streamId;
+  // A chat_send of the step that just ended found no message after lastSeen: a fresh read.
+  let quiet: { seen: string; at: number } | undefined;
   const control: LoopControl = {};
   const toolTurnState = toolTurn({
     store,
@@ -377,6 +382,9 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     deliver: deps.deliver,
     sends: sendState,
     seen: () => lastSeen,
+    inboxChecked: (seen, arrived) => {
+      quiet = arrived ? undefined : { seen, at: Date.now() };
+    },
     fencedOut: (reason) => lane.markLost(reason),
     rebase: async (contextMessages) => {
       const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
@@ -413,6 +421,11 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     responseId: `${runId}-a`,
     logger,
     nextArrivals: async (max, responses) => {
+      const checked = quiet;
+      quiet = undefined;
+      // The step's chat_send read the inbox moments ago: a message since then starts the next
+      // turn, as one arriving during the next model call would (a round trip less per step).
+      if (checked?.seen === lastSeen && Date.now() - checked.at <= FRESH_INBOX_MS) return [];
       const entries = await store.readInbox(chatKey, max, lastSeen);
       if (entries.length === 0) return [];
       const room = mergeRoom.left(responses);

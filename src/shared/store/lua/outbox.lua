@@ -5,6 +5,7 @@
   KEYS[2] outbox
   KEYS[3] events
   KEYS[4] uncommitted  list: this chat's sends of turns that have not committed (JSON each)
+  KEYS[5] inbox        read only: whether a message arrived after ARGV[8]
 
   ARGV[1] fence
   ARGV[2] max events
@@ -18,13 +19,19 @@
   ARGV[10] W3C traceparent of the writing span ('' when tracing is off): the delivery joins its trace
   ARGV[11] the chat_send's tool call id: the reply stream part that showed this text ('' none)
 
-  Returns { 'ok', streamId, routed } | { 'fenced-out', currentFence }
+  Returns { 'ok', streamId, routed, arrived } | { 'fenced-out', currentFence }
     routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
+    arrived 1 when the inbox holds a message after ARGV[8] (or ARGV[8] is ''), else 0: the
+            sending turn need not read its inbox again before its next step (one round trip)
 ]]
 -- @include "fence"
 -- @include "outbox-trim"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[3], ARGV[2], 'outbox', ARGV[1], ARGV[4]) }
+end
+local arrived = 1
+if ARGV[8] ~= '' and #redis.call('XRANGE', KEYS[5], '(' .. ARGV[8], '+', 'COUNT', 1) == 0 then
+  arrived = 0
 end
 if ARGV[7] == '1' then
   -- The same run never sends the same text twice (chat_send dedupes it), so finding it here
@@ -33,7 +40,7 @@ if ARGV[7] == '1' then
   for _, raw in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
     local item = cjson.decode(raw)
     if item.runId == ARGV[4] and item.text == ARGV[5] then
-      return { 'ok', item.id, redis.call('HEXISTS', KEYS[1], 'route') }
+      return { 'ok', item.id, redis.call('HEXISTS', KEYS[1], 'route'), arrived }
     end
   end
 end
@@ -55,4 +62,4 @@ if ARGV[7] == '1' then
     id = id, runId = ARGV[4], fence = ARGV[1], text = ARGV[5], ts = ARGV[6], seen = ARGV[8] }))
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[9]), -1)
 end
-return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route') }
+return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route'), arrived }
