@@ -258,7 +258,8 @@ describe('lane merge', () => {
   });
   it('does not read the inbox before the next step when its chat_send found no newer message there', async () => {
     const { model, calls } = scriptedModel();
-    const deps = turnDeps(redis, prefix, model);
+    // A minute: the step follows its chat_send however loaded the machine running the test is.
+    const deps = turnDeps(redis, prefix, model, { freshInboxMs: 60_000 });
     await ingestTexts(deps.store, 'c1', 'hello');
     const reads = vi.spyOn(deps.store, 'readInbox');
     expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', merged: 0, pending: 0 });
@@ -268,7 +269,7 @@ describe('lane merge', () => {
 
   it('keeps a message that lands between the chat_send and the next step for the next turn, which answers it', async () => {
     const { model } = scriptedModel();
-    const deps = turnDeps(redis, prefix, model);
+    const deps = turnDeps(redis, prefix, model, { freshInboxMs: 60_000 });
     await ingestTexts(deps.store, 'c1', 'first');
     const send = deps.store.sendOutbox.bind(deps.store);
     let arrived = false;

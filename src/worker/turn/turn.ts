@@ -53,6 +53,8 @@ export interface TurnSettings {
   stepTimeoutMs?: number;
   /** MEMORY_MAX_TOKENS: the cap of chat_memory_update (default 1000). */
   memoryMaxTokens?: number;
+  /** How long a chat_send's look at the inbox stands in for the next step's read (default 200 ms). */
+  freshInboxMs?: number;
 }
 
 export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
@@ -118,7 +120,6 @@ function chatToolsOf(deps: TurnDeps): ChatTools {
   return tools;
 }
 
-/** How long a chat_send's look at the inbox stands in for the next step's read of it. */
 const FRESH_INBOX_MS = 200;
 
 /** On the retry after a context overflow the hard budget shrinks too: our count was too generous. */
@@ -425,7 +426,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       quiet = undefined;
       // The step's chat_send read the inbox moments ago: a message since then starts the next
       // turn, as one arriving during the next model call would (a round trip less per step).
-      if (checked?.seen === lastSeen && Date.now() - checked.at <= FRESH_INBOX_MS) return [];
+      if (checked?.seen === lastSeen && Date.now() - checked.at <= (settings.freshInboxMs ?? FRESH_INBOX_MS))
+        return [];
       const entries = await store.readInbox(chatKey, max, lastSeen);
       if (entries.length === 0) return [];
       const room = mergeRoom.left(responses);
