@@ -1,6 +1,6 @@
 import type { Logger } from '../../shared/logger.js';
 import type { WriteMark } from '../../shared/replica-acks.js';
-import type { ChatStore, FencedResult } from '../../shared/store/chat-store.js';
+import type { ChatStore } from '../../shared/store/chat-store.js';
 import { traceparent } from '../../shared/tracing/spans.js';
 
 /**

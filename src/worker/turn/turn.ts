@@ -4,25 +4,16 @@ import { decodeRoute } from '../../shared/delivery/route.js';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { type ChatMessage, isSummary } from '../../shared/messages.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
 import type { ReplyStreams } from '../../shared/store/reply-streams.js';
-import { compareStreamIds } from '../../shared/stream-id.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
-import {
-  addLinks,
-  inSpan,
-  inSpanSync,
-  markSpan,
-  type Span,
-  traceparent,
-} from '../../shared/tracing/spans.js';
+import { addLinks, inSpan, inSpanSync, type Span } from '../../shared/tracing/spans.js';
 import { UsageTally } from '../../shared/usage.js';
-import { seenBeyond, withEarlierSends } from '../agent/earlier-sends.js';
+import { withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
-import { type ChatToolName, ChatTools } from '../agent/tools/chat-tools.js';
+import { ChatTools } from '../agent/tools/chat-tools.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
 import { isContextOverflowError } from '../compaction/overflow.js';
@@ -30,7 +21,7 @@ import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
-import type { Compressor, Provider, ProviderResult, RuntimeContext } from '../pipeline/types.js';
+import type { Compressor, Provider } from '../pipeline/types.js';
 import { Lane } from './lane.js';
 import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 import { ReplyWriter } from './reply-writer.js';
@@ -38,6 +29,7 @@ import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
+import { linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -461,56 +453,4 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }),
     );
   });
-}
-
-/**
- * Messages merged into the running turn: the turn links to each, and each message's own trace
- * gets a span that links back to the turn (a link is seen from both of its traces).
- */
-function linkMerged(span: Span | undefined, merged: InboxEntry[]): void {
-  if (!span || merged.length === 0) return;
-  const messages = merged.map((e) => e.message.metadata.traceparent);
-  addLinks(span, messages);
-  const turn = traceparent(span);
-  for (const parent of messages) {
-    if (parent) markSpan('chatlane.message.merged', { parent, links: [turn] });
-  }
-}
-
-/**
- * The pending messages a crashed earlier run had answered must all be in this turn: when it
- * had merged beyond this turn's first read, read on up to the last one its sends had seen.
- */
-async function reachEarlierSends(deps: TurnDeps, lane: Lane, pending: InboxEntry[]): Promise<InboxEntry[]> {
-  const until = seenBeyond(lane.uncommitted, pending.at(-1)!.streamId);
-  if (!until) return pending;
-  const out = [...pending];
-  for (;;) {
-    const more = await deps.store.readInbox(lane.chatKey, deps.settings.maxMerges + 1, out.at(-1)!.streamId);
-    const within = more.filter((e) => compareStreamIds(e.streamId, until) <= 0);
-    for (const e of within)
-      out.push({
-        streamId: e.streamId,
-        message: await withTokens(e.message, deps.settings.maxCharsPerMessage),
-      });
-    if (within.length < more.length || more.length === 0) return out;
-  }
-}
-
-function runtimeContext(
-  chatKey: string,
-  pending: ChatMessage[],
-  loaded: ProviderResult,
-  offered: readonly ChatToolName[],
-): RuntimeContext {
-  const latest = pending.at(-1)?.metadata;
-  const first = loaded.history[0];
-  return {
-    chatKey,
-    offered,
-    ...(first && isSummary(first) && { summarized: true }),
-    ...(loaded.memory && { memory: loaded.memory }),
-    ...(latest?.channel !== undefined && { channel: latest.channel }),
-    ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
-  };
 }
