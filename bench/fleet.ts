@@ -75,6 +75,13 @@ export function spawnBareLoop(o: BareLoopOptions): ChildProcess {
   });
 }
 
+/** What each process spends doing nothing for `ms` (timers, polls), % of a core. */
+export async function idleCpuPct(pids: number[], ms = 3000): Promise<number[]> {
+  const before = pids.map((pid) => processCpuSeconds(pid) ?? 0);
+  await sleep(ms);
+  return pids.map((pid, i) => round((((processCpuSeconds(pid) ?? 0) - before[i]!) * 100_000) / ms, 2));
+}
+
 /** Busy and total jiffies of the whole machine (/proc/stat), for "was the host saturated". */
 export function hostCpuTimes(): { busy: number; total: number } {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
@@ -204,6 +211,8 @@ export interface WorkerLoadResult {
   /** The whole machine's CPU busy share over the batch (neighbours included), %. */
   hostBusyPct: number;
   idleRssMb: number[];
+  /** Each worker's CPU over 3 s idle (warmed up, queue paused), % of a core. */
+  idleCpuPct: number[];
   peakRssMb: number[];
   complete: boolean;
   /** Most model calls of the batch the mock saw open at once (sampled every 200 ms). */
@@ -252,6 +261,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
     await chats.seed(keys, 1);
     await sleep(500); // let the workers' fetch loops settle on the paused queue
     const pids = procs.map((p) => p.pid);
+    const idleCpu = await idleCpuPct(pids);
     const idle = pids.map((pid) => memoryOf(pid).rssMb);
     const cpu0 = pids.map((pid) => processCpuSeconds(pid) ?? 0);
     const mock0 = processCpuSeconds(opts.mock.pid);
@@ -299,6 +309,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
       redisCpuS: round(redis1 - redis0),
       hostBusyPct: hostBusy,
       idleRssMb: idle,
+      idleCpuPct: idleCpu,
       peakRssMb: peaks,
       complete,
       peakInFlight,

@@ -1,5 +1,13 @@
 import { createInterface } from 'node:readline';
-import { measureWorkerTurns, memoryOf, mockStats, rssSampler, spawnBareLoop, startMock } from './fleet.js';
+import {
+  idleCpuPct,
+  measureWorkerTurns,
+  memoryOf,
+  mockStats,
+  rssSampler,
+  spawnBareLoop,
+  startMock,
+} from './fleet.js';
 import {
   median,
   meets,
@@ -65,6 +73,8 @@ interface Side {
   cpuS: number;
   cpuMsPerTurn: number;
   idleRssMb: number;
+  /** CPU over 3 s idle after the warm-up, % of a core: timers and polls a turn never asked for. */
+  idleCpuPct: number;
   peakRssMb: number;
   /**
    * Most model calls the mock saw open at once (sampled every 200 ms): the concurrency a
@@ -108,6 +118,7 @@ async function measureBare(
     await next('ready');
     const pid = child.pid!;
     const idle = memoryOf(pid).rssMb;
+    const [idleCpu] = await idleCpuPct([pid]);
     const stats0 = await statsOf(prefix);
     const cpu0 = processCpuSeconds(pid) ?? 0;
     const sampler = rssSampler([pid]);
@@ -134,6 +145,7 @@ async function measureBare(
       cpuS: round(cpuS),
       cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
       idleRssMb: idle,
+      idleCpuPct: idleCpu!,
       peakRssMb: peak!,
       peakInFlight,
     };
@@ -196,6 +208,7 @@ export async function benchOverhead(opts: OverheadOptions) {
               cpuS: r.workerCpuS,
               cpuMsPerTurn: r.workerCpuMsPerTurn,
               idleRssMb: r.idleRssMb[0]!,
+              idleCpuPct: r.idleCpuPct[0]!,
               peakRssMb: r.peakRssMb[0]!,
               peakInFlight: r.peakInFlight,
             };
@@ -231,6 +244,8 @@ export async function benchOverhead(opts: OverheadOptions) {
         barePeakRssMb: median(runs.map((r) => r.bare.peakRssMb)),
         chatlaneIdleRssMb: median(runs.map((r) => r.chatlane.idleRssMb)),
         bareIdleRssMb: median(runs.map((r) => r.bare.idleRssMb)),
+        chatlaneIdleCpuPct: median(runs.map((r) => r.chatlane.idleCpuPct)),
+        bareIdleCpuPct: median(runs.map((r) => r.bare.idleCpuPct)),
         rssRatio: median(runs.map((r) => r.rssRatio)),
         peakInFlight: {
           chatlane: median(runs.map((r) => r.chatlane.peakInFlight)),
