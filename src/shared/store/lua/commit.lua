@@ -38,6 +38,7 @@
 -- @include "consume"
 -- @include "lease"
 -- @include "usage"
+-- @include "reply"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
@@ -64,13 +65,8 @@ if #calls > 0 then
 end
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
 if ARGV[10] ~= '' then
-  for i = 13, at - 1, 2 do
-    redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*', ARGV[i], ARGV[i + 1])
-  end
-  redis.call('PEXPIRE', KEYS[7], ARGV[11])
-  if redis.call('HGET', KEYS[1], 'uiRun') == ARGV[3] then
-    redis.call('HDEL', KEYS[1], 'uiRun')
-  end
+  appendReply(KEYS[7], ARGV[10], ARGV[11], 13, at - 1)
+  closeReply(KEYS[1], ARGV[3])
 end
 local released = 0
 if ARGV[6] ~= '' and releaseLease(KEYS[1], ARGV[6]) then

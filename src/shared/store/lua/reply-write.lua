@@ -24,6 +24,7 @@
   Returns 'ok' | 'stop' (an operator asked this fence to stop: meta.stop) | 'fenced-out'
 ]]
 -- @include "fence"
+-- @include "reply"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   -- No fence.rejected event per chunk: the turn's next fenced write records it once.
   return 'fenced-out'
@@ -38,12 +39,9 @@ if ARGV[6] == 'open' then
   end
   redis.call('HSET', KEYS[1], 'uiRun', ARGV[2])
 end
-for i = 9, #ARGV, 2 do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxLen, '*', ARGV[i], ARGV[i + 1])
-end
-redis.call('PEXPIRE', KEYS[2], ttl)
-if ARGV[6] == 'close' and redis.call('HGET', KEYS[1], 'uiRun') == ARGV[2] then
-  redis.call('HDEL', KEYS[1], 'uiRun')
+appendReply(KEYS[2], maxLen, ttl, 9, #ARGV)
+if ARGV[6] == 'close' then
+  closeReply(KEYS[1], ARGV[2])
 end
 if ARGV[7] ~= '' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[7], 'data', ARGV[8])
