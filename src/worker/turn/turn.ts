@@ -362,8 +362,9 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
   let lastSeen = pending.at(-1)!.streamId;
-  // A chat_send of the step that just ended found no message after lastSeen: a fresh read.
-  let quiet: { seen: string; at: number } | undefined;
+  // When a chat_send of the step that just ended found no message after lastSeen (which only
+  // the next step's merge moves): that look at the inbox, as fresh as a read.
+  let quietAt: number | undefined;
   const control: LoopControl = {};
   const toolTurnState = toolTurn({
     store,
@@ -375,8 +376,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     deliver: deps.deliver,
     sends: sendState,
     seen: () => lastSeen,
-    inboxChecked: (seen, arrived) => {
-      quiet = arrived ? undefined : { seen, at: Date.now() };
+    inboxChecked: (arrived) => {
+      quietAt = arrived ? undefined : Date.now();
     },
     fencedOut: (reason) => lane.markLost(reason),
     rebase: async (contextMessages) => {
@@ -414,11 +415,11 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     responseId: `${runId}-a`,
     logger,
     nextArrivals: async (max, responses) => {
-      const checked = quiet;
-      quiet = undefined;
+      const checked = quietAt;
+      quietAt = undefined;
       // The step's chat_send read the inbox moments ago: a message since then starts the next
       // turn, as one arriving during the next model call would (a round trip less per step).
-      if (checked?.seen === lastSeen && Date.now() - checked.at <= (settings.freshInboxMs ?? FRESH_INBOX_MS))
+      if (checked !== undefined && Date.now() - checked <= (settings.freshInboxMs ?? FRESH_INBOX_MS))
         return [];
       const entries = await store.readInbox(chatKey, max, lastSeen);
       if (entries.length === 0) return [];

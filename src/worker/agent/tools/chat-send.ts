@@ -44,12 +44,11 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
     return { status: 'limit', message: `at most ${turn.maxSendsPerTurn} messages per turn; stop sending` };
   }
   state.sent.push(text);
-  const seen = turn.seen();
   const res = await writeOutbox(turn, turn.chatKey, turn.fence, {
     runId: turn.runId,
     text,
     ts: Date.now(),
-    seen,
+    seen: turn.seen(),
     part,
   });
   if (!res.ok) {
@@ -57,6 +56,6 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
     turn.fencedOut('outbox fenced out');
     return { status: 'fenced-out' };
   }
-  turn.inboxChecked?.(seen, res.arrived);
+  turn.inboxChecked?.(res.arrived);
   return { status: 'sent', id: res.id };
 }

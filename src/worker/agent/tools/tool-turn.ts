@@ -30,9 +30,9 @@ export interface ToolTurn {
   seen: () => string;
   /**
    * A chat_send's outbox write also looked at the inbox: `arrived` says whether a message had
-   * come after `seen` by then. Nothing had: the next step need not read the inbox again.
+   * come after `seen()` by then. Nothing had: the next step need not read the inbox again.
    */
-  inboxChecked?: (seen: string, arrived: boolean) => void;
+  inboxChecked?: (arrived: boolean) => void;
   /** Told when a fenced write is refused (another turn holds the chat): the turn must stop. */
   fencedOut: (reason: string) => void;
   /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
