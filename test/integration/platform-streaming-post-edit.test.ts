@@ -13,6 +13,7 @@ import {
   type FakeDiscord,
   startFakeDiscord,
 } from '../helpers/fake-discord.js';
+import { type FakeGChat, GCHAT_ACCESS_TOKEN, startFakeGChat } from '../helpers/fake-gchat.js';
 import { type FakeSlack, startFakeSlack } from '../helpers/fake-slack.js';
 import { userMessage } from '../helpers/messages.js';
 import { answer, deliveredAll, STREAMING } from '../helpers/platform-streaming.js';
@@ -20,9 +21,9 @@ import { deletePrefix, REDIS_ENV, randomPrefix, testRedis } from '../helpers/red
 import { streamingSendModel } from '../helpers/streaming-model.js';
 
 /**
- * PLATFORM_STREAMING=on with a real turn and the real delivery worker, through the real Slack
- * and Discord adapters (senders built from configuration, as a delivery process builds them)
- * against local fakes of their Web / REST APIs.
+ * PLATFORM_STREAMING=on with a real turn and the real delivery worker, through the real Slack,
+ * Discord and Google Chat adapters (senders built from configuration, as a delivery process
+ * builds them) against local fakes of their Web / REST APIs.
  */
 
 const redis = testRedis();
@@ -132,5 +133,55 @@ describe('PLATFORM_STREAMING=on, Discord', () => {
     expect(edited.size).toBe(1);
     const [id] = edited;
     expect(discord.contentNow(id!)).toBe(TEXT);
+  });
+});
+
+describe('PLATFORM_STREAMING=on, Google Chat', () => {
+  let gchat: FakeGChat;
+  const saved: Record<string, string | undefined> = {};
+  beforeEach(async () => {
+    gchat = await startFakeGChat();
+    // Read by Google's auth library itself (Application Default Credentials), as in production.
+    // With no project named, its first call looks one up (gcloud, the metadata server): seconds.
+    for (const [name, value] of Object.entries(gchat.adcEnv)) {
+      saved[name] = process.env[name];
+      process.env[name] = value;
+    }
+  });
+  afterEach(async () => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    await gchat.close();
+  });
+
+  it('gets one post in the thread before the item is written, edited as the reply grows, ending on the committed text', async () => {
+    const threadName = 'spaces/AAAAstream/threads/T1';
+    const threadId = `gchat:spaces/AAAAstream:${Buffer.from(threadName).toString('base64url')}`;
+    const chatKey = 'gchat-stream-thread';
+    await start(
+      {
+        GOOGLE_CHAT_USE_ADC: 'true',
+        GOOGLE_CHAT_PROJECT_NUMBER: '123456789012',
+        GOOGLE_CHAT_API_URL: gchat.apiUrl,
+      },
+      chatKey,
+      { channel: 'gchat', threadId },
+    );
+    const [item] = await answered(chatKey);
+    const posts = gchat.posts();
+    expect(posts).toHaveLength(1);
+    expect(posts[0]!.at).toBeLessThan(item!.ts);
+    expect(posts[0]!.body.thread).toEqual({ name: threadName });
+    expect(posts[0]!.query.get('messageReplyOption')).toBe('REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD');
+    // Every call carried the token the library got from the exchange, not a fixed one of ours.
+    expect(gchat.tokenExchanges().length).toBeGreaterThanOrEqual(1);
+    expect(posts[0]!.headers.authorization).toBe(`Bearer ${GCHAT_ACCESS_TOKEN}`);
+    expect(gchat.edits().length).toBeGreaterThanOrEqual(2);
+    const edited = new Set(gchat.edits().map((e) => e.path.slice('/v1/'.length)));
+    expect(edited.size).toBe(1);
+    const [name] = edited;
+    expect(gchat.textNow(name!)).toBe(TEXT);
   });
 });
