@@ -130,7 +130,7 @@ describe('reply-write.lua', () => {
       consumed: [entry!.streamId],
       messages: [reply('commit', 'run-g', 'the end')],
       releaseAs: 'w1:run-g',
-      reply: replies.closing('commit', 'run-g', last),
+      reply: replies.tail('commit', 'run-g', last),
     });
     expect(committed).toMatchObject({ ok: true, released: true, pending: 0 });
     expect(types(await replies.read('commit', 'run-g'))).toEqual([
@@ -159,7 +159,7 @@ describe('reply-write.lua', () => {
       consumed: [entry!.streamId],
       messages: [reply('zombie', 'run-h', 'late')],
       releaseAs: 'w1:run-h',
-      reply: replies.closing('zombie', 'run-h', [chunk({ type: 'finish' })]),
+      reply: replies.tail('zombie', 'run-h', [chunk({ type: 'finish' })]),
     });
     expect(committed).toMatchObject({ ok: false, reason: 'fenced-out' });
     expect(types(await replies.read('zombie', 'run-h'))).toEqual(['start']);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { SEND_PART_METADATA } from '../../src/shared/store/reply-send-part.js';
 import { type ReplyEntry, ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { ReplyWriter } from '../../src/worker/turn/reply-writer.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
@@ -29,6 +30,9 @@ afterAll(async () => {
   redis.disconnect();
 });
 
+/** A reply opened, then one step that showed one text part. */
+const OPENED_STEP = ['answers', 'start', 'start-step', 'text-start', 'text-delta', 'text-end'];
+
 const types = (entries: ReplyEntry[]) => entries.map((e) => (e.kind === 'chunk' ? e.chunk.type : 'answers'));
 
 async function writerFor(chatKey: string, runId: string) {
@@ -37,7 +41,7 @@ async function writerFor(chatKey: string, runId: string) {
   const replies = new CountedStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
   const hooks = { stop: () => undefined, fencedOut: () => undefined };
   const writer = new ReplyWriter(replies, chatKey, lease.fence, runId, silentLogger(), hooks, undefined);
-  return { writer, replies };
+  return { writer, replies, fence: lease.fence };
 }
 
 describe('ReplyWriter', () => {
@@ -57,14 +61,7 @@ describe('ReplyWriter', () => {
       what: 'the step written',
     });
     const entries = await replies.read('steps', 'run-1');
-    expect(types(entries)).toEqual([
-      'answers',
-      'start',
-      'start-step',
-      'text-start',
-      'text-delta',
-      'text-end',
-    ]);
+    expect(types(entries)).toEqual(OPENED_STEP);
     expect(entries.find((e) => e.kind === 'chunk' && e.chunk.type === 'text-delta')).toMatchObject({
       chunk: { delta: 'hello' },
     });
@@ -81,6 +78,81 @@ describe('ReplyWriter', () => {
     await writer.close([{ type: 'finish' }]);
     expect(replies.calls.at(-1)).toEqual(['finish-step', 'finish']);
     expect(replies.calls).toHaveLength(3);
+  });
+
+  it("hands what waits unwritten to a chat_send's outbox write, which writes it with the item: no write of its own", async () => {
+    const { writer, replies, fence } = await writerFor('handoff', 'run-3');
+    writer.open(['m1']);
+    // The open's write is in flight: its entries go first, so nothing is handed off yet.
+    expect(writer.handOff()).toBeUndefined();
+    await waitFor(async () => types(await replies.read('handoff', 'run-3')).includes('start'), {
+      what: 'the open written',
+    });
+    for (const chunk of [
+      { type: 'start-step' },
+      { type: 'text-start', id: 'call-1', providerMetadata: SEND_PART_METADATA },
+      { type: 'text-delta', id: 'call-1', delta: 'hi there' },
+      { type: 'text-end', id: 'call-1' },
+    ]) {
+      writer.chunk(chunk);
+    }
+    const handed = writer.handOff();
+    expect(handed?.tail.fields.map(([, v]) => (JSON.parse(v) as { type: string }).type)).toEqual([
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+    ]);
+    expect(writer.handOff()).toBeUndefined();
+    const res = await store.sendOutbox('handoff', fence, {
+      runId: 'run-3',
+      text: 'hi there',
+      ts: 1,
+      part: 'call-1',
+      reply: handed!.tail,
+    });
+    expect(res).toMatchObject({ ok: true, stop: false });
+    expect(handed!.sendStart).toBe(true);
+    writer.handedOff('ok', handed!.sendStart);
+    // The 15 ms gathering timer was cancelled with the hand-off: no write follows.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(replies.calls).toEqual([['answers', 'start']]);
+    expect(types(await replies.read('handoff', 'run-3'))).toEqual(OPENED_STEP);
+    await writer.close([{ type: 'finish' }]);
+    expect(types(await replies.read('handoff', 'run-3')).at(-1)).toBe('finish');
+  });
+
+  it('a stop asked of the turn comes back with the outbox write that took the hand-off', async () => {
+    const lease = await store.acquire('handoff-stop', 'w:run-4', 60_000);
+    if (!lease.ok) throw new Error('busy');
+    const replies = new CountedStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
+    const stops: string[] = [];
+    const hooks = { stop: () => stops.push('stop'), fencedOut: () => undefined };
+    const writer = new ReplyWriter(
+      replies,
+      'handoff-stop',
+      lease.fence,
+      'run-4',
+      silentLogger(),
+      hooks,
+      undefined,
+    );
+    writer.open(['m1']);
+    await waitFor(async () => types(await replies.read('handoff-stop', 'run-4')).includes('start'), {
+      what: 'the open written',
+    });
+    expect(await replies.requestStop('handoff-stop')).toBe('stopping');
+    writer.chunk({ type: 'text-start', id: 't' });
+    const handed = writer.handOff()!;
+    const res = await store.sendOutbox('handoff-stop', lease.fence, {
+      runId: 'run-4',
+      text: 'x',
+      ts: 1,
+      reply: handed.tail,
+    });
+    expect(res).toMatchObject({ ok: true, stop: true });
+    writer.handedOff('stop', handed.sendStart);
+    expect(stops).toEqual(['stop']);
   });
 
   it('a finish-step alone is written when the turn ends another way (close)', async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { LuaScript, scripts } from '../../src/shared/store/scripts.js';
 import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -296,5 +297,35 @@ describe('outbox', () => {
     expect(await send('b')).toMatchObject({ ok: true, arrived: true });
     // A resent write (its first answer lost) answers the same way.
     expect(await send('a')).toMatchObject({ ok: true, id: quiet.ok ? quiet.id : '', arrived: true });
+  });
+
+  it('writes the reply entries it is given with the item, once: a resent write and a fenced-out one add none', async () => {
+    await store.ingest('c1', userMessage('c1', 'm1', 'hi'), limits);
+    const lease = await store.acquire('c1', 'w1', 5000);
+    if (!lease.ok) throw new Error('acquire failed');
+    const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
+    const tail = replies.tail('c1', 'r1', [
+      ['c', JSON.stringify({ type: 'text-start', id: 'call-1' })],
+      ['c', JSON.stringify({ type: 'text-delta', id: 'call-1', delta: 'hello' })],
+    ]);
+    const send = (fence: string) =>
+      store.sendOutbox('c1', fence, {
+        runId: 'r1',
+        text: 'hello',
+        ts: 1,
+        seen: '0-0',
+        part: 'call-1',
+        reply: tail,
+      });
+    const written = await send(lease.fence);
+    expect(written).toMatchObject({ ok: true, stop: false });
+    const entries = async () =>
+      (await replies.read('c1', 'r1')).map((e) => (e.kind === 'chunk' ? e.chunk.type : ''));
+    expect(await entries()).toEqual(['text-start', 'text-delta']);
+    expect(await redis.pttl(tail.key)).toBeGreaterThan(50_000);
+    expect(await send(lease.fence)).toMatchObject({ ok: true, id: written.ok ? written.id : '' });
+    expect(await send('999')).toMatchObject({ ok: false });
+    expect(await entries()).toEqual(['text-start', 'text-delta']);
+    expect((await store.readOutbox('c1', undefined, 10)).map((i) => i.text)).toEqual(['hello']);
   });
 });

@@ -121,6 +121,34 @@ describe('a turn', () => {
     expect((await deps.store.acquire('c1', 'next', 1000)).ok).toBe(true);
   });
 
+  it("writes a chat_send's text part with its outbox item: the reply stream's only write of its own is the open", async () => {
+    // A model that takes a moment, as any does: the reply's open is written before it answers.
+    const { model } = scriptedModel(async (...args) => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return echoScript(...args);
+    });
+    const deps = turnDeps(redis, prefix, model);
+    await ingestTexts(deps.store, 'c1', 'hello');
+    const replies = deps.replies!;
+    const writes = vi.spyOn(replies, 'write');
+    const outcome = await runTurn(deps, 'c1');
+    expect(outcome).toMatchObject({ status: 'done', sent: 1 });
+    expect(writes.mock.calls.map((call) => call[3])).toEqual(['open']);
+    const entries = await replies.read('c1', (outcome as { runId: string }).runId);
+    const chunks = entries.flatMap((e) => (e.kind === 'chunk' ? [e.chunk] : []));
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    const [item] = await deps.store.readOutbox('c1', undefined, 10);
+    expect(chunks.find((c) => c.type === 'text-delta')).toMatchObject({ id: item!.part, delta: item!.text });
+  });
+
   it('does nothing and calls no model when the inbox is empty', async () => {
     const { model, calls } = scriptedModel();
     const deps = turnDeps(redis, prefix, model);

@@ -30,7 +30,7 @@ import {
   tuple,
   turnInputOf,
 } from './records.js';
-import type { ReplyClose } from './reply-streams.js';
+import type { ReplyTail } from './reply-streams.js';
 import { type RedisClient, scripts } from './scripts.js';
 
 // The records live in records.ts; importers keep reading them from the store.
@@ -193,7 +193,7 @@ export class ChatStore {
       /** The turn's model calls: counted in the chat's usage and put on turn.committed. */
       usage?: CallUsage[];
       /** The reply's last entries: the reply stream is closed by the commit, or not at all. */
-      reply?: ReplyClose;
+      reply?: ReplyTail;
     },
   ): Promise<FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number }>> {
     const k = this.keys(chatKey);
@@ -237,7 +237,8 @@ export class ChatStore {
    * the chat's delivery job (chats without a route are read over the API only). With `seen`
    * (chat_send) the item is also recorded as uncommitted until the turn commits, and
    * `arrived` says whether the inbox held a message after `seen` at the write (always true
-   * without `seen`).
+   * without `seen`). With `reply`, its entries are appended to the turn's reply stream in the
+   * same script, and `stop` says an operator asked this fence to stop.
    */
   async sendOutbox(
     chatKey: string,
@@ -250,13 +251,16 @@ export class ChatStore {
       traceparent?: string | undefined;
       /** The chat_send's tool call id (its reply stream part). */
       part?: string | undefined;
+      /** Reply entries not yet written: the send's text part so far. */
+      reply?: ReplyTail | undefined;
     },
-  ): Promise<FencedResult<{ id: string; routed: boolean; arrived: boolean }>> {
+  ): Promise<FencedResult<{ id: string; routed: boolean; arrived: boolean; stop: boolean }>> {
     const k = this.keys(chatKey);
+    const { reply } = item;
     const raw = tuple.parse(
       await scripts.outbox.run(
         this.redis,
-        [k.meta, k.outbox, k.events, k.uncommitted, k.inbox],
+        [k.meta, k.outbox, k.events, k.uncommitted, k.inbox, reply?.key ?? k.meta],
         [
           fence,
           this.maxEvents,
@@ -269,11 +273,20 @@ export class ChatStore {
           MAX_UNCOMMITTED_SENDS,
           item.traceparent ?? '',
           item.part ?? '',
+          reply?.maxLen ?? '',
+          reply?.ttlMs ?? '',
+          ...(reply?.fields.flat() ?? []),
         ],
       ),
     );
     if (raw[0] === 'ok')
-      return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1, arrived: Number(raw[3]) !== 0 };
+      return {
+        ok: true,
+        id: String(raw[1]),
+        routed: Number(raw[2]) === 1,
+        arrived: Number(raw[3]) !== 0,
+        stop: Number(raw[4]) === 1,
+      };
     return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
   }
 

@@ -24,8 +24,12 @@ export type ReplyWriteResult = 'ok' | 'stop' | 'fenced-out';
 /** What one write appends: `c` a chunk's JSON, `m` a JSON array of message ids. */
 export type ReplyField = ['c' | 'm', string];
 
-/** A reply's last entries, written by the commit that puts its turn in history (commit.lua). */
-export interface ReplyClose {
+/**
+ * Reply entries another fenced script writes in its own call: the commit that puts the turn in
+ * history closes the reply with them (commit.lua), a chat_send's outbox write appends the text
+ * part it sends (outbox.lua). A round trip less each.
+ */
+export interface ReplyTail {
   key: string;
   maxLen: number;
   ttlMs: number;
@@ -82,8 +86,8 @@ export class ReplyStreams {
     return replyStreamKey(this.options.prefix, chatKey, runId);
   }
 
-  /** What a commit needs to close `runId`'s reply with `fields` in the same script. */
-  closing(chatKey: string, runId: string, fields: readonly ReplyField[]): ReplyClose {
+  /** What another script needs to write `fields` to `runId`'s reply in its own call. */
+  tail(chatKey: string, runId: string, fields: readonly ReplyField[]): ReplyTail {
     return { key: this.key(chatKey, runId), maxLen: this.options.maxLen, ttlMs: this.options.ttlMs, fields };
   }
 

@@ -74,7 +74,7 @@ export const scripts = {
   commit: new LuaScript('commit', 7),
   fail: new LuaScript('fail', 7),
   budgetHold: new LuaScript('budget-hold', 7),
-  outbox: new LuaScript('outbox', 5),
+  outbox: new LuaScript('outbox', 6),
   finish: new LuaScript('finish', 4),
   sweepCheck: new LuaScript('sweep-check', 4),
   compact: new LuaScript('compact', 5),

@@ -1,11 +1,12 @@
 import type { Logger } from '../../shared/logger.js';
 import { isSendTextStart } from '../../shared/store/reply-send-part.js';
 import type {
-  ReplyClose,
   ReplyEvent,
   ReplyField,
   ReplyStreams,
+  ReplyTail,
   ReplyWriteMode,
+  ReplyWriteResult,
 } from '../../shared/store/reply-streams.js';
 import type { UiChunk } from '../agent/ui-chunks.js';
 
@@ -59,7 +60,10 @@ export class ReplyWriter {
   /** `closing` took the rest for the commit: the drain stops after the write in flight. */
   private handingOff = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The one write in flight: the writer's own, or an outbox write that took a hand-off. */
   private flushing: Promise<void> | undefined;
+  /** Ends the hand-off in flight (`handedOff`). */
+  private handedDone: (() => void) | undefined;
 
   constructor(
     private readonly replies: ReplyStreams,
@@ -139,6 +143,43 @@ export class ReplyWriter {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.flush();
+    // A hand-off was in flight and wrote none of these: the drain that follows it does.
+    while (this.flushing && !this.dead) await this.flushing;
+  }
+
+  /**
+   * What waits unwritten, for a chat_send's outbox write to append in its own script
+   * (outbox.lua): the send's text part, written with the item that names it, and a write less
+   * a step. Undefined when it must go through the writer: nothing waits, a write is in flight
+   * (its entries go first), or a merge's event or the close waits. `handedOff` says how the
+   * write went.
+   */
+  handOff(): { tail: ReplyTail; sendStart: boolean } | undefined {
+    if (!this.opened || this.closed || this.dead || this.handingOff || this.flushing) return undefined;
+    if (this.batches.length === 0 || this.batches.some((b) => b.event || b.close)) return undefined;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const entries = this.batches.splice(0).flatMap((b) => b.entries);
+    const fields = entries.map(([f, v]): ReplyField => [f, JSON.stringify(v)]);
+    // The outbox write is this writer's write in flight: what gathers meanwhile follows it.
+    void this.inFlight(
+      new Promise<void>((resolve) => {
+        this.handedDone = resolve;
+      }),
+    );
+    return { tail: this.replies.tail(this.chatKey, this.runId, fields), sendStart: entries.some(sendStart) };
+  }
+
+  /** The outbox write that took `handOff`'s entries has ended: its result, as `drain` takes a write's. */
+  handedOff(result: ReplyWriteResult | 'failed', sendStart: boolean): void {
+    if (result === 'failed') {
+      this.logger.warn('reply stream write failed with the outbox item; the live view misses these chunks');
+    } else {
+      this.wrote(result, sendStart);
+    }
+    const done = this.handedDone;
+    this.handedDone = undefined;
+    done?.();
   }
 
   /**
@@ -147,7 +188,7 @@ export class ReplyWriter {
    * go out first. Undefined when the commit has nothing to close (never opened, closed, or
    * fenced out). The writer takes no more chunks; `committed` says how the commit went.
    */
-  async closing(last: UiChunk[]): Promise<ReplyClose | undefined> {
+  async closing(last: UiChunk[]): Promise<ReplyTail | undefined> {
     if (!this.opened || this.closed || this.dead) return undefined;
     this.handingOff = true;
     clearTimeout(this.timer);
@@ -167,7 +208,7 @@ export class ReplyWriter {
       for (const [f, v] of batch.entries) fields.push([f, JSON.stringify(v)]);
     }
     for (const chunk of last) fields.push(['c', JSON.stringify(chunk)]);
-    return this.replies.closing(this.chatKey, this.runId, fields);
+    return this.replies.tail(this.chatKey, this.runId, fields);
   }
 
   /**
@@ -190,8 +231,12 @@ export class ReplyWriter {
   }
 
   private flush(): Promise<void> {
-    if (this.flushing) return this.flushing;
-    this.flushing = this.drain().finally(() => {
+    return this.flushing ?? this.inFlight(this.drain());
+  }
+
+  /** `write` is the write in flight: later ones wait for it, and what gathered meanwhile follows it. */
+  private inFlight(write: Promise<void>): Promise<void> {
+    this.flushing = write.finally(() => {
       this.flushing = undefined;
       if (this.batches.length > 0 && !this.dead && !this.handingOff) {
         if (this.closed) void this.flush();
@@ -199,6 +244,17 @@ export class ReplyWriter {
       }
     });
     return this.flushing;
+  }
+
+  /** A write's result: delivery follows a send's start (or the close), a stop or a lost fence ends the turn. */
+  private wrote(result: ReplyWriteResult, platform: boolean): void {
+    if (result !== 'fenced-out' && platform) this.hooks.platform?.();
+    if (result === 'stop') this.hooks.stop();
+    else if (result === 'fenced-out') {
+      this.dead = true;
+      this.batches.length = 0;
+      this.hooks.fencedOut();
+    }
   }
 
   private async drain(): Promise<void> {
@@ -217,14 +273,7 @@ export class ReplyWriter {
           batch.event,
           mode === 'open' ? (this.openReply ?? null) : undefined,
         );
-        if (result !== 'fenced-out' && this.hooks.platform && (batch.close || batch.entries.some(sendStart)))
-          this.hooks.platform();
-        if (result === 'stop') this.hooks.stop();
-        else if (result === 'fenced-out') {
-          this.dead = true;
-          this.batches.length = 0;
-          this.hooks.fencedOut();
-        }
+        this.wrote(result, batch.close === true || batch.entries.some(sendStart));
       } catch (err) {
         this.logger.warn({ err }, 'reply stream write failed; the live view misses these chunks');
       }

@@ -379,6 +379,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     inboxChecked: (arrived) => {
       quietAt = arrived ? undefined : Date.now();
     },
+    reply: run.reply,
     fencedOut: (reason) => lane.markLost(reason),
     rebase: async (contextMessages) => {
       const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);

@@ -6,6 +6,7 @@
   KEYS[3] events
   KEYS[4] uncommitted  list: this chat's sends of turns that have not committed (JSON each)
   KEYS[5] inbox        read only: whether a message arrived after ARGV[8]
+  KEYS[6] the turn's reply stream (KEYS[1] again when ARGV[12] is '')
 
   ARGV[1] fence
   ARGV[2] max events
@@ -18,20 +19,31 @@
   ARGV[9] max items kept in KEYS[4]
   ARGV[10] W3C traceparent of the writing span ('' when tracing is off): the delivery joins its trace
   ARGV[11] the chat_send's tool call id: the reply stream part that showed this text ('' none)
+  ARGV[12] reply stream MAXLEN ~ ('' = no reply entries)
+  ARGV[13] reply stream TTL in ms
+  ARGV[14..] reply entries not yet written (the send's text part so far), as field/value
+          pairs: appended to KEYS[6] as reply-write.lua's `append` does, a write less a step
 
-  Returns { 'ok', streamId, routed, arrived } | { 'fenced-out', currentFence }
+  Returns { 'ok', streamId, routed, arrived, stop } | { 'fenced-out', currentFence }
     routed  1 when the chat has a reply route (the caller triggers its delivery job), else 0
     arrived 1 when the inbox holds a message after ARGV[8] (or ARGV[8] is ''), else 0: the
             sending turn need not read its inbox again before its next step (one round trip)
+    stop    1 when reply entries came and an operator asked this fence to stop (meta.stop),
+            as reply-write.lua answers 'stop', else 0
 ]]
 -- @include "fence"
 -- @include "outbox-trim"
+-- @include "reply"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[3], ARGV[2], 'outbox', ARGV[1], ARGV[4]) }
 end
 local arrived = 1
 if ARGV[8] ~= '' and #redis.call('XRANGE', KEYS[5], '(' .. ARGV[8], '+', 'COUNT', 1) == 0 then
   arrived = 0
+end
+local stop = 0
+if ARGV[12] ~= '' and redis.call('HGET', KEYS[1], 'stop') == ARGV[1] then
+  stop = 1
 end
 if ARGV[7] == '1' then
   -- The same run never sends the same text twice (chat_send dedupes it), so finding it here
@@ -40,9 +52,14 @@ if ARGV[7] == '1' then
   for _, raw in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
     local item = cjson.decode(raw)
     if item.runId == ARGV[4] and item.text == ARGV[5] then
-      return { 'ok', item.id, redis.call('HEXISTS', KEYS[1], 'route'), arrived }
+      return { 'ok', item.id, redis.call('HEXISTS', KEYS[1], 'route'), arrived, stop }
     end
   end
+end
+if ARGV[12] ~= '' then
+  -- Written with the item (a resent call above wrote them the first time): a reader that finds
+  -- the item finds the text part it names.
+  appendReply(KEYS[6], ARGV[12], ARGV[13], 14, #ARGV)
 end
 local fields = { 'runId', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6] }
 if ARGV[10] ~= '' then
@@ -62,4 +79,4 @@ if ARGV[7] == '1' then
     id = id, runId = ARGV[4], fence = ARGV[1], text = ARGV[5], ts = ARGV[6], seen = ARGV[8] }))
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[9]), -1)
 end
-return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route'), arrived }
+return { 'ok', id, redis.call('HEXISTS', KEYS[1], 'route'), arrived, stop }

@@ -44,18 +44,32 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
     return { status: 'limit', message: `at most ${turn.maxSendsPerTurn} messages per turn; stop sending` };
   }
   state.sent.push(text);
-  const res = await writeOutbox(turn, turn.chatKey, turn.fence, {
-    runId: turn.runId,
-    text,
-    ts: Date.now(),
-    seen: turn.seen(),
-    part,
-  });
+  // The SDK runs a tool as its call is parsed, a few promise hops before its text part has
+  // reached the reply writer; those hops are all done by the next macrotask. Then the part,
+  // not yet written, goes with the item.
+  if (turn.reply) await new Promise<void>((resolve) => setImmediate(resolve));
+  const handed = turn.reply?.handOff();
+  let res: Awaited<ReturnType<typeof writeOutbox>>;
+  try {
+    res = await writeOutbox(turn, turn.chatKey, turn.fence, {
+      runId: turn.runId,
+      text,
+      ts: Date.now(),
+      seen: turn.seen(),
+      part,
+      reply: handed?.tail,
+    });
+  } catch (err) {
+    if (handed) turn.reply?.handedOff('failed', handed.sendStart);
+    throw err;
+  }
   if (!res.ok) {
     state.sent.pop();
     turn.fencedOut('outbox fenced out');
+    if (handed) turn.reply?.handedOff('fenced-out', handed.sendStart);
     return { status: 'fenced-out' };
   }
+  if (handed) turn.reply?.handedOff(res.stop ? 'stop' : 'ok', handed.sendStart);
   turn.inboxChecked?.(res.arrived);
   return { status: 'sent', id: res.id };
 }

@@ -2,6 +2,7 @@ import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import type { DeliveryTrigger } from '../../turn/outbox.js';
+import type { ReplyWriter } from '../../turn/reply-writer.js';
 
 /**
  * What chatlane's tools need of the turn calling them. The tools are built once per process
@@ -33,6 +34,11 @@ export interface ToolTurn {
    * come after `seen()` by then. Nothing had: the next step need not read the inbox again.
    */
   inboxChecked?: (arrived: boolean) => void;
+  /**
+   * The turn's live reply (reply streams on): a chat_send's outbox write takes what waits
+   * unwritten there, its own text part, into the same script.
+   */
+  reply?: Pick<ReplyWriter, 'handOff' | 'handedOff'> | undefined;
   /** Told when a fenced write is refused (another turn holds the chat): the turn must stop. */
   fencedOut: (reason: string) => void;
   /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
