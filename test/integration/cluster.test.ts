@@ -54,6 +54,32 @@ describe.skipIf(!REDIS_CLUSTER_NODES)('Redis Cluster layout', () => {
     expect(masters).toHaveLength(3);
   });
 
+  it("renews leases of chats on different masters together: each its own call in its chat's slot", async () => {
+    const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+    const leases = [];
+    for (const chatKey of chats.slice(0, 6)) {
+      const lease = await store.acquire(chatKey, `w:${chatKey}`, 1000);
+      if (!lease.ok) throw new Error('busy');
+      leases.push({
+        chatKey,
+        owner: `w:${chatKey}`,
+        fence: lease.fence,
+        leaseMs: 60_000,
+        runId: `run-${chatKey}`,
+      });
+    }
+    expect(await store.renewMany(leases)).toEqual(leases.map(() => true));
+    for (const { chatKey } of leases) {
+      expect(Number((await store.readMeta(chatKey)).leaseUntil)).toBeGreaterThan(Date.now() + 50_000);
+      await store.finish(
+        chatKey,
+        leases.find((l) => l.chatKey === chatKey)!.fence,
+        `w:${chatKey}`,
+        `run-${chatKey}`,
+      );
+    }
+  });
+
   it(`puts every key of one chat in one slot, and spreads ${CHATS} chats over every master`, async () => {
     const slotOfChat = new Map<string, number>();
     for (const chatKey of chats) {

@@ -1,4 +1,4 @@
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { LuaScript, scripts } from '../../src/shared/store/scripts.js';
@@ -56,6 +56,32 @@ describe('lease and fence', () => {
     const second = await store.acquire('c1', 'w2', 5000);
     expect(second.ok).toBe(false);
     if (!second.ok) expect(second.ttlMs).toBeGreaterThan(4000);
+  });
+
+  it("renews many chats' leases in one call, each iff its fence holds: a lost one is refused and recorded, the others renewed", async () => {
+    const held = [];
+    for (const chatKey of ['r1', 'r2', 'r3']) {
+      const lease = await store.acquire(chatKey, `w:${chatKey}`, 1000);
+      if (!lease.ok) throw new Error('busy');
+      held.push({
+        chatKey,
+        owner: `w:${chatKey}`,
+        fence: lease.fence,
+        leaseMs: 60_000,
+        runId: `run-${chatKey}`,
+      });
+    }
+    // r2's lease ran out and another worker took the chat.
+    await redis.hset(store.keys('r2').meta, 'leaseUntil', 0);
+    expect((await store.acquire('r2', 'other', 60_000)).ok).toBe(true);
+    const calls = vi.spyOn(scripts.renewMany, 'run');
+    expect(await store.renewMany(held)).toEqual([true, false, true]);
+    expect(calls).toHaveBeenCalledTimes(1);
+    for (const chatKey of ['r1', 'r3']) {
+      expect(Number((await store.readMeta(chatKey)).leaseUntil)).toBeGreaterThan(Date.now() + 50_000);
+    }
+    expect((await store.readEvents('r2', undefined, 10)).map((e) => e.type)).toContain('fence.rejected');
+    expect((await store.readEvents('r1', undefined, 10)).map((e) => e.type)).not.toContain('fence.rejected');
   });
 
   it('a script Redis has not cached (restart, failover) runs by EVAL with the same keys and arguments', async () => {

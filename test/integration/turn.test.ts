@@ -358,9 +358,11 @@ describe('fencing', () => {
     });
     const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 10_000 }), running: new RunningTurns() };
     const renew = vi.spyOn(deps.store, 'renew');
+    const renewMany = vi.spyOn(deps.store, 'renewMany');
     await ingestTexts(deps.store, 'c1', 'quick one');
     expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', sent: 1 });
     expect(renew).not.toHaveBeenCalled();
+    expect(renewMany).not.toHaveBeenCalled();
   });
 
   it("a turn that outlasts its lease renews it while the model works: leaseUntil moves on, the chat stays the turn's", async () => {
@@ -381,10 +383,11 @@ describe('fencing', () => {
     });
     const deps = { ...turnDeps(redis, prefix, model, { leaseMs: 1000 }), running: new RunningTurns() };
     store = deps.store;
-    const renewals = vi.spyOn(store, 'renew');
+    // RunningTurns sends the renewals due at a check together (one lease each here).
+    const renewals = vi.spyOn(store, 'renewMany');
     await ingestTexts(store, 'c1', 'slow one');
     expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', sent: 1 });
-    const renewed = await Promise.all(renewals.mock.results.map((r) => r.value));
+    const renewed = (await Promise.all(renewals.mock.results.map((r) => r.value))).flat();
     expect(renewed.length).toBeGreaterThanOrEqual(5);
     expect(renewed.every((ok) => ok === true)).toBe(true);
     expect(leaseUntils[1]).toBeGreaterThan(leaseUntils[0]!);

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
-import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import type { ChatStore, LeaseRenewal } from '../../src/shared/store/chat-store.js';
 import { Lane } from '../../src/worker/turn/lane.js';
 import { maxRenewalGap, renewalInterval } from '../../src/worker/turn/liveness.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
@@ -13,7 +13,7 @@ const LEASE_MS = 10_000;
  * after another worker took the expired lease over.
  */
 function leaseStore() {
-  const lease = { until: 0, renewals: 0, refused: 0 };
+  const lease = { until: 0, renewals: 0, refused: 0, batches: [] as number[] };
   const store = {
     acquire: async (_chatKey: string, _owner: string, leaseMs: number) => {
       lease.until = Date.now() + leaseMs;
@@ -27,6 +27,11 @@ function leaseStore() {
       lease.renewals++;
       lease.until = Date.now() + leaseMs;
       return true;
+    },
+    // One call for many chats' leases (one lease here, as many times as asked), counted.
+    renewMany: async (leases: LeaseRenewal[]) => {
+      lease.batches.push(leases.length);
+      return Promise.all(leases.map((l) => store.renew(l.chatKey, l.owner, l.fence, l.leaseMs)));
     },
     finish: async () => ({ ok: true, pending: 0 }),
     // REDIS_REPLICA_ACKS off: nothing to confirm.
@@ -74,6 +79,25 @@ describe('turn lease renewal', () => {
     await vi.advanceTimersByTimeAsync(LEASE_MS);
     expect(lease.renewals).toBe(0);
     expect(lane.lost).toBe(false);
+  });
+
+  it('RunningTurns sends the renewals due at one check in one call, and each lane learns its own outcome', async () => {
+    const { lease, store } = leaseStore();
+    const running = new RunningTurns();
+    const lanes = [
+      await trackedLane(store, running),
+      await trackedLane(store, running),
+      await trackedLane(store, running),
+    ];
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 4 + renewalInterval(LEASE_MS));
+    expect(lease.batches).toEqual([3]);
+    expect(lease.renewals).toBe(3);
+    // The next due check finds the lease lapsed (as after a partition): every lane is lost.
+    vi.setSystemTime(lease.until);
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 4);
+    expect(lease.batches).toEqual([3, 3]);
+    expect(lanes.map(({ lane }) => lane.lost)).toEqual([true, true, true]);
+    for (const { untrack } of lanes) untrack();
   });
 
   it('a check before the lease is due sends nothing and answers the same settled promise every time', async () => {

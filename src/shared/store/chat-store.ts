@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
@@ -17,11 +18,13 @@ import {
   type HistoryWindow,
   type InboxEntry,
   type IngestResult,
+  type LeaseRenewal,
   MAX_UNCOMMITTED_SENDS,
   NO_READS,
   type OutboxItem,
   outboxItemOf,
   parseUncommitted,
+  renewedSchema,
   type StoreOptions,
   type StreamEntry,
   type SweepState,
@@ -41,6 +44,7 @@ export type {
   HistoryWindow,
   InboxEntry,
   IngestResult,
+  LeaseRenewal,
   OutboxItem,
   StoreOptions,
   StreamEntry,
@@ -175,6 +179,27 @@ export class ChatStore {
       [owner, fence, leaseMs, this.maxEvents, runId],
     );
     return Number(res) === 1;
+  }
+
+  /**
+   * `renew` for many chats' leases in one script call (a worker's renewals due at one check),
+   * in order; per-lease calls on Redis Cluster, where the chats' keys are in different slots.
+   */
+  async renewMany(leases: readonly LeaseRenewal[]): Promise<boolean[]> {
+    if (this.redis instanceof Cluster) {
+      return Promise.all(leases.map((l) => this.renew(l.chatKey, l.owner, l.fence, l.leaseMs, l.runId)));
+    }
+    const keys: string[] = [];
+    const args: Array<string | number> = [this.maxEvents];
+    for (const l of leases) {
+      const k = this.keys(l.chatKey);
+      keys.push(k.meta, k.events);
+      args.push(l.owner, l.fence, l.leaseMs, l.runId);
+    }
+    const renewed = renewedSchema.parse(await scripts.renewMany.run(this.redis, keys, args));
+    if (renewed.length !== leases.length)
+      throw new Error(`renew-many answered ${renewed.length} of ${leases.length} leases`);
+    return renewed.map((n) => n === 1);
   }
 
   /**

@@ -198,6 +198,21 @@ const isReplyItem = (v: unknown) => typeof v === 'string' || typeof v === 'numbe
  * The reply of most store scripts: a status string, then strings and numbers. Checked in
  * place: a z.tuple of a union copied every reply and failed a string parse on every number.
  */
+/** renew-many.lua's reply: 1 or 0 per lease. */
+export const renewedSchema = z.custom<number[]>(
+  (v) => Array.isArray(v) && v.every((n) => n === 0 || n === 1),
+  { message: 'not a renew-many reply (1 or 0 per lease)' },
+);
+
+/** One lease a worker renews (renew-many.lua). */
+export interface LeaseRenewal {
+  chatKey: string;
+  owner: string;
+  fence: string;
+  leaseMs: number;
+  runId: string;
+}
+
 export const tuple = z.custom<[string, ...Array<string | number>]>(
   (v) => Array.isArray(v) && typeof v[0] === 'string' && v.every(isReplyItem),
   { message: 'not a script reply (a status string, then strings and numbers)' },

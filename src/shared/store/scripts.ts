@@ -71,6 +71,7 @@ export const scripts = {
   ingest: new LuaScript('ingest', 4),
   acquire: new LuaScript('acquire', 8),
   renew: new LuaScript('renew', 2),
+  renewMany: new LuaScript('renew-many', 2, { variadic: true }),
   commit: new LuaScript('commit', 7),
   fail: new LuaScript('fail', 7),
   budgetHold: new LuaScript('budget-hold', 7),

@@ -1,6 +1,12 @@
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import type { ChatStore, TurnInput, TurnReads, UncommittedSend } from '../../shared/store/chat-store.js';
+import type {
+  ChatStore,
+  LeaseRenewal,
+  TurnInput,
+  TurnReads,
+  UncommittedSend,
+} from '../../shared/store/chat-store.js';
 import type { CallUsage } from '../../shared/usage.js';
 import { TurnAbort } from '../agent/turn-abort.js';
 import { renewAfter, renewalInterval } from './liveness.js';
@@ -37,7 +43,8 @@ export class Lane extends TurnAbort {
   private stoppedHere = false;
 
   private constructor(
-    private readonly store: ChatStore,
+    /** The store its lease lives in (RunningTurns renews the leases of one store together). */
+    readonly store: ChatStore,
     readonly chatKey: string,
     readonly owner: string,
     readonly fence: string,
@@ -157,23 +164,42 @@ export class Lane extends TurnAbort {
    * every running turn twenty times a lease.
    */
   renewIfDue(now = Date.now()): Promise<void> {
-    if (this.renewing || this.ending || this.lost) return NOTHING_SENT;
-    if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return NOTHING_SENT;
-    this.renewing = true;
-    return this.renew(now);
+    const due = this.renewalDue(now);
+    if (!due) return NOTHING_SENT;
+    return this.store.renew(due.chatKey, due.owner, due.fence, due.leaseMs, due.runId).then(
+      (renewed) => this.renewalSettled(now, renewed),
+      (err: unknown) => this.renewalSettled(now, undefined, err),
+    );
   }
 
-  /** One renewal; a failed one is retried at the next check (if the lease ran out meanwhile, the fence refuses it and the turn aborts). */
-  private async renew(sentAt: number): Promise<void> {
-    try {
-      const ok = await this.store.renew(this.chatKey, this.owner, this.fence, this.leaseMs, this.runId);
-      if (ok) this.leaseSetAt = sentAt;
-      else this.markLost('renew rejected');
-    } catch (err) {
-      this.logger.warn({ err }, 'lease renewal failed');
-    } finally {
-      this.renewing = false;
-    }
+  /**
+   * The renewal due now, marked in flight; undefined when none is (see `renewIfDue`).
+   * RunningTurns sends the due renewals of all its lanes in one call and tells each lane how
+   * its renewal went (`renewalSettled`).
+   */
+  renewalDue(now: number): LeaseRenewal | undefined {
+    if (this.renewing || this.ending || this.lost) return undefined;
+    if (now - this.leaseSetAt < renewAfter(this.leaseMs)) return undefined;
+    this.renewing = true;
+    return {
+      chatKey: this.chatKey,
+      owner: this.owner,
+      fence: this.fence,
+      leaseMs: this.leaseMs,
+      runId: this.runId,
+    };
+  }
+
+  /**
+   * How the renewal sent at `sentAt` went: renewed, refused (another turn holds the chat: the
+   * lane is lost), or failed with `err` (retried at the next check; if the lease ran out
+   * meanwhile, the fence refuses that one and the turn aborts).
+   */
+  renewalSettled(sentAt: number, renewed: boolean | undefined, err?: unknown): void {
+    this.renewing = false;
+    if (renewed === true) this.leaseSetAt = sentAt;
+    else if (renewed === false) this.markLost('renew rejected');
+    else this.logger.warn({ err }, 'lease renewal failed');
   }
 
   private startRenewing(): void {
