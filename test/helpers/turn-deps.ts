@@ -1,7 +1,7 @@
 import type { LanguageModel } from 'ai';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { RedisClient } from '../../src/shared/redis.js';
-import { ChatStore, type StoreOptions } from '../../src/shared/store/chat-store.js';
+import { ChatStore, type LeaseRenewal, type StoreOptions } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
@@ -77,4 +77,21 @@ export async function ingestTexts(store: ChatStore, chatKey: string, ...texts: s
       dedupWindowMs: 60_000,
     });
   }
+}
+
+/** Leases on `chatKeys` held by `w:<chatKey>` (run `run-<chatKey>`), as renew-many takes them: 60 s each when renewed. */
+export async function holdLeases(store: ChatStore, chatKeys: string[]): Promise<LeaseRenewal[]> {
+  const leases: LeaseRenewal[] = [];
+  for (const chatKey of chatKeys) {
+    const lease = await store.acquire(chatKey, `w:${chatKey}`, 1000);
+    if (!lease.ok) throw new Error(`${chatKey} is busy`);
+    leases.push({
+      chatKey,
+      owner: `w:${chatKey}`,
+      fence: lease.fence,
+      leaseMs: 60_000,
+      runId: `run-${chatKey}`,
+    });
+  }
+  return leases;
 }

@@ -14,6 +14,7 @@ import {
   randomPrefix,
   testRedis,
 } from '../helpers/redis.js';
+import { holdLeases } from '../helpers/turn-deps.js';
 
 /**
  * How chatlane's keys land on a Redis Cluster. Runs only against a cluster
@@ -56,27 +57,11 @@ describe.skipIf(!REDIS_CLUSTER_NODES)('Redis Cluster layout', () => {
 
   it("renews leases of chats on different masters together: each its own call in its chat's slot", async () => {
     const store = new ChatStore(redis, { prefix, maxEvents: 100 });
-    const leases = [];
-    for (const chatKey of chats.slice(0, 6)) {
-      const lease = await store.acquire(chatKey, `w:${chatKey}`, 1000);
-      if (!lease.ok) throw new Error('busy');
-      leases.push({
-        chatKey,
-        owner: `w:${chatKey}`,
-        fence: lease.fence,
-        leaseMs: 60_000,
-        runId: `run-${chatKey}`,
-      });
-    }
+    const leases = await holdLeases(store, chats.slice(0, 6));
     expect(await store.renewMany(leases)).toEqual(leases.map(() => true));
-    for (const { chatKey } of leases) {
-      expect(Number((await store.readMeta(chatKey)).leaseUntil)).toBeGreaterThan(Date.now() + 50_000);
-      await store.finish(
-        chatKey,
-        leases.find((l) => l.chatKey === chatKey)!.fence,
-        `w:${chatKey}`,
-        `run-${chatKey}`,
-      );
+    for (const l of leases) {
+      expect(Number((await store.readMeta(l.chatKey)).leaseUntil)).toBeGreaterThan(Date.now() + 50_000);
+      await store.finish(l.chatKey, l.fence, l.owner, l.runId);
     }
   });
 

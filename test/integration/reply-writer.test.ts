@@ -39,9 +39,11 @@ async function writerFor(chatKey: string, runId: string) {
   const lease = await store.acquire(chatKey, `w:${runId}`, 60_000);
   if (!lease.ok) throw new Error('busy');
   const replies = new CountedStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
-  const hooks = { stop: () => undefined, fencedOut: () => undefined };
+  // Delivery follows a write that carried a send's start: counted.
+  const platform = { calls: 0 };
+  const hooks = { stop: () => undefined, fencedOut: () => undefined, platform: () => void platform.calls++ };
   const writer = new ReplyWriter(replies, chatKey, lease.fence, runId, silentLogger(), hooks, undefined);
-  return { writer, replies, fence: lease.fence };
+  return { writer, replies, fence: lease.fence, platform };
 }
 
 describe('ReplyWriter', () => {
@@ -81,7 +83,7 @@ describe('ReplyWriter', () => {
   });
 
   it("hands what waits unwritten to a chat_send's outbox write, which writes it with the item: no write of its own", async () => {
-    const { writer, replies, fence } = await writerFor('handoff', 'run-3');
+    const { writer, replies, fence, platform } = await writerFor('handoff', 'run-3');
     writer.open(['m1']);
     // The open's write is in flight: its entries go first, so nothing is handed off yet.
     expect(writer.handOff()).toBeUndefined();
@@ -97,7 +99,7 @@ describe('ReplyWriter', () => {
       writer.chunk(chunk);
     }
     const handed = writer.handOff();
-    expect(handed?.tail.fields.map(([, v]) => (JSON.parse(v) as { type: string }).type)).toEqual([
+    expect(handed?.fields.map(([, v]) => (JSON.parse(v) as { type: string }).type)).toEqual([
       'start-step',
       'text-start',
       'text-delta',
@@ -109,11 +111,12 @@ describe('ReplyWriter', () => {
       text: 'hi there',
       ts: 1,
       part: 'call-1',
-      reply: handed!.tail,
+      reply: handed,
     });
     expect(res).toMatchObject({ ok: true, stop: false });
-    expect(handed!.sendStart).toBe(true);
-    writer.handedOff('ok', handed!.sendStart);
+    writer.handedOff('ok');
+    // The hand-off carried the send's start: delivery is told, as after a write of its own.
+    expect(platform.calls).toBe(1);
     // The 15 ms gathering timer was cancelled with the hand-off: no write follows.
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(replies.calls).toEqual([['answers', 'start']]);
@@ -148,10 +151,10 @@ describe('ReplyWriter', () => {
       runId: 'run-4',
       text: 'x',
       ts: 1,
-      reply: handed.tail,
+      reply: handed,
     });
     expect(res).toMatchObject({ ok: true, stop: true });
-    writer.handedOff('stop', handed.sendStart);
+    writer.handedOff('stop');
     expect(stops).toEqual(['stop']);
   });
 

@@ -4,6 +4,7 @@ import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { LuaScript, scripts } from '../../src/shared/store/scripts.js';
 import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
+import { holdLeases } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
 let prefix: string;
@@ -59,18 +60,7 @@ describe('lease and fence', () => {
   });
 
   it("renews many chats' leases in one call, each iff its fence holds: a lost one is refused and recorded, the others renewed", async () => {
-    const held = [];
-    for (const chatKey of ['r1', 'r2', 'r3']) {
-      const lease = await store.acquire(chatKey, `w:${chatKey}`, 1000);
-      if (!lease.ok) throw new Error('busy');
-      held.push({
-        chatKey,
-        owner: `w:${chatKey}`,
-        fence: lease.fence,
-        leaseMs: 60_000,
-        runId: `run-${chatKey}`,
-      });
-    }
+    const held = await holdLeases(store, ['r1', 'r2', 'r3']);
     // r2's lease ran out and another worker took the chat.
     await redis.hset(store.keys('r2').meta, 'leaseUntil', 0);
     expect((await store.acquire('r2', 'other', 60_000)).ok).toBe(true);

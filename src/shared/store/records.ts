@@ -194,10 +194,6 @@ export type StreamEntry = [id: string, fields: string[]];
 
 const isReplyItem = (v: unknown) => typeof v === 'string' || typeof v === 'number';
 
-/**
- * The reply of most store scripts: a status string, then strings and numbers. Checked in
- * place: a z.tuple of a union copied every reply and failed a string parse on every number.
- */
 /** renew-many.lua's reply: 1 or 0 per lease. */
 export const renewedSchema = z.custom<number[]>(
   (v) => Array.isArray(v) && v.every((n) => n === 0 || n === 1),
@@ -213,6 +209,10 @@ export interface LeaseRenewal {
   runId: string;
 }
 
+/**
+ * The reply of most store scripts: a status string, then strings and numbers. Checked in
+ * place: a z.tuple of a union copied every reply and failed a string parse on every number.
+ */
 export const tuple = z.custom<[string, ...Array<string | number>]>(
   (v) => Array.isArray(v) && typeof v[0] === 'string' && v.every(isReplyItem),
   { message: 'not a script reply (a status string, then strings and numbers)' },

@@ -32,6 +32,9 @@ export interface ReplyWriterHooks {
 
 const sendStart = ([field, value]: Entry): boolean => field === 'c' && isSendTextStart(value);
 
+/** Entries as a script writes them: each value as JSON. */
+const fieldsOf = (entries: readonly Entry[]): ReplyField[] => entries.map(([f, v]) => [f, JSON.stringify(v)]);
+
 /**
  * Chunks that start no write of their own: a step's end shows nothing new, so it goes with
  * the next write (the next step's first chunk, or the close). A write less per step.
@@ -62,8 +65,8 @@ export class ReplyWriter {
   private timer: NodeJS.Timeout | undefined;
   /** The one write in flight: the writer's own, or an outbox write that took a hand-off. */
   private flushing: Promise<void> | undefined;
-  /** Ends the hand-off in flight (`handedOff`). */
-  private handedDone: (() => void) | undefined;
+  /** The hand-off in flight: ends it (`handedOff`), and whether it carried a send's start. */
+  private handed: { done: () => void; sendStart: boolean } | undefined;
 
   constructor(
     private readonly replies: ReplyStreams,
@@ -154,32 +157,31 @@ export class ReplyWriter {
    * (its entries go first), or a merge's event or the close waits. `handedOff` says how the
    * write went.
    */
-  handOff(): { tail: ReplyTail; sendStart: boolean } | undefined {
+  handOff(): ReplyTail | undefined {
     if (!this.opened || this.closed || this.dead || this.handingOff || this.flushing) return undefined;
     if (this.batches.length === 0 || this.batches.some((b) => b.event || b.close)) return undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
     const entries = this.batches.splice(0).flatMap((b) => b.entries);
-    const fields = entries.map(([f, v]): ReplyField => [f, JSON.stringify(v)]);
     // The outbox write is this writer's write in flight: what gathers meanwhile follows it.
     void this.inFlight(
       new Promise<void>((resolve) => {
-        this.handedDone = resolve;
+        this.handed = { done: resolve, sendStart: entries.some(sendStart) };
       }),
     );
-    return { tail: this.replies.tail(this.chatKey, this.runId, fields), sendStart: entries.some(sendStart) };
+    return this.replies.tail(this.chatKey, this.runId, fieldsOf(entries));
   }
 
   /** The outbox write that took `handOff`'s entries has ended: its result, as `drain` takes a write's. */
-  handedOff(result: ReplyWriteResult | 'failed', sendStart: boolean): void {
+  handedOff(result: ReplyWriteResult | 'failed'): void {
+    const handed = this.handed;
+    this.handed = undefined;
     if (result === 'failed') {
       this.logger.warn('reply stream write failed with the outbox item; the live view misses these chunks');
     } else {
-      this.wrote(result, sendStart);
+      this.wrote(result, handed?.sendStart === true);
     }
-    const done = this.handedDone;
-    this.handedDone = undefined;
-    done?.();
+    handed?.done();
   }
 
   /**
@@ -203,12 +205,9 @@ export class ReplyWriter {
       await this.flushing;
     }
     if (this.dead) return undefined;
-    const fields: ReplyField[] = [];
-    for (const batch of this.batches.splice(0)) {
-      for (const [f, v] of batch.entries) fields.push([f, JSON.stringify(v)]);
-    }
-    for (const chunk of last) fields.push(['c', JSON.stringify(chunk)]);
-    return this.replies.tail(this.chatKey, this.runId, fields);
+    const entries = this.batches.splice(0).flatMap((b) => b.entries);
+    for (const chunk of last) entries.push(['c', chunk]);
+    return this.replies.tail(this.chatKey, this.runId, fieldsOf(entries));
   }
 
   /**
@@ -262,7 +261,7 @@ export class ReplyWriter {
       const batch = this.batches.shift()!;
       const mode: ReplyWriteMode =
         batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';
-      const fields = batch.entries.map(([f, v]): ReplyField => [f, JSON.stringify(v)]);
+      const fields = fieldsOf(batch.entries);
       try {
         const result = await this.replies.write(
           this.chatKey,

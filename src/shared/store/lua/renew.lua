@@ -14,9 +14,5 @@
 ]]
 -- @include "now"
 -- @include "fence"
-if currentFence(KEYS[1]) ~= ARGV[2] or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-  rejectFence(KEYS[1], KEYS[2], ARGV[4], 'renew', ARGV[2], ARGV[5])
-  return 0
-end
-redis.call('HSET', KEYS[1], 'leaseUntil', nowMs() + tonumber(ARGV[3]))
-return 1
+-- @include "lease"
+return renewLease(KEYS[1], KEYS[2], ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], nowMs())

@@ -48,7 +48,7 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
   // reached the reply writer; those hops are all done by the next macrotask. Then the part,
   // not yet written, goes with the item.
   if (turn.reply) await new Promise<void>((resolve) => setImmediate(resolve));
-  const handed = turn.reply?.handOff();
+  const tail = turn.reply?.handOff();
   let res: Awaited<ReturnType<typeof writeOutbox>>;
   try {
     res = await writeOutbox(turn, turn.chatKey, turn.fence, {
@@ -57,19 +57,19 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
       ts: Date.now(),
       seen: turn.seen(),
       part,
-      reply: handed?.tail,
+      reply: tail,
     });
   } catch (err) {
-    if (handed) turn.reply?.handedOff('failed', handed.sendStart);
+    if (tail) turn.reply?.handedOff('failed');
     throw err;
   }
   if (!res.ok) {
     state.sent.pop();
     turn.fencedOut('outbox fenced out');
-    if (handed) turn.reply?.handedOff('fenced-out', handed.sendStart);
+    if (tail) turn.reply?.handedOff('fenced-out');
     return { status: 'fenced-out' };
   }
-  if (handed) turn.reply?.handedOff(res.stop ? 'stop' : 'ok', handed.sendStart);
+  if (tail) turn.reply?.handedOff(res.stop ? 'stop' : 'ok');
   turn.inboxChecked?.(res.arrived);
   return { status: 'sent', id: res.id };
 }
