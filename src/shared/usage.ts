@@ -77,9 +77,16 @@ export class UsageTally {
   }
 }
 
+// The last day asked for, [start, start + DAY_MS): every turn asks, nearly always for today.
+let lastDay = { start: Number.NaN, day: '' };
+
 /** The UTC day of a time, `YYYY-MM-DD`: the unit usage is summed and budgeted by. */
 export function utcDay(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10);
+  if (ms >= lastDay.start && ms < lastDay.start + DAY_MS) return lastDay.day;
+  const start = Math.floor(ms / DAY_MS) * DAY_MS;
+  const day = new Date(ms).toISOString().slice(0, 10);
+  if (Number.isFinite(start)) lastDay = { start, day };
+  return day;
 }
 
 /** The day and the retention a usage write carries (ARGV of the scripts that write usage). */

@@ -137,12 +137,20 @@ export function bullmqTelemetry(): { telemetry: Telemetry } | undefined {
 
 /** The AI SDK's per-call telemetry option; its spans come from @ai-sdk/otel, registered by ./sdk.ts. */
 type ModelTelemetry = {
-  telemetry: { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false };
+  telemetry:
+    | { isEnabled: true; functionId: string; recordInputs: false; recordOutputs: false }
+    | { isEnabled: false };
 };
 
-/** The AI SDK's telemetry setting for a model call (its own spans, with gen_ai.* attributes). */
-export function modelTelemetry(functionId: string): ModelTelemetry | undefined {
-  if (!otel) return undefined;
+/**
+ * The AI SDK's telemetry setting for a model call: its own spans (gen_ai.* attributes) with
+ * tracing on, and off entirely without it. Left unset, the SDK builds a telemetry event for
+ * every call, step and tool call anyway (a copy of the event with its tools' credentials
+ * redacted, about 3 KB a turn) and runs each tool inside a tracing-channel wrapper, all for a
+ * diagnostics channel nobody listens to.
+ */
+export function modelTelemetry(functionId: string): ModelTelemetry {
+  if (!otel) return { telemetry: { isEnabled: false } };
   // Prompts and replies are people's messages: spans carry the model, tokens and timing only.
   return {
     telemetry: { isEnabled: true, functionId, recordInputs: false, recordOutputs: false },
