@@ -17,6 +17,9 @@ const redis = testRedis('ingress');
 const prefix = randomPrefix('errshape');
 let ing: TestIngress;
 let port: number;
+let patient: TestIngress;
+/** The default slow-client timeouts: a whole request is never answered 408 on a loaded machine. */
+let patientPort: number;
 
 beforeAll(async () => {
   await waitReady(redis);
@@ -24,9 +27,11 @@ beforeAll(async () => {
   ({ ing, port } = await listeningIngress(redis, prefix, {
     http: { headersTimeoutMs: 150, requestTimeoutMs: 300, keepAliveTimeoutMs: 5000 },
   }));
+  ({ ing: patient, port: patientPort } = await listeningIngress(redis, prefix));
 });
 afterAll(async () => {
   await ing.close();
+  await patient.close();
   await deletePrefix(redis, prefix);
   redis.disconnect();
 });
@@ -129,7 +134,7 @@ describe('errors before any route runs', () => {
   ];
   for (const [name, bytes, status, code] of cases) {
     it(`answers ${status} ${code} for ${name}`, async () => {
-      const res = await rawHttp(port, [bytes]);
+      const res = await rawHttp(patientPort, [bytes]);
       expect(res.status).toBe(status);
       expect(expectDocumentedError(res, name).code).toBe(code);
     });
@@ -200,7 +205,7 @@ describe('errors from routes', () => {
   ];
   for (const [name, bytes, status, code] of cases) {
     it(`answers ${status} ${code} for ${name} and writes nothing`, async () => {
-      const res = await rawHttp(port, [bytes]);
+      const res = await rawHttp(patientPort, [bytes]);
       expect(res.status).toBe(status);
       expect(expectDocumentedError(res, name).code).toBe(code);
       expect((await keysUnder(redis, prefix)).filter((k) => k.includes(':{c:'))).toEqual([]);
