@@ -36,12 +36,15 @@ const tools = {
 };
 
 let steps = 0;
-async function turn(i) {
+async function turn(chatKey) {
   const result = streamText({
     model,
     // The mock reads the chat key from the system prompt, as it does from the worker's.
-    instructions: `You are a helpful assistant.\nChatKey: ${prefix}-${i}\nReply with chat_send.`,
-    messages: [{ role: 'user', content: `message ${i} of a benchmark chat` }],
+    instructions: `You are a helpful assistant.\nChatKey: ${chatKey}\nReply with chat_send.`,
+    // The worker side's message, word for word (bench/util.ts seedChats: `message ${m} of
+    // ${chatKey}`, m = 0), in a chat named alike: the mock echoes it through chat_send, so both
+    // sides stream the same model output (a shorter text is fewer argument chunks to parse).
+    messages: [{ role: 'user', content: `message 0 of ${chatKey}` }],
     tools,
     stopWhen: isStepCount(16),
     maxRetries: 2,
@@ -51,23 +54,23 @@ async function turn(i) {
   steps += (await result.steps).length;
 }
 
-async function pool(from, count) {
-  let next = from;
-  const end = from + count;
+/** `count` turns, `concurrency` at once, in chats `<prefix>-<kind><0 … count - 1>` as the worker side names its own. */
+async function pool(kind, count) {
+  let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, count) }, async () => {
-      while (next < end) await turn(next++);
+      while (next < count) await turn(`${prefix}-${kind}${next++}`);
     }),
   );
 }
 
-await pool(0, warmup);
+await pool('w', warmup);
 steps = 0;
 process.stdout.write('ready\n');
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
   if (line.trim() !== 'go') continue;
-  await pool(warmup, turns);
+  await pool('c', turns);
   process.stdout.write(`done ${turns} ${steps}\n`);
 }
 // stdin ended (the bench is done with us): exit now, so `--cpu-prof` writes its profile.

@@ -49,7 +49,7 @@ export interface BareLoopOptions {
   concurrency: number;
   turns: number;
   warmup: number;
-  /** Its chat keys are `<prefix>-<n>`: the mock's stats per side. */
+  /** Its chat keys are `<prefix>-w<n>` and `<prefix>-c<n>`: the mock's stats per side. */
   prefix: string;
   /** Flags for node itself (profilers, preloads). */
   nodeArgs?: string[];
@@ -126,9 +126,17 @@ export function rssSampler(pids: number[], everyMs = 100): { stop(): number[] } 
   };
 }
 
+/** The worker side's chats are `<randomPrefix(FLEET_LABEL)>-w<i>` (warm-up) and `-c<i>`. */
+export const FLEET_LABEL = 'fleet';
+/**
+ * bench/bare-loop.mjs names its chats alike, under a label of the same length: the mock echoes
+ * each chat's message, which names the chat, so both sides get model output of one size.
+ */
+export const ANCHOR_LABEL = 'anchr';
+
 /** A prefix, a store and the turns queue as the ingress has them. */
 export class BenchChats {
-  readonly prefix = randomPrefix('fleet');
+  readonly prefix = randomPrefix(FLEET_LABEL);
   readonly redis = createRedis(REDIS_URL, 'worker', 'chatlane:bench-fleet');
   readonly store = new ChatStore(this.redis, { prefix: this.prefix, maxEvents: 1000 });
   readonly turns: Queue<TurnJob> = createQueue<TurnJob>(this.prefix, QUEUES.turns, this.redis);

@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
-import { BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
+import { ANCHOR_LABEL, BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
 import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
 
 /**
@@ -156,7 +156,7 @@ async function probeChatlane(mock: RoleProcess): Promise<void> {
 }
 
 async function probeBare(mock: RoleProcess): Promise<void> {
-  const prefix = randomPrefix('bare');
+  const prefix = randomPrefix(ANCHOR_LABEL);
   const probe = probeOf('bare');
   const child = spawnBareLoop({
     mockUrl: mock.url!,

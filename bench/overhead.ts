@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import {
+  ANCHOR_LABEL,
   idleCpuPct,
   measureWorkerTurns,
   memoryOf,
@@ -93,7 +94,7 @@ async function measureBare(
   statsOf: (prefix: string) => Promise<{ requests: number; inFlight: number }>,
   profileDir?: string,
 ): Promise<Side> {
-  const prefix = randomPrefix('bare');
+  const prefix = randomPrefix(ANCHOR_LABEL);
   const profile = profileDir
     ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
     : [];
