@@ -43,7 +43,7 @@ async function turn(chatKey) {
     instructions: `You are a helpful assistant.\nChatKey: ${chatKey}\nReply with chat_send.`,
     // The worker side's message, word for word (bench/util.ts seedChats: `message ${m} of
     // ${chatKey}`, m = 0), in a chat named alike: the mock echoes it through chat_send, so both
-    // sides stream the same model output (a shorter text is fewer argument chunks to parse).
+    // sides stream the same model output (the same SSE events, and the same bytes in them).
     messages: [{ role: 'user', content: `message 0 of ${chatKey}` }],
     tools,
     stopWhen: isStepCount(16),

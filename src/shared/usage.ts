@@ -83,9 +83,9 @@ let lastDay = { start: Number.NaN, day: '' };
 /** The UTC day of a time, `YYYY-MM-DD`: the unit usage is summed and budgeted by. */
 export function utcDay(ms: number): string {
   if (ms >= lastDay.start && ms < lastDay.start + DAY_MS) return lastDay.day;
-  const start = Math.floor(ms / DAY_MS) * DAY_MS;
+  // toISOString throws first on a time that is not one (NaN, ±Infinity).
   const day = new Date(ms).toISOString().slice(0, 10);
-  if (Number.isFinite(start)) lastDay = { start, day };
+  lastDay = { start: Math.floor(ms / DAY_MS) * DAY_MS, day };
   return day;
 }
 
