@@ -5,6 +5,7 @@
 // (src/worker/agent/model.ts, loop.ts), the same `chat_send` tool schema, the same mock model
 // over HTTP: step 1 calls chat_send, step 2 stops — 2 model calls per turn.
 //
+// BARE_TEXT, when set, is every turn's message (the stream benchmark's anchor).
 // Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, waits for `go`, runs
 // BARE_TURNS turns with BARE_CONCURRENCY at once, prints `done <turns> <modelSteps>`, waits
 // to be killed. The parent reads this process's CPU and memory from /proc.
@@ -18,6 +19,8 @@ const concurrency = Number(env.BARE_CONCURRENCY);
 const turns = Number(env.BARE_TURNS);
 const warmup = Number(env.BARE_WARMUP ?? '0');
 const prefix = env.BARE_CHAT_PREFIX ?? 'bare';
+// The stream benchmark's message (its worker side's text); the overhead benchmark's otherwise.
+const text = env.BARE_TEXT;
 
 const model = createOpenAICompatible({
   name: 'llm',
@@ -44,7 +47,7 @@ async function turn(chatKey) {
     // The worker side's message, word for word (bench/util.ts seedChats: `message ${m} of
     // ${chatKey}`, m = 0), in a chat named alike: the mock echoes it through chat_send, so both
     // sides stream the same model output (the same SSE events, and the same bytes in them).
-    messages: [{ role: 'user', content: `message 0 of ${chatKey}` }],
+    messages: [{ role: 'user', content: text || `message 0 of ${chatKey}` }],
     tools,
     stopWhen: isStepCount(16),
     maxRetries: 2,

@@ -1,26 +1,6 @@
-import { createInterface } from 'node:readline';
-import {
-  ANCHOR_LABEL,
-  idleCpuPct,
-  measureWorkerTurns,
-  memoryOf,
-  mockStats,
-  rssSampler,
-  spawnBareLoop,
-  startMock,
-} from './fleet.js';
-import {
-  median,
-  meets,
-  orderFor,
-  processCpuSeconds,
-  progress,
-  pushTo,
-  randomPrefix,
-  round,
-  sleep,
-  type Target,
-} from './util.js';
+import { measureBare, type Side } from './bare-side.js';
+import { measureWorkerTurns, mockStats, startMock } from './fleet.js';
+import { median, meets, orderFor, progress, pushTo, round, type Target } from './util.js';
 
 /**
  * Wrapper overhead: what a chatlane worker spends per turn beyond the AI SDK tool loop it
@@ -67,100 +47,6 @@ export const OVERHEAD_TARGETS: Record<string, Target> = {
   },
 };
 
-interface Side {
-  turns: number;
-  modelCalls: number;
-  seconds: number;
-  cpuS: number;
-  cpuMsPerTurn: number;
-  idleRssMb: number;
-  /** CPU over 3 s idle after the warm-up, % of a core: timers and polls a turn never asked for. */
-  idleCpuPct: number;
-  peakRssMb: number;
-  /**
-   * Most model calls the mock saw open at once (sampled every 200 ms): the concurrency a
-   * side actually reached. On a loaded machine it falls short of the level, and unevenly
-   * between the sides, which moves the RSS ratio: read the two together.
-   */
-  peakInFlight: number;
-}
-
-async function measureBare(
-  mockUrl: string,
-  concurrency: number,
-  turns: number,
-  warmup: number,
-  timeoutMs: number,
-  statsOf: (prefix: string) => Promise<{ requests: number; inFlight: number }>,
-  profileDir?: string,
-): Promise<Side> {
-  const prefix = randomPrefix(ANCHOR_LABEL);
-  const profile = profileDir
-    ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
-    : [];
-  const child = spawnBareLoop({ mockUrl, concurrency, turns, warmup, prefix, nodeArgs: profile });
-  const lines = createInterface({ input: child.stdout! });
-  const next = (what: string) =>
-    new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`bare loop: no '${what}' within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      const onLine = (line: string) => {
-        if (!line.startsWith(what)) return;
-        clearTimeout(timer);
-        lines.off('line', onLine);
-        resolve(line);
-      };
-      lines.on('line', onLine);
-      child.once('exit', (code) => reject(new Error(`bare loop exited with ${code}`)));
-    });
-  try {
-    await next('ready');
-    const pid = child.pid!;
-    const idle = memoryOf(pid).rssMb;
-    const [idleCpu] = await idleCpuPct([pid]);
-    const stats0 = await statsOf(prefix);
-    const cpu0 = processCpuSeconds(pid) ?? 0;
-    const sampler = rssSampler([pid]);
-    let peakInFlight = 0;
-    const inFlight = setInterval(() => {
-      statsOf(prefix)
-        .then((s) => {
-          peakInFlight = Math.max(peakInFlight, s.inFlight);
-        })
-        .catch(() => undefined);
-    }, 200);
-    const t0 = performance.now();
-    const done = next('done');
-    child.stdin!.write('go\n');
-    await done.finally(() => clearInterval(inFlight));
-    const seconds = (performance.now() - t0) / 1000;
-    const cpuS = (processCpuSeconds(pid) ?? 0) - cpu0;
-    const [peak] = sampler.stop();
-    const stats = await statsOf(prefix);
-    return {
-      turns,
-      modelCalls: stats.requests - stats0.requests,
-      seconds: round(seconds),
-      cpuS: round(cpuS),
-      cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
-      idleRssMb: idle,
-      idleCpuPct: idleCpu!,
-      peakRssMb: peak!,
-      peakInFlight,
-    };
-  } finally {
-    if (profileDir && child.exitCode === null) {
-      // Node writes the profiles on a normal exit: end its stdin and let it finish.
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.stdin!.end();
-      await Promise.race([exited, sleep(30_000)]);
-    }
-    child.kill('SIGKILL');
-  }
-}
-
 interface LevelRun {
   order: string[];
   chatlane: Side;
@@ -180,15 +66,15 @@ export async function benchOverhead(opts: OverheadOptions) {
         const order = orderFor(run, 'chatlane', 'bare');
         for (const side of order) {
           if (side === 'bare') {
-            sides.bare = await measureBare(
-              mock.url!,
-              c,
+            sides.bare = await measureBare({
+              mockUrl: mock.url!,
+              concurrency: c,
               turns,
-              opts.warmupTurns,
-              opts.timeoutMs,
-              (p) => mockStats(mock, `${p}-`),
-              opts.profileDir,
-            );
+              warmup: opts.warmupTurns,
+              timeoutMs: opts.timeoutMs,
+              statsOf: (p) => mockStats(mock, `${p}-`),
+              ...(opts.profileDir && { profileDir: opts.profileDir }),
+            });
           } else {
             const r = await measureWorkerTurns({
               workers: 1,

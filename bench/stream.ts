@@ -1,8 +1,20 @@
+import { measureBare, type Side } from './bare-side.js';
+import { mockStats } from './fleet.js';
 import { type LatencyLevel, measureLatency, warmUp } from './stream-latency.js';
 import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
 import { measureRedisCost, type PhaseCost, type RedisCost } from './stream-redis.js';
-import { ownRedis, startStack } from './stream-stack.js';
-import { deletePrefix, median, progress, pushTo, round, sleep } from './util.js';
+import { ownRedis, type Stack, startStack } from './stream-stack.js';
+import {
+  deletePrefix,
+  median,
+  meets,
+  orderFor,
+  progress,
+  pushTo,
+  round,
+  sleep,
+  type Target,
+} from './util.js';
 
 /**
  * Streamed replies (issue 21 §6), three measurements per run on a redis-server of the
@@ -12,6 +24,9 @@ import { deletePrefix, median, progress, pushTo, round, sleep } from './util.js'
  *    concurrent `/v1/ui` conversations spread over the ingresses (stream-latency.ts);
  * 2. Redis commands and bytes per streamed reply, worker and ingress apart (stream-redis.ts);
  * 3. ingress memory per open stream (stream-memory.ts).
+ * At each level the anchor runs too: the bare AI SDK `streamText` loop (bench/bare-loop.mjs),
+ * one process per worker holding as many turns at once, the same message, on the same pacing
+ * mock, so the workers' CPU per reply is weighed against it in the same run.
  */
 
 export interface StreamOptions {
@@ -52,10 +67,62 @@ function messageText(chars: number): string {
     .trim();
 }
 
+export const STREAM_TARGETS: Record<string, Target> = {
+  cpu: {
+    metric:
+      'worker CPU per streamed reply ÷ bare streamText loop CPU per turn, same mock, same run, at each level',
+    comparator: '<=',
+    value: 1.15,
+  },
+};
+
+/** The anchor at one level of a run, and the workers' CPU per reply against it. */
+interface AnchorLevel {
+  level: number;
+  order: string[];
+  bare: Side;
+  cpuRatio: number;
+}
+
 interface StreamRun {
   latency: LatencyLevel[];
+  anchor: AnchorLevel[];
   redis: RedisCost;
   memory: IngressMemory;
+}
+
+/**
+ * The anchor as the workers run: as many bare-loop processes as workers, the level's turns
+ * split between them (each holds as many at once as a worker does), CPU per turn over all.
+ */
+async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: string): Promise<Side> {
+  const shares = Array.from({ length: o.workers }, (_, i) => Math.floor((level + i) / o.workers));
+  const sides = await Promise.all(
+    shares.map((turns) =>
+      measureBare({
+        mockUrl: stack.mock.url!,
+        concurrency: turns,
+        turns,
+        warmup: Math.ceil(o.warmupChats / o.workers),
+        timeoutMs: o.timeoutMs,
+        statsOf: (p) => mockStats(stack.mock, `${p}-`),
+        text,
+      }),
+    ),
+  );
+  const turns = sides.reduce((a, s) => a + s.turns, 0);
+  const cpuS = sides.reduce((a, s) => a + s.cpuS, 0);
+  return {
+    turns,
+    modelCalls: sides.reduce((a, s) => a + s.modelCalls, 0),
+    seconds: Math.max(...sides.map((s) => s.seconds)),
+    cpuS: round(cpuS),
+    cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
+    idleRssMb: sides.reduce((a, s) => a + s.idleRssMb, 0),
+    idleCpuPct: sides.reduce((a, s) => a + s.idleCpuPct, 0),
+    peakRssMb: sides.reduce((a, s) => a + s.peakRssMb, 0),
+    peakInFlight: sides.reduce((a, s) => a + s.peakInFlight, 0),
+  };
 }
 
 export async function benchStream(o: StreamOptions) {
@@ -75,13 +142,35 @@ export async function benchStream(o: StreamOptions) {
         chunkMs: o.chunkMs,
       });
       const latency: LatencyLevel[] = [];
+      const anchor: AnchorLevel[] = [];
       try {
         await warmUp(stack, o.warmupChats, text);
         for (const level of o.levels) {
-          latency.push(
-            await measureLatency(stack, redis, level, text, o.timeoutMs, `${label} latency ${level}`),
+          const order = orderFor(run, 'chatlane', 'bare');
+          let measured: LatencyLevel | undefined;
+          let bare: Side | undefined;
+          for (const side of order) {
+            if (side === 'chatlane') {
+              measured = await measureLatency(
+                stack,
+                redis,
+                level,
+                text,
+                o.timeoutMs,
+                `${label} latency ${level}`,
+              );
+            } else {
+              bare = await bareAnchor(stack, level, o, text);
+            }
+            await sleep(2000);
+          }
+          latency.push(measured!);
+          const cpuRatio = round(measured!.workerCpuMsPerReply / bare!.cpuMsPerTurn);
+          anchor.push({ level, order, bare: bare!, cpuRatio });
+          progress(
+            `${label} anchor ${level}: worker CPU ${measured!.workerCpuMsPerReply} ms a reply vs bare loop ` +
+              `${bare!.cpuMsPerTurn} ms a turn (×${cpuRatio})`,
           );
-          await sleep(2000);
         }
       } finally {
         await stack.stop();
@@ -101,12 +190,13 @@ export async function benchStream(o: StreamOptions) {
         timeoutMs: o.timeoutMs,
         label: `${label} memory`,
       });
-      runs.push({ latency, redis: cost, memory });
+      runs.push({ latency, anchor, redis: cost, memory });
     }
   } finally {
     await redis.stop();
   }
 
+  const anchorsAt = (level: string) => runs.flatMap((r) => r.anchor.filter((a) => String(a.level) === level));
   const byLevel: Record<string, LatencyLevel[]> = {};
   for (const r of runs) for (const l of r.latency) pushTo(byLevel, l.level, l);
   const latency = Object.fromEntries(
@@ -121,6 +211,8 @@ export async function benchStream(o: StreamOptions) {
         peakConcurrentStreams: median(ls.map((l) => l.peakConcurrentStreams)),
         clientCpuPct: median(ls.map((l) => l.clientCpuPct)),
         hostBusyPct: median(ls.map((l) => l.hostBusyPct)),
+        bareCpuMsPerTurn: median(anchorsAt(level).map((a) => a.bare.cpuMsPerTurn)),
+        cpuRatio: median(anchorsAt(level).map((a) => a.cpuRatio)),
       },
     ]),
   );
@@ -142,6 +234,10 @@ export async function benchStream(o: StreamOptions) {
       `this process (raw HTTP, hand-parsed SSE) on the same 2 cores as every server process: its CPU and the ` +
       `host's busy share are in each level. redis: ${o.costReplies} turns at once through the messages API, then ` +
       `through /v1/ui, each role behind a byte-counting proxy, commands named by MONITOR, idle traffic subtracted. ` +
+      `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
+      `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
+      `the level's turns split between them and all at once, the same message, the two sides alternating ` +
+      `order per run; CPU per turn from /proc over all of them. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
     settings: o,
@@ -161,6 +257,9 @@ export async function benchStream(o: StreamOptions) {
         following: runs.map((r) => r.memory.following),
       },
     },
-    targets: 'none set',
+    targets: STREAM_TARGETS,
+    meetsTarget: {
+      cpu: Object.values(latency).every((l) => meets(STREAM_TARGETS.cpu!, l.cpuRatio)),
+    },
   };
 }

@@ -20,7 +20,7 @@ describe('the overhead benchmark’s bare loop', () => {
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the files' source text is what is checked
     expect(benchFile('util.ts')).toContain('`message ${m} of ${chatKey}`');
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the files' source text is what is checked
-    expect(bareLoop).toContain('content: `message 0 of ${chatKey}`');
+    expect(bareLoop).toContain('content: text || `message 0 of ${chatKey}`');
     const label = (name: string) =>
       new RegExp(`export const ${name} = '([^']*)'`).exec(benchFile('fleet.ts'))?.[1];
     expect(label('FLEET_LABEL')).toBeTruthy();
