@@ -53,7 +53,7 @@ export const STREAM_DEFAULTS: StreamOptions = {
   latencyMs: [500, 1500],
   chunkMs: 50,
   textChars: 300,
-  warmupChats: 50,
+  warmupChats: 200,
   costReplies: 100,
   memoryStreams: 1000,
   timeoutMs: 180_000,
