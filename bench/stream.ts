@@ -93,7 +93,8 @@ interface StreamRun {
 
 /**
  * The anchor as the workers run: as many bare-loop processes as workers, the level's turns
- * split between them (each holds as many at once as a worker does), CPU per turn over all.
+ * split evenly between them, all at once (BullMQ spreads the workers' share, not always
+ * evenly), CPU per turn over all of them.
  */
 async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: string): Promise<Side> {
   const shares = Array.from({ length: o.workers }, (_, i) => Math.floor((level + i) / o.workers));
@@ -110,18 +111,19 @@ async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: s
       }),
     ),
   );
-  const turns = sides.reduce((a, s) => a + s.turns, 0);
-  const cpuS = sides.reduce((a, s) => a + s.cpuS, 0);
+  const sum = (pick: (s: Side) => number) => sides.reduce((a, s) => a + pick(s), 0);
+  const turns = sum((s) => s.turns);
+  const cpuS = sum((s) => s.cpuS);
   return {
     turns,
-    modelCalls: sides.reduce((a, s) => a + s.modelCalls, 0),
+    modelCalls: sum((s) => s.modelCalls),
     seconds: Math.max(...sides.map((s) => s.seconds)),
     cpuS: round(cpuS),
     cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
-    idleRssMb: sides.reduce((a, s) => a + s.idleRssMb, 0),
-    idleCpuPct: sides.reduce((a, s) => a + s.idleCpuPct, 0),
-    peakRssMb: sides.reduce((a, s) => a + s.peakRssMb, 0),
-    peakInFlight: sides.reduce((a, s) => a + s.peakInFlight, 0),
+    idleRssMb: sum((s) => s.idleRssMb),
+    idleCpuPct: sum((s) => s.idleCpuPct),
+    peakRssMb: sum((s) => s.peakRssMb),
+    peakInFlight: sum((s) => s.peakInFlight),
   };
 }
 
