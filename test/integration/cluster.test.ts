@@ -5,6 +5,7 @@ import { chatKeys, chatsIndexKey } from '../../src/shared/keys.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { checkRedisPolicy } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { type ReplyField, ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { userMessage } from '../helpers/messages.js';
 import {
   dataNodes,
@@ -61,6 +62,22 @@ describe.skipIf(!REDIS_CLUSTER_NODES)('Redis Cluster layout', () => {
     expect(await store.renewMany(leases)).toEqual(leases.map(() => true));
     for (const l of leases) {
       expect(Number((await store.readMeta(l.chatKey)).leaseUntil)).toBeGreaterThan(Date.now() + 50_000);
+      await store.finish(l.chatKey, l.fence, l.owner, l.runId);
+    }
+  });
+
+  it("appends to replies of chats on different masters together: each its own fenced call in its chat's slot", async () => {
+    const store = new ChatStore(redis, { prefix, maxEvents: 100 });
+    const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 50, ttlMs: 60_000 });
+    const leases = await holdLeases(store, chats.slice(6, 12));
+    const delta = (d: string): ReplyField => ['c', JSON.stringify({ type: 'text-delta', id: 't', delta: d })];
+    const results = await replies.appendMany(
+      leases.map((l) => ({ chatKey: l.chatKey, fence: l.fence, runId: l.runId, fields: [delta(l.chatKey)] })),
+    );
+    expect(results).toEqual(leases.map(() => 'ok'));
+    for (const l of leases) {
+      const entries = await replies.read(l.chatKey, l.runId);
+      expect(entries.map((e) => (e.kind === 'chunk' ? e.chunk.delta : undefined))).toEqual([l.chatKey]);
       await store.finish(l.chatKey, l.fence, l.owner, l.runId);
     }
   });

@@ -166,3 +166,40 @@ describe('reply-write.lua', () => {
     expect(await store.readHistory('zombie')).toEqual([]);
   });
 });
+
+describe('reply-append-many.lua', () => {
+  it('appends to many replies in one call, each fenced on its own chat: a fenced-out reply gets nothing, a stopped one says stop, the others ok, in order', async () => {
+    const a = await takeFence('many-a', 'w1:run-ma');
+    const old = await takeFence('many-b', 'w1:run-mb', true);
+    const b = await takeFence('many-b', 'w2:run-mb2');
+    const c = await takeFence('many-c', 'w1:run-mc');
+    for (const [chatKey, fence, runId] of [
+      ['many-a', a, 'run-ma'],
+      ['many-b', b, 'run-mb2'],
+      ['many-c', c, 'run-mc'],
+    ] as const) {
+      await replies.write(chatKey, fence, runId, 'open', [chunk({ type: 'start' })]);
+    }
+    expect(await replies.requestStop('many-c')).toBe('stopping');
+
+    const delta = (d: string) => chunk({ type: 'text-delta', id: 't', delta: d });
+    const results = await replies.appendMany([
+      { chatKey: 'many-a', fence: a, runId: 'run-ma', fields: [delta('a1'), delta('a2')] },
+      { chatKey: 'many-b', fence: old, runId: 'run-mb', fields: [delta('zombie')] },
+      { chatKey: 'many-c', fence: c, runId: 'run-mc', fields: [['m', '["m2"]'], delta('c1')] },
+    ]);
+    expect(results).toEqual(['ok', 'fenced-out', 'stop']);
+    const deltas = async (chatKey: string, runId: string) =>
+      (await replies.read(chatKey, runId)).map((e) =>
+        e.kind === 'chunk' ? (e.chunk.delta ?? e.chunk.type) : e.messageIds.join(),
+      );
+    expect(await deltas('many-a', 'run-ma')).toEqual(['start', 'a1', 'a2']);
+    expect(await redis.exists(replies.key('many-b', 'run-mb'))).toBe(0);
+    expect(await deltas('many-b', 'run-mb2')).toEqual(['start']);
+    // A stopped turn's chunks are still written: it commits what it did.
+    expect(await deltas('many-c', 'run-mc')).toEqual(['start', 'm2', 'c1']);
+    const ttl = await redis.pttl(replies.key('many-a', 'run-ma'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+});

@@ -3,7 +3,12 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { SEND_PART_METADATA } from '../../src/shared/store/reply-send-part.js';
-import { type ReplyEntry, ReplyStreams } from '../../src/shared/store/reply-streams.js';
+import {
+  type ReplyAppend,
+  type ReplyEntry,
+  type ReplyField,
+  ReplyStreams,
+} from '../../src/shared/store/reply-streams.js';
 import { ReplyWriter } from '../../src/worker/turn/reply-writer.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
@@ -13,14 +18,22 @@ const redis = testRedis();
 const prefix = randomPrefix('writer');
 const store = new ChatStore(redis, { prefix, maxEvents: 100 });
 
-/** ReplyStreams that keeps the chunk types of every write call. */
+const typesOf = (fields: readonly ReplyField[]) =>
+  fields.map(([f, v]) => (f === 'c' ? (JSON.parse(v) as { type: string }).type : 'answers'));
+
+/** ReplyStreams that keeps the chunk types of every write the writer makes (an append of a batched call counts as one). */
 class CountedStreams extends ReplyStreams {
   readonly calls: string[][] = [];
+  /** How many replies each appendMany call carried. */
+  readonly batches: number[] = [];
   override write(...args: Parameters<ReplyStreams['write']>): ReturnType<ReplyStreams['write']> {
-    this.calls.push(
-      args[4].map(([f, v]) => (f === 'c' ? (JSON.parse(v) as { type: string }).type : 'answers')),
-    );
+    this.calls.push(typesOf(args[4]));
     return super.write(...args);
+  }
+  override appendMany(appends: readonly ReplyAppend[]): ReturnType<ReplyStreams['appendMany']> {
+    for (const a of appends) this.calls.push(typesOf(a.fields));
+    this.batches.push(appends.length);
+    return super.appendMany(appends);
   }
 }
 
@@ -117,7 +130,7 @@ describe('ReplyWriter', () => {
     writer.handedOff('ok');
     // The hand-off carried the send's start: delivery is told, as after a write of its own.
     expect(platform.calls).toBe(1);
-    // The 15 ms gathering timer was cancelled with the hand-off: no write follows.
+    // The writer left the flush tick with the hand-off: no write follows.
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(replies.calls).toEqual([['answers', 'start']]);
     expect(types(await replies.read('handoff', 'run-3'))).toEqual(OPENED_STEP);
@@ -164,5 +177,47 @@ describe('ReplyWriter', () => {
     writer.chunk({ type: 'finish-step' });
     await writer.close([{ type: 'abort' }]);
     expect(types(await replies.read('close', 'run-2'))).toEqual(['answers', 'start', 'finish-step', 'abort']);
+  });
+  it('writers whose chunks wait for the same flush tick append in one script call, each fenced on its own chat: a stop reaches only its turn', async () => {
+    const replies = new CountedStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
+    const chats = ['tick-a', 'tick-b', 'tick-c'];
+    const stops: string[] = [];
+    const writers = await Promise.all(
+      chats.map(async (chatKey) => {
+        const lease = await store.acquire(chatKey, `w:run-${chatKey}`, 60_000);
+        if (!lease.ok) throw new Error('busy');
+        const hooks = { stop: () => stops.push(chatKey), fencedOut: () => undefined };
+        const writer = new ReplyWriter(
+          replies,
+          chatKey,
+          lease.fence,
+          `run-${chatKey}`,
+          silentLogger(),
+          hooks,
+          undefined,
+        );
+        writer.open(['m1']);
+        return writer;
+      }),
+    );
+    for (const chatKey of chats) {
+      await waitFor(async () => types(await replies.read(chatKey, `run-${chatKey}`)).includes('start'), {
+        what: `${chatKey} opened`,
+      });
+    }
+    expect(await replies.requestStop('tick-b')).toBe('stopping');
+    for (const [i, writer] of writers.entries()) {
+      writer.chunk({ type: 'text-start', id: 't' });
+      writer.chunk({ type: 'text-delta', id: 't', delta: `hi ${chats[i]}` });
+    }
+    await waitFor(async () => replies.batches.length > 0 && stops.length > 0, { what: 'the tick written' });
+    expect(replies.batches).toEqual([3]);
+    expect(stops).toEqual(['tick-b']);
+    for (const chatKey of chats) {
+      const entries = await replies.read(chatKey, `run-${chatKey}`);
+      expect(types(entries)).toEqual(['answers', 'start', 'text-start', 'text-delta']);
+      expect(entries.at(-1)).toMatchObject({ chunk: { delta: `hi ${chatKey}` } });
+    }
+    for (const writer of writers) await writer.close([{ type: 'finish' }]);
   });
 });

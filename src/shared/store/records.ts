@@ -194,6 +194,12 @@ export type StreamEntry = [id: string, fields: string[]];
 
 const isReplyItem = (v: unknown) => typeof v === 'string' || typeof v === 'number';
 
+/** reply-append-many.lua's reply: reply-write.lua's answer per reply. */
+export const replyResultsSchema = z.custom<Array<'ok' | 'stop' | 'fenced-out'>>(
+  (v) => Array.isArray(v) && v.every((r) => r === 'ok' || r === 'stop' || r === 'fenced-out'),
+  { message: "not a reply-append-many reply ('ok', 'stop' or 'fenced-out' per reply)" },
+);
+
 /** renew-many.lua's reply: 1 or 0 per lease. */
 export const renewedSchema = z.custom<number[]>(
   (v) => Array.isArray(v) && v.every((n) => n === 0 || n === 1),

@@ -1,5 +1,6 @@
+import { Cluster } from 'ioredis';
 import { lazyChatKeys, replyStreamKey } from '../keys.js';
-import type { StreamEntry } from './records.js';
+import { replyResultsSchema, type StreamEntry } from './records.js';
 import { type RedisClient, scripts } from './scripts.js';
 
 /**
@@ -23,6 +24,14 @@ export type ReplyWriteResult = 'ok' | 'stop' | 'fenced-out';
 
 /** What one write appends: `c` a chunk's JSON, `m` a JSON array of message ids. */
 export type ReplyField = ['c' | 'm', string];
+
+/** One reply's entries for `appendMany`, fenced on its own chat. */
+export interface ReplyAppend {
+  chatKey: string;
+  fence: string | number;
+  runId: string;
+  fields: readonly ReplyField[];
+}
 
 /**
  * Reply entries another fenced script writes in its own call: the commit that puts the turn in
@@ -146,6 +155,28 @@ export class ReplyStreams {
     for (const [field, value] of fields) args.push(field, value);
     const result = await scripts.replyWrite.run(this.redis, [k.meta, own, k.events, previous], args);
     return result as ReplyWriteResult;
+  }
+
+  /**
+   * `write`'s append for many replies in one script call (reply-append-many.lua: a worker's
+   * writes due at one flush), each fenced on its own chat, answered in order; per-reply calls
+   * on Redis Cluster, where the chats' keys are in different slots.
+   */
+  async appendMany(appends: readonly ReplyAppend[]): Promise<ReplyWriteResult[]> {
+    if (this.redis instanceof Cluster) {
+      return Promise.all(appends.map((a) => this.write(a.chatKey, a.fence, a.runId, 'append', a.fields)));
+    }
+    const keys: string[] = [];
+    const args: Array<string | number> = [this.options.maxLen, this.options.ttlMs];
+    for (const a of appends) {
+      keys.push(lazyChatKeys(this.options.prefix, a.chatKey).meta, this.key(a.chatKey, a.runId));
+      args.push(a.fence, a.fields.length);
+      for (const [field, value] of a.fields) args.push(field, value);
+    }
+    const results = replyResultsSchema.parse(await scripts.replyAppendMany.run(this.redis, keys, args));
+    if (results.length !== appends.length)
+      throw new Error(`reply-append-many answered ${results.length} of ${appends.length} replies`);
+    return results;
   }
 
   /** Ask the chat's running turn to stop; `idle` when no turn holds the chat. */

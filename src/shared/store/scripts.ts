@@ -94,5 +94,6 @@ export const scripts = {
   pollerAcquire: new LuaScript('poller-acquire', 2),
   pollerRenew: new LuaScript('poller-renew', 1),
   replyWrite: new LuaScript('reply-write', 4),
+  replyAppendMany: new LuaScript('reply-append-many', 2, { variadic: true }),
   replyStop: new LuaScript('reply-stop', 2),
 };

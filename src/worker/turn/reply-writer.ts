@@ -9,6 +9,8 @@ import type {
   ReplyWriteResult,
 } from '../../shared/store/reply-streams.js';
 import type { UiChunk } from '../agent/ui-chunks.js';
+import { FlushTick } from './flush-tick.js';
+import { appendsOf } from './reply-appends.js';
 
 type Entry = ['c', UiChunk] | ['m', string[]];
 
@@ -46,8 +48,11 @@ const isEager = (batch: Batch): boolean =>
   batch.close === true ||
   batch.entries.some(([field, value]) => field !== 'c' || !LAZY.has(value.type));
 
-/** How long chunks gather before one write: text deltas of those ms become one entry. */
+/** How long chunks gather, at most, before one write: text deltas of those ms become one entry. */
 const FLUSH_MS = 15;
+
+/** The process's writers share one tick, so the writes due at once go to Redis together. */
+const TICK = new FlushTick(FLUSH_MS);
 
 /**
  * A turn's reply stream writer: chunks are gathered for a few milliseconds and written in one
@@ -62,7 +67,8 @@ export class ReplyWriter {
   private closed = false;
   /** `closing` took the rest for the commit: the drain stops after the write in flight. */
   private handingOff = false;
-  private timer: NodeJS.Timeout | undefined;
+  /** Waiting for the tick. */
+  private scheduled = false;
   /** The one write in flight: the writer's own, or an outbox write that took a hand-off. */
   private flushing: Promise<void> | undefined;
   /** The hand-off in flight: ends it (`handedOff`), and whether it carried a send's start. */
@@ -143,8 +149,7 @@ export class ReplyWriter {
     } else {
       this.batches.push({ entries, close: true });
     }
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.unschedule();
     await this.flush();
     // A hand-off was in flight and wrote none of these: the drain that follows it does.
     while (this.flushing && !this.dead) await this.flushing;
@@ -160,8 +165,7 @@ export class ReplyWriter {
   handOff(): ReplyTail | undefined {
     if (!this.opened || this.closed || this.dead || this.handingOff || this.flushing) return undefined;
     if (this.batches.length === 0 || this.batches.some((b) => b.event || b.close)) return undefined;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.unschedule();
     const entries = this.batches.splice(0).flatMap((b) => b.entries);
     // The outbox write is this writer's write in flight: what gathers meanwhile follows it.
     void this.inFlight(
@@ -193,8 +197,7 @@ export class ReplyWriter {
   async closing(last: UiChunk[]): Promise<ReplyTail | undefined> {
     if (!this.opened || this.closed || this.dead) return undefined;
     this.handingOff = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.unschedule();
     if (this.batches.some((b) => b.event)) {
       // A merge's event needs reply-write.lua: a merge at the very end writes as before.
       this.handingOff = false;
@@ -222,12 +225,21 @@ export class ReplyWriter {
   }
 
   private schedule(): void {
-    if (this.timer || this.flushing) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.flush();
-    }, FLUSH_MS);
+    if (this.scheduled || this.flushing) return;
+    this.scheduled = true;
+    TICK.add(this.onTick);
   }
+
+  private unschedule(): void {
+    if (!this.scheduled) return;
+    this.scheduled = false;
+    TICK.delete(this.onTick);
+  }
+
+  private readonly onTick = (): void => {
+    this.scheduled = false;
+    void this.flush();
+  };
 
   private flush(): Promise<void> {
     return this.flushing ?? this.inFlight(this.drain());
@@ -263,15 +275,24 @@ export class ReplyWriter {
         batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';
       const fields = fieldsOf(batch.entries);
       try {
-        const result = await this.replies.write(
-          this.chatKey,
-          this.fence,
-          this.runId,
-          mode,
-          fields,
-          batch.event,
-          mode === 'open' ? (this.openReply ?? null) : undefined,
-        );
+        // A plain append joins the other writers' appends of this flush in one script call.
+        const result =
+          mode === 'append' && !batch.event
+            ? await appendsOf(this.replies).append({
+                chatKey: this.chatKey,
+                fence: this.fence,
+                runId: this.runId,
+                fields,
+              })
+            : await this.replies.write(
+                this.chatKey,
+                this.fence,
+                this.runId,
+                mode,
+                fields,
+                batch.event,
+                mode === 'open' ? (this.openReply ?? null) : undefined,
+              );
         this.wrote(result, batch.close === true || batch.entries.some(sendStart));
       } catch (err) {
         this.logger.warn({ err }, 'reply stream write failed; the live view misses these chunks');
