@@ -128,7 +128,14 @@ const SMOKE = {
   'offered-load': { rates: [10, 40], durationS: 5 },
   memory: { chats: 500, sampleChats: 50, archiveChats: 50, steadyTurns: 600, steadyEvery: 100 },
   'replica-acks': { durationS: 2, warmupS: 1, turns: 30 },
-  stream: { levels: [10, 40], warmupChats: 5, costReplies: 10, memoryStreams: 50, timeoutMs: 60_000 },
+  stream: {
+    levels: [10, 40],
+    warmupChats: 5,
+    minRepliesPerLevel: 20,
+    costReplies: 10,
+    memoryStreams: 50,
+    timeoutMs: 60_000,
+  },
 };
 
 async function redisVersion(): Promise<string> {

@@ -38,6 +38,10 @@ export interface LatencyLevel {
   /** The mock model pacing every stream's chunks shares the same cores. */
   mockCpuS: number;
   redisCpuS: number;
+  /** Each measured reply's latency, ms (pooled over rounds; left out of the report). */
+  samples?: number[];
+  /** Measurements of `level` conversations pooled here (several at a small level). */
+  rounds?: number;
 }
 
 function peakOverlap(intervals: Array<[number, number]>): number {
@@ -142,6 +146,7 @@ export async function measureLatency(
     workerCpuMsPerReply: 0,
     mockCpuS: round(cpu1.at(-1)! - cpu0.at(-1)!),
     redisCpuS: round(redis1 - redis0),
+    samples: latencies,
   };
   result.workerCpuMsPerReply = round((result.workerCpuS.reduce((a, b) => a + b, 0) * 1000) / level, 2);
   progress(
@@ -150,6 +155,41 @@ export async function measureLatency(
       `client ${result.clientCpuPct} % CPU, host ${busy} % busy)`,
   );
   return result;
+}
+
+const sumOf = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
+/**
+ * Rounds of one level pooled as one measurement: latency percentiles over every reply, CPU
+ * summed and divided by every reply, so a small level is not judged on one round's GC pauses.
+ */
+export function pooledLatency(rounds: LatencyLevel[]): LatencyLevel {
+  const samples = rounds.flatMap((r) => r.samples ?? []);
+  const replies = sumOf(rounds.map((r) => r.level));
+  const perProcess = (pick: (r: LatencyLevel) => number[]) =>
+    pick(rounds[0]!).map((_, i) => round(sumOf(rounds.map((r) => pick(r)[i] ?? 0))));
+  const workerCpuS = perProcess((r) => r.workerCpuS);
+  const mean = (pick: (r: LatencyLevel) => number) => round(sumOf(rounds.map(pick)) / rounds.length, 1);
+  return {
+    level: rounds[0]!.level,
+    rounds: rounds.length,
+    complete: sumOf(rounds.map((r) => r.complete)),
+    measured: samples.length,
+    failures: rounds.flatMap((r) => r.failures).slice(0, 5),
+    p50Ms: round(percentile(samples, 50), 2),
+    p99Ms: round(percentile(samples, 99), 2),
+    minMs: round(Math.min(...samples), 2),
+    maxMs: round(Math.max(...samples), 2),
+    peakConcurrentStreams: Math.max(...rounds.map((r) => r.peakConcurrentStreams)),
+    seconds: round(sumOf(rounds.map((r) => r.seconds))),
+    clientCpuPct: mean((r) => r.clientCpuPct),
+    hostBusyPct: mean((r) => r.hostBusyPct),
+    ingressCpuS: perProcess((r) => r.ingressCpuS),
+    workerCpuS,
+    workerCpuMsPerReply: round((sumOf(workerCpuS) * 1000) / replies, 2),
+    mockCpuS: round(sumOf(rounds.map((r) => r.mockCpuS))),
+    redisCpuS: round(sumOf(rounds.map((r) => r.redisCpuS))),
+  };
 }
 
 /** Conversations run to their end before a measurement, so no cold path is measured. */

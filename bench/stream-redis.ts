@@ -37,6 +37,10 @@ interface Tally {
   /** reply-write.lua calls and the bytes of their arguments. */
   replyWriteCalls: number;
   replyWriteArgBytes: number;
+  /** reply-append-many.lua calls, the replies they appended to, and the bytes of their arguments. */
+  appendManyCalls: number;
+  appendManyReplies: number;
+  appendManyArgBytes: number;
 }
 
 function emptyTally(): Tally {
@@ -46,6 +50,9 @@ function emptyTally(): Tally {
     inScripts: 0,
     replyWriteCalls: 0,
     replyWriteArgBytes: 0,
+    appendManyCalls: 0,
+    appendManyReplies: 0,
+    appendManyArgBytes: 0,
   };
 }
 
@@ -64,6 +71,11 @@ export interface PhaseCost {
     commandsInScripts: number;
     replyWriteCalls: number;
     replyWriteArgBytes: number;
+    /** reply-append-many.lua calls a reply's share (a call carries the appends of many replies). */
+    appendManyCalls: number;
+    /** Appends of this reply that went in such calls. */
+    appendsInMany: number;
+    appendManyArgBytes: number;
   };
 }
 
@@ -122,6 +134,11 @@ export async function measureRedisCost(
     if (args[0]?.toLowerCase() === 'evalsha' && args[1] === scripts.replyWrite.sha) {
       tally.replyWriteCalls++;
       tally.replyWriteArgBytes += args.reduce((n, a) => n + Buffer.byteLength(a), 0);
+    } else if (args[0]?.toLowerCase() === 'evalsha' && args[1] === scripts.replyAppendMany.sha) {
+      tally.appendManyCalls++;
+      // Two keys a reply: its chat's meta, its stream.
+      tally.appendManyReplies += Number(args[2]) / 2;
+      tally.appendManyArgBytes += args.reduce((n, a) => n + Buffer.byteLength(a), 0);
     }
   });
   const snapshot = () => {
@@ -152,6 +169,9 @@ export async function measureRedisCost(
       inScripts: after.inScripts,
       replyWriteCalls: after.replyWriteCalls,
       replyWriteArgBytes: after.replyWriteArgBytes,
+      appendManyCalls: after.appendManyCalls,
+      appendManyReplies: after.appendManyReplies,
+      appendManyArgBytes: after.appendManyArgBytes,
     };
   };
 
@@ -192,6 +212,9 @@ export async function measureRedisCost(
         commandsInScripts: round(w.inScripts / replies, 1),
         replyWriteCalls: round(w.replyWriteCalls / replies, 2),
         replyWriteArgBytes: round(w.replyWriteArgBytes / replies, 1),
+        appendManyCalls: round(w.appendManyCalls / replies, 2),
+        appendsInMany: round(w.appendManyReplies / replies, 2),
+        appendManyArgBytes: round(w.appendManyArgBytes / replies, 1),
       };
       perReply.commands = round(perReply.workerCommands + perReply.ingressCommands, 1);
       perReply.bytes = round(
@@ -258,7 +281,9 @@ export async function measureRedisCost(
       `${o.label}: per reply via /v1/ui ${result.ui.perReply.commands} commands, ${result.ui.perReply.bytes} B ` +
         `(worker ${result.ui.perReply.workerCommands} / ingress ${result.ui.perReply.ingressCommands}); ` +
         `via messages API ${result.api.perReply.commands} commands, ${result.api.perReply.bytes} B; ` +
-        `reply-write ${result.ui.perReply.replyWriteCalls} calls, ${result.ui.perReply.replyWriteArgBytes} B`,
+        `reply-write ${result.ui.perReply.replyWriteCalls} calls, ${result.ui.perReply.replyWriteArgBytes} B; ` +
+        `${result.ui.perReply.appendsInMany} appends in ${result.ui.perReply.appendManyCalls} reply-append-many ` +
+        `calls, ${result.ui.perReply.appendManyArgBytes} B`,
     );
     return result;
   } finally {

@@ -1,6 +1,6 @@
 import { measureBare, type Side } from './bare-side.js';
 import { mockStats } from './fleet.js';
-import { type LatencyLevel, measureLatency, warmUp } from './stream-latency.js';
+import { type LatencyLevel, measureLatency, pooledLatency, warmUp } from './stream-latency.js';
 import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
 import { measureRedisCost, type PhaseCost, type RedisCost } from './stream-redis.js';
 import { ownRedis, type Stack, startStack } from './stream-stack.js';
@@ -40,6 +40,11 @@ export interface StreamOptions {
   /** Length of each user message; the reply echoes it through `chat_send`. */
   textChars: number;
   warmupChats: number;
+  /**
+   * Replies each side measures at a level, at least: a level below this runs in rounds of
+   * `level` conversations, the two sides alternating round by round.
+   */
+  minRepliesPerLevel: number;
   costReplies: number;
   memoryStreams: number;
   timeoutMs: number;
@@ -54,6 +59,7 @@ export const STREAM_DEFAULTS: StreamOptions = {
   chunkMs: 50,
   textChars: 300,
   warmupChats: 200,
+  minRepliesPerLevel: 500,
   costReplies: 100,
   memoryStreams: 1000,
   timeoutMs: 180_000,
@@ -79,6 +85,8 @@ export const STREAM_TARGETS: Record<string, Target> = {
 /** The anchor at one level of a run, and the workers' CPU per reply against it. */
 interface AnchorLevel {
   level: number;
+  rounds: number;
+  /** The sides' order in the first round; they alternate from there. */
   order: string[];
   bare: Side;
   cpuRatio: number;
@@ -89,6 +97,25 @@ interface StreamRun {
   anchor: AnchorLevel[];
   redis: RedisCost;
   memory: IngressMemory;
+}
+
+/** Rounds of the anchor at one level as one measurement: turns and CPU summed, peaks the highest. */
+function pooledSides(rounds: Side[]): Side {
+  const sum = (pick: (s: Side) => number) => rounds.reduce((a, s) => a + pick(s), 0);
+  const most = (pick: (s: Side) => number) => Math.max(...rounds.map(pick));
+  const turns = sum((s) => s.turns);
+  const cpuS = sum((s) => s.cpuS);
+  return {
+    turns,
+    modelCalls: sum((s) => s.modelCalls),
+    seconds: round(sum((s) => s.seconds)),
+    cpuS: round(cpuS),
+    cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
+    idleRssMb: most((s) => s.idleRssMb),
+    idleCpuPct: most((s) => s.idleCpuPct),
+    peakRssMb: most((s) => s.peakRssMb),
+    peakInFlight: most((s) => s.peakInFlight),
+  };
 }
 
 /**
@@ -148,30 +175,42 @@ export async function benchStream(o: StreamOptions) {
       try {
         await warmUp(stack, o.warmupChats, text);
         for (const level of o.levels) {
-          const order = orderFor(run, 'chatlane', 'bare');
-          let measured: LatencyLevel | undefined;
-          let bare: Side | undefined;
-          for (const side of order) {
-            if (side === 'chatlane') {
-              measured = await measureLatency(
-                stack,
-                redis,
-                level,
-                text,
-                o.timeoutMs,
-                `${label} latency ${level}`,
-              );
-            } else {
-              bare = await bareAnchor(stack, level, o, text);
+          const rounds = Math.max(1, Math.ceil(o.minRepliesPerLevel / level));
+          const measured: LatencyLevel[] = [];
+          const bare: Side[] = [];
+          for (let r = 0; r < rounds; r++) {
+            for (const side of orderFor(run + r, 'chatlane', 'bare')) {
+              if (side === 'chatlane') {
+                measured.push(
+                  await measureLatency(
+                    stack,
+                    redis,
+                    level,
+                    text,
+                    o.timeoutMs,
+                    `${label} latency ${level}${rounds > 1 ? ` round ${r + 1}/${rounds}` : ''}`,
+                  ),
+                );
+              } else {
+                bare.push(await bareAnchor(stack, level, o, text));
+              }
+              await sleep(2000);
             }
-            await sleep(2000);
           }
-          latency.push(measured!);
-          const cpuRatio = round(measured!.workerCpuMsPerReply / bare!.cpuMsPerTurn);
-          anchor.push({ level, order, bare: bare!, cpuRatio });
+          const pooled = pooledLatency(measured);
+          const pooledBare = pooledSides(bare);
+          latency.push(pooled);
+          const cpuRatio = round(pooled.workerCpuMsPerReply / pooledBare.cpuMsPerTurn);
+          anchor.push({
+            level,
+            rounds,
+            order: orderFor(run, 'chatlane', 'bare'),
+            bare: pooledBare,
+            cpuRatio,
+          });
           progress(
-            `${label} anchor ${level}: worker CPU ${measured!.workerCpuMsPerReply} ms a reply vs bare loop ` +
-              `${bare!.cpuMsPerTurn} ms a turn (×${cpuRatio})`,
+            `${label} anchor ${level}: worker CPU ${pooled.workerCpuMsPerReply} ms a reply vs bare loop ` +
+              `${pooledBare.cpuMsPerTurn} ms a turn (×${cpuRatio}${rounds > 1 ? `, ${rounds} rounds` : ''})`,
           );
         }
       } finally {
@@ -230,7 +269,7 @@ export async function benchStream(o: StreamOptions) {
       `latency: ${o.ingresses} ingress and ${o.workers} worker processes (dist/cli.js) on a redis-server of the ` +
       `benchmark's own; the mock model answers each call after ${o.latencyMs[0]}–${o.latencyMs[1]} ms and streams ` +
       `its chunks ${o.chunkMs} ms apart (a ${o.textChars}-character reply through chat_send, 16 characters per chunk); ` +
-      `N conversations opened at once over POST /v1/ui (per-chat browser tokens), round-robin over the ingresses, ` +
+      `N conversations opened at once over POST /v1/ui (in rounds of N up to ${o.minRepliesPerLevel} replies a side, the sides alternating round by round) (per-chat browser tokens), round-robin over the ingresses, ` +
       `after ${o.warmupChats} warm-up conversations; latency = client's first text-delta − the mock's write of the ` +
       `reply's first content chunk (both performance.timeOrigin + performance.now(), same host). The client is ` +
       `this process (raw HTTP, hand-parsed SSE) on the same 2 cores as every server process: its CPU and the ` +
