@@ -33,6 +33,11 @@ export interface BareRun {
   text?: string;
   /** CPU and heap profiles of the bare loop go here. */
   profileDir?: string;
+  /**
+   * How long after its last turn the process's CPU is still counted: V8 finishes a burst's
+   * garbage collection in the seconds after it (the stream benchmark counts them on both sides).
+   */
+  settleMs?: number;
 }
 
 /**
@@ -92,6 +97,7 @@ export async function measureBare(run: BareRun): Promise<Side> {
     child.stdin!.write('go\n');
     await done.finally(() => clearInterval(inFlight));
     const seconds = (performance.now() - t0) / 1000;
+    if (run.settleMs) await sleep(run.settleMs);
     const cpuS = (processCpuSeconds(pid) ?? 0) - cpu0;
     const [peak] = sampler.stop();
     const stats = await statsOf(prefix);

@@ -132,6 +132,7 @@ const SMOKE = {
     levels: [10, 40],
     warmupChats: 5,
     minRepliesPerLevel: 20,
+    settleMs: 1000,
     costReplies: 10,
     memoryStreams: 50,
     timeoutMs: 60_000,

@@ -69,6 +69,7 @@ export async function measureLatency(
   text: string,
   timeoutMs: number,
   label: string,
+  settleMs = 0,
 ): Promise<LatencyLevel> {
   const tag = `${stack.prefix}-l${level}-${randomBytes(3).toString('hex')}`;
   const keys = Array.from({ length: level }, (_, i) => `${tag}-${i}`);
@@ -103,9 +104,12 @@ export async function measureLatency(
   const turns: UiTurn[] = await all;
   const seconds = (clock() - t0) / 1000;
   const self = process.cpuUsage(self0);
+  const busy = hostBusyPct(host0);
+  // The processes' CPU counts the seconds after the last reply too: V8 finishes the burst's
+  // garbage collection there (the anchor's is counted alike).
+  await sleep(settleMs);
   const cpu1 = pids.map((pid) => processCpuSeconds(pid) ?? 0);
   const redis1 = await redisCpuSeconds(redis.admin);
-  const busy = hostBusyPct(host0);
 
   const firstContent = await stack.firstContent(`${tag}-`);
   const expected = `echo: ${text}`;

@@ -45,6 +45,13 @@ export interface StreamOptions {
    * `level` conversations, the two sides alternating round by round.
    */
   minRepliesPerLevel: number;
+  /**
+   * Seconds after each side's last reply whose CPU still counts as that side's: V8 finishes a
+   * burst's garbage collection in them (a worker spent 80–320 ms there after 100 replies). The
+   * anchor's process was killed at once before, so only the workers paid theirs, in their
+   * next round.
+   */
+  settleMs: number;
   costReplies: number;
   memoryStreams: number;
   timeoutMs: number;
@@ -59,7 +66,8 @@ export const STREAM_DEFAULTS: StreamOptions = {
   chunkMs: 50,
   textChars: 300,
   warmupChats: 200,
-  minRepliesPerLevel: 500,
+  minRepliesPerLevel: 300,
+  settleMs: 10_000,
   costReplies: 100,
   memoryStreams: 1000,
   timeoutMs: 180_000,
@@ -133,6 +141,7 @@ async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: s
         turns,
         warmup: Math.ceil(o.warmupChats / o.workers),
         timeoutMs: o.timeoutMs,
+        settleMs: o.settleMs,
         statsOf: (p) => mockStats(stack.mock, `${p}-`),
         text,
       }),
@@ -189,6 +198,7 @@ export async function benchStream(o: StreamOptions) {
                     text,
                     o.timeoutMs,
                     `${label} latency ${level}${rounds > 1 ? ` round ${r + 1}/${rounds}` : ''}`,
+                    o.settleMs,
                   ),
                 );
               } else {
@@ -278,7 +288,7 @@ export async function benchStream(o: StreamOptions) {
       `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
       `the level's turns split between them and all at once, the same message, the two sides alternating ` +
-      `order per run; CPU per turn from /proc over all of them. ` +
+      `order per run; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its last reply included. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
     settings: o,
