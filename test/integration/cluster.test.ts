@@ -70,11 +70,26 @@ describe.skipIf(!REDIS_CLUSTER_NODES)('Redis Cluster layout', () => {
     const store = new ChatStore(redis, { prefix, maxEvents: 100 });
     const replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 50, ttlMs: 60_000 });
     const leases = await holdLeases(store, chats.slice(6, 12));
+    const [held] = await holdLeases(store, [chats[12]!]);
     const delta = (d: string): ReplyField => ['c', JSON.stringify({ type: 'text-delta', id: 't', delta: d })];
-    const results = await replies.appendMany(
-      leases.map((l) => ({ chatKey: l.chatKey, fence: l.fence, runId: l.runId, fields: [delta(l.chatKey)] })),
-    );
-    expect(results).toEqual(leases.map(() => 'ok'));
+    // One reply's call fails (its stream key holds a string): only that reply gets the error.
+    const broken = { chatKey: held!.chatKey, fence: held!.fence, runId: 'run-broken', fields: [delta('x')] };
+    await redis.set(replies.key(broken.chatKey, broken.runId), 'not a stream');
+    const results = await replies.appendMany([
+      ...leases.map((l) => ({
+        chatKey: l.chatKey,
+        fence: l.fence,
+        runId: l.runId,
+        fields: [delta(l.chatKey)],
+      })),
+      broken,
+    ]);
+    expect(results.slice(0, -1)).toEqual(leases.map(() => 'ok'));
+    expect(results.at(-1)).toMatchObject({
+      error: expect.objectContaining({ message: expect.stringMatching(/WRONGTYPE/) }),
+    });
+    await redis.del(replies.key(broken.chatKey, broken.runId));
+    await store.finish(held!.chatKey, held!.fence, held!.owner, held!.runId);
     for (const l of leases) {
       const entries = await replies.read(l.chatKey, l.runId);
       expect(entries.map((e) => (e.kind === 'chunk' ? e.chunk.delta : undefined))).toEqual([l.chatKey]);

@@ -25,6 +25,9 @@ export type ReplyWriteResult = 'ok' | 'stop' | 'fenced-out';
 /** What one write appends: `c` a chunk's JSON, `m` a JSON array of message ids. */
 export type ReplyField = ['c' | 'm', string];
 
+/** `appendMany`'s answer for one reply: as `write`'s, or the error of that reply's own call (Cluster). */
+export type ReplyAppendResult = ReplyWriteResult | { error: unknown };
+
 /** One reply's entries for `appendMany`, fenced on its own chat. */
 export interface ReplyAppend {
   chatKey: string;
@@ -159,12 +162,17 @@ export class ReplyStreams {
 
   /**
    * `write`'s append for many replies in one script call (reply-append-many.lua: a worker's
-   * writes due at one flush), each fenced on its own chat, answered in order; per-reply calls
-   * on Redis Cluster, where the chats' keys are in different slots.
+   * writes due at one flush), each fenced on its own chat, answered in order. On Redis Cluster,
+   * where the chats' keys are in different slots, each reply is its own call, and one that
+   * fails is answered with its error while the others keep their results.
    */
-  async appendMany(appends: readonly ReplyAppend[]): Promise<ReplyWriteResult[]> {
+  async appendMany(appends: readonly ReplyAppend[]): Promise<ReplyAppendResult[]> {
     if (this.redis instanceof Cluster) {
-      return Promise.all(appends.map((a) => this.write(a.chatKey, a.fence, a.runId, 'append', a.fields)));
+      return Promise.all(
+        appends.map((a) =>
+          this.write(a.chatKey, a.fence, a.runId, 'append', a.fields).catch((error: unknown) => ({ error })),
+        ),
+      );
     }
     const keys: string[] = [];
     const args: Array<string | number> = [this.options.maxLen, this.options.ttlMs];

@@ -34,7 +34,11 @@ export class ReplyAppends {
       const batch = queue.slice(i, i + APPEND_BATCH);
       this.replies.appendMany(batch.map((p) => p.append)).then(
         (results) => {
-          for (const [j, p] of batch.entries()) p.resolve(results[j]!);
+          for (const [j, p] of batch.entries()) {
+            const result = results[j]!;
+            if (typeof result === 'string') p.resolve(result);
+            else p.reject(result.error);
+          }
         },
         (err: unknown) => {
           for (const p of batch) p.reject(err);
