@@ -55,10 +55,12 @@ const FLUSH_MS = 15;
 const TICK = new FlushTick(FLUSH_MS);
 
 /**
- * A turn's reply stream writer: chunks are gathered for a few milliseconds and written in one
- * fenced script call (consecutive text deltas of one part joined into one chunk), one write
- * in flight at a time, in order. The stream is the live view only: a failed write is logged
- * and the turn goes on (the outbox and the history are the record).
+ * A turn's reply stream writer: chunks are gathered for a few milliseconds (until the
+ * process's next flush tick) and written in one fenced script call (consecutive text deltas
+ * of one part joined into one chunk; a plain append shares its call with the other writers'
+ * appends of that tick, `reply-appends.ts`), one write in flight at a time, in order. The
+ * stream is the live view only: a failed write is logged and the turn goes on (the outbox and
+ * the history are the record).
  */
 export class ReplyWriter {
   private readonly batches: Batch[] = [];
