@@ -1,12 +1,11 @@
 /**
  * One timer for every reply writer of a process. A writer with chunks waiting joins the next
- * tick instead of starting a timer of its own, so the writes that are due go out in the same
- * event-loop turn, and ioredis's auto-pipelining sends them in one socket write (one write and
- * one read for the whole tick, instead of one each per reply). With 50 replies streaming on a
- * worker, that was most of the system calls a reply cost.
+ * tick instead of starting a timer of its own, so the writes that are due start in the same
+ * task: their appends go in one script call (reply-appends.ts), and what else they send shares
+ * ioredis's auto-pipelined socket write.
  *
  * A chunk waits at most `ms` (less when it joins a tick already counting down), as it did with
- * a timer per writer.
+ * a timer per writer. A flush must not throw: it only starts a write.
  */
 export class FlushTick {
   private readonly due = new Set<() => void>();
@@ -20,7 +19,7 @@ export class FlushTick {
     this.timer ??= setTimeout(this.fire, this.ms);
   }
 
-  /** `flush` no longer runs at the next tick. */
+  /** `flush` no longer runs at the next tick (nothing when it was not waiting). */
   delete(flush: () => void): void {
     this.due.delete(flush);
     if (this.due.size === 0 && this.timer) {
@@ -33,13 +32,6 @@ export class FlushTick {
     this.timer = undefined;
     const due = [...this.due];
     this.due.clear();
-    // A flush that throws must not keep the others from writing.
-    for (const flush of due) {
-      try {
-        flush();
-      } catch {
-        // The writer logs its own failures: a flush only starts a write.
-      }
-    }
+    for (const flush of due) flush();
   };
 }

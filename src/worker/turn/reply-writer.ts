@@ -69,8 +69,6 @@ export class ReplyWriter {
   private closed = false;
   /** `closing` took the rest for the commit: the drain stops after the write in flight. */
   private handingOff = false;
-  /** Waiting for the tick. */
-  private scheduled = false;
   /** The one write in flight: the writer's own, or an outbox write that took a hand-off. */
   private flushing: Promise<void> | undefined;
   /** The hand-off in flight: ends it (`handedOff`), and whether it carried a send's start. */
@@ -226,20 +224,16 @@ export class ReplyWriter {
     this.hooks.platform?.();
   }
 
+  /** Join the next tick (the tick holds a writer once); a write in flight schedules what follows it. */
   private schedule(): void {
-    if (this.scheduled || this.flushing) return;
-    this.scheduled = true;
-    TICK.add(this.onTick);
+    if (!this.flushing) TICK.add(this.onTick);
   }
 
   private unschedule(): void {
-    if (!this.scheduled) return;
-    this.scheduled = false;
     TICK.delete(this.onTick);
   }
 
   private readonly onTick = (): void => {
-    this.scheduled = false;
     void this.flush();
   };
 

@@ -42,7 +42,7 @@ if ARGV[8] ~= '' and #redis.call('XRANGE', KEYS[5], '(' .. ARGV[8], '+', 'COUNT'
   arrived = 0
 end
 local stop = 0
-if ARGV[12] ~= '' and redis.call('HGET', KEYS[1], 'stop') == ARGV[1] then
+if ARGV[12] ~= '' and stopAsked(KEYS[1], ARGV[1]) then
   stop = 1
 end
 if ARGV[7] == '1' then

@@ -27,11 +27,7 @@ for i = 1, #KEYS / 2 do
     results[i] = 'fenced-out'
   else
     appendReply(KEYS[2 * i], ARGV[1], ARGV[2], at + 2, last)
-    if redis.call('HGET', meta, 'stop') == fence then
-      results[i] = 'stop'
-    else
-      results[i] = 'ok'
-    end
+    results[i] = stopAsked(meta, fence) and 'stop' or 'ok'
   end
   at = last + 1
 end

@@ -46,7 +46,7 @@ end
 if ARGV[7] ~= '' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[7], 'data', ARGV[8])
 end
-if redis.call('HGET', KEYS[1], 'stop') == ARGV[1] then
+if stopAsked(KEYS[1], ARGV[1]) then
   return 'stop'
 end
 return 'ok'

@@ -14,3 +14,8 @@ local function closeReply(metaKey, runId)
     redis.call('HDEL', metaKey, 'uiRun')
   end
 end
+
+-- An operator or a person asked the turn holding `fence` to stop (reply-stop.lua sets meta.stop).
+local function stopAsked(metaKey, fence)
+  return redis.call('HGET', metaKey, 'stop') == fence
+end
