@@ -122,3 +122,27 @@ export async function measureBare(run: BareRun): Promise<Side> {
     child.kill('SIGKILL');
   }
 }
+
+/**
+ * Sides measured separately as one: turns, model calls and CPU summed. `at-once` (processes
+ * running side by side): memory and in-flight summed, seconds the longest. `in-turn` (rounds
+ * one after another): seconds summed, memory and in-flight the highest round's.
+ */
+export function combineSides(sides: Side[], how: 'at-once' | 'in-turn'): Side {
+  const sum = (pick: (s: Side) => number) => sides.reduce((a, s) => a + pick(s), 0);
+  const most = (pick: (s: Side) => number) => Math.max(...sides.map(pick));
+  const held = how === 'at-once' ? sum : most;
+  const turns = sum((s) => s.turns);
+  const cpuS = sum((s) => s.cpuS);
+  return {
+    turns,
+    modelCalls: sum((s) => s.modelCalls),
+    seconds: round(how === 'at-once' ? most((s) => s.seconds) : sum((s) => s.seconds)),
+    cpuS: round(cpuS),
+    cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
+    idleRssMb: held((s) => s.idleRssMb),
+    idleCpuPct: held((s) => s.idleCpuPct),
+    peakRssMb: held((s) => s.peakRssMb),
+    peakInFlight: held((s) => s.peakInFlight),
+  };
+}

@@ -131,14 +131,16 @@ export async function measureRedisCost(
         : undefined;
     if (!side) return; // this benchmark's own admin and MONITOR connections
     side.commands++;
-    if (args[0]?.toLowerCase() === 'evalsha' && args[1] === scripts.replyWrite.sha) {
+    if (args[0]?.toLowerCase() !== 'evalsha') return;
+    const argBytes = () => args.reduce((n, a) => n + Buffer.byteLength(a), 0);
+    if (args[1] === scripts.replyWrite.sha) {
       tally.replyWriteCalls++;
-      tally.replyWriteArgBytes += args.reduce((n, a) => n + Buffer.byteLength(a), 0);
-    } else if (args[0]?.toLowerCase() === 'evalsha' && args[1] === scripts.replyAppendMany.sha) {
+      tally.replyWriteArgBytes += argBytes();
+    } else if (args[1] === scripts.replyAppendMany.sha) {
       tally.appendManyCalls++;
       // Two keys a reply: its chat's meta, its stream.
       tally.appendManyReplies += Number(args[2]) / 2;
-      tally.appendManyArgBytes += args.reduce((n, a) => n + Buffer.byteLength(a), 0);
+      tally.appendManyArgBytes += argBytes();
     }
   });
   const snapshot = () => {

@@ -1,4 +1,4 @@
-import { measureBare, type Side } from './bare-side.js';
+import { combineSides, measureBare, type Side } from './bare-side.js';
 import { mockStats } from './fleet.js';
 import { type LatencyLevel, measureLatency, pooledLatency, warmUp } from './stream-latency.js';
 import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
@@ -46,8 +46,8 @@ export interface StreamOptions {
    */
   minRepliesPerLevel: number;
   /**
-   * Seconds after each side's last reply whose CPU still counts as that side's: V8 finishes a
-   * burst's garbage collection in them (a worker spent 80–320 ms there after 100 replies). The
+   * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
+   * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies). The
    * anchor's process was killed at once before, so only the workers paid theirs, in their
    * next round.
    */
@@ -107,25 +107,6 @@ interface StreamRun {
   memory: IngressMemory;
 }
 
-/** Rounds of the anchor at one level as one measurement: turns and CPU summed, peaks the highest. */
-function pooledSides(rounds: Side[]): Side {
-  const sum = (pick: (s: Side) => number) => rounds.reduce((a, s) => a + pick(s), 0);
-  const most = (pick: (s: Side) => number) => Math.max(...rounds.map(pick));
-  const turns = sum((s) => s.turns);
-  const cpuS = sum((s) => s.cpuS);
-  return {
-    turns,
-    modelCalls: sum((s) => s.modelCalls),
-    seconds: round(sum((s) => s.seconds)),
-    cpuS: round(cpuS),
-    cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
-    idleRssMb: most((s) => s.idleRssMb),
-    idleCpuPct: most((s) => s.idleCpuPct),
-    peakRssMb: most((s) => s.peakRssMb),
-    peakInFlight: most((s) => s.peakInFlight),
-  };
-}
-
 /**
  * The anchor as the workers run: as many bare-loop processes as workers, the level's turns
  * split evenly between them, all at once (BullMQ spreads the workers' share, not always
@@ -147,20 +128,7 @@ async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: s
       }),
     ),
   );
-  const sum = (pick: (s: Side) => number) => sides.reduce((a, s) => a + pick(s), 0);
-  const turns = sum((s) => s.turns);
-  const cpuS = sum((s) => s.cpuS);
-  return {
-    turns,
-    modelCalls: sum((s) => s.modelCalls),
-    seconds: Math.max(...sides.map((s) => s.seconds)),
-    cpuS: round(cpuS),
-    cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
-    idleRssMb: sum((s) => s.idleRssMb),
-    idleCpuPct: sum((s) => s.idleCpuPct),
-    peakRssMb: sum((s) => s.peakRssMb),
-    peakInFlight: sum((s) => s.peakInFlight),
-  };
+  return combineSides(sides, 'at-once');
 }
 
 export async function benchStream(o: StreamOptions) {
@@ -208,7 +176,7 @@ export async function benchStream(o: StreamOptions) {
             }
           }
           const pooled = pooledLatency(measured);
-          const pooledBare = pooledSides(bare);
+          const pooledBare = combineSides(bare, 'in-turn');
           latency.push(pooled);
           const cpuRatio = round(pooled.workerCpuMsPerReply / pooledBare.cpuMsPerTurn);
           anchor.push({
@@ -279,7 +247,8 @@ export async function benchStream(o: StreamOptions) {
       `latency: ${o.ingresses} ingress and ${o.workers} worker processes (dist/cli.js) on a redis-server of the ` +
       `benchmark's own; the mock model answers each call after ${o.latencyMs[0]}–${o.latencyMs[1]} ms and streams ` +
       `its chunks ${o.chunkMs} ms apart (a ${o.textChars}-character reply through chat_send, 16 characters per chunk); ` +
-      `N conversations opened at once over POST /v1/ui (in rounds of N up to ${o.minRepliesPerLevel} replies a side, the sides alternating round by round) (per-chat browser tokens), round-robin over the ingresses, ` +
+      `N conversations opened at once over POST /v1/ui (per-chat browser tokens), round-robin over the ingresses, in rounds ` +
+      `of N until each side has ${o.minRepliesPerLevel} replies at the level, ` +
       `after ${o.warmupChats} warm-up conversations; latency = client's first text-delta − the mock's write of the ` +
       `reply's first content chunk (both performance.timeOrigin + performance.now(), same host). The client is ` +
       `this process (raw HTTP, hand-parsed SSE) on the same 2 cores as every server process: its CPU and the ` +
@@ -288,7 +257,8 @@ export async function benchStream(o: StreamOptions) {
       `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
       `the level's turns split between them and all at once, the same message, the two sides alternating ` +
-      `order per run; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its last reply included. ` +
+      `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
+      `last reply included. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
     settings: o,
