@@ -6,9 +6,11 @@
 // over HTTP: step 1 calls chat_send, step 2 stops — 2 model calls per turn.
 //
 // BARE_TEXT, when set, is every turn's message (the stream benchmark's anchor).
-// Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, waits for `go`, runs
-// BARE_TURNS turns with BARE_CONCURRENCY at once, prints `done <turns> <modelSteps>`, waits
-// to be killed. The parent reads this process's CPU and memory from /proc.
+// Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, then for every `go`
+// runs BARE_TURNS turns with BARE_CONCURRENCY at once, and for every `go <n>` a round of n
+// turns all at once (the stream benchmark keeps one process through its rounds, as its workers
+// live through theirs); after each it prints `done <turns> <modelSteps>`. It exits when stdin
+// ends. The parent reads this process's CPU and memory from /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { isStepCount, streamText, tool, zodSchema } from 'ai';
@@ -57,11 +59,11 @@ async function turn(chatKey) {
   steps += (await result.steps).length;
 }
 
-/** `count` turns, `concurrency` at once, in chats `<prefix>-<kind><0 … count - 1>` as the worker side names its own. */
-async function pool(kind, count) {
+/** `count` turns, `atOnce` at a time, in chats `<prefix>-<kind><0 … count - 1>` as the worker side names its own. */
+async function pool(kind, count, atOnce = concurrency) {
   let next = 0;
   await Promise.all(
-    Array.from({ length: Math.min(concurrency, count) }, async () => {
+    Array.from({ length: Math.min(atOnce, count) }, async () => {
       while (next < count) await turn(`${prefix}-${kind}${next++}`);
     }),
   );
@@ -71,10 +73,19 @@ await pool('w', warmup);
 steps = 0;
 process.stdout.write('ready\n');
 const lines = createInterface({ input: process.stdin });
+let rounds = 0;
 for await (const line of lines) {
-  if (line.trim() !== 'go') continue;
-  await pool('c', turns);
-  process.stdout.write(`done ${turns} ${steps}\n`);
+  const [word, n] = line.trim().split(' ');
+  if (word !== 'go') continue;
+  steps = 0;
+  if (n === undefined) {
+    await pool('c', turns);
+    process.stdout.write(`done ${turns} ${steps}\n`);
+  } else {
+    // Each round in chats of its own: r<round>-<i>.
+    await pool(`r${rounds++}-`, Number(n), Number(n));
+    process.stdout.write(`done ${n} ${steps}\n`);
+  }
 }
 // stdin ended (the bench is done with us): exit now, so `--cpu-prof` writes its profile.
 process.exit(0);

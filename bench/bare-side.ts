@@ -1,4 +1,5 @@
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
+import { createInterface, type Interface } from 'node:readline';
 import { ANCHOR_LABEL, idleCpuPct, memoryOf, rssSampler, spawnBareLoop } from './fleet.js';
 import { processCpuSeconds, randomPrefix, round, sleep } from './util.js';
 
@@ -40,86 +41,138 @@ export interface BareRun {
   settleMs?: number;
 }
 
-/**
- * The anchor side of the benchmarks that weigh a worker against the bare AI SDK loop
- * (overhead, stream): `bench/bare-loop.mjs` as its own process, `turns` turns with
- * `concurrency` at once after `warmup` turns, and what /proc says it spent and held.
- */
-export async function measureBare(run: BareRun): Promise<Side> {
-  const { mockUrl, concurrency, turns, warmup, timeoutMs, statsOf, profileDir } = run;
-  const prefix = randomPrefix(ANCHOR_LABEL);
-  const profile = profileDir
-    ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
-    : [];
-  const child = spawnBareLoop({
-    mockUrl,
-    concurrency,
-    turns,
-    warmup,
-    prefix,
-    nodeArgs: profile,
-    ...(run.text !== undefined && { env: { BARE_TEXT: run.text } }),
-  });
-  const lines = createInterface({ input: child.stdout! });
-  const next = (what: string) =>
-    new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`bare loop: no '${what}' within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
+/** One `bench/bare-loop.mjs` process, warmed up and waiting for rounds (its protocol: the file's header). */
+export class BareProcess {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly lines: Interface,
+    readonly prefix: string,
+    private readonly run: Pick<BareRun, 'timeoutMs' | 'statsOf' | 'profileDir'>,
+  ) {}
+
+  /** Spawned, and back from its warm-up turns (`ready`). */
+  static async start(run: BareRun): Promise<BareProcess> {
+    const prefix = randomPrefix(ANCHOR_LABEL);
+    const { profileDir } = run;
+    const profile = profileDir
+      ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--heap-prof', `--heap-prof-dir=${profileDir}`]
+      : [];
+    const child = spawnBareLoop({
+      mockUrl: run.mockUrl,
+      concurrency: run.concurrency,
+      turns: run.turns,
+      warmup: run.warmup,
+      prefix,
+      nodeArgs: profile,
+      ...(run.text !== undefined && { env: { BARE_TEXT: run.text } }),
+    });
+    const bare = new BareProcess(child, createInterface({ input: child.stdout! }), prefix, run);
+    try {
+      await bare.next('ready');
+    } catch (err) {
+      await bare.stop();
+      throw err;
+    }
+    return bare;
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  private next(what: string): Promise<string> {
+    const { child, lines } = this;
+    const { timeoutMs } = this.run;
+    return new Promise<string>((resolve, reject) => {
+      const onExit = (code: number | null) => done(new Error(`bare loop exited with ${code}`));
+      const timer = setTimeout(() => done(new Error(`bare loop: no '${what}' within ${timeoutMs} ms`)), timeoutMs);
       const onLine = (line: string) => {
-        if (!line.startsWith(what)) return;
+        if (line.startsWith(what)) done(undefined, line);
+      };
+      const done = (err: Error | undefined, line = '') => {
         clearTimeout(timer);
         lines.off('line', onLine);
-        resolve(line);
+        child.off('exit', onExit);
+        if (err) reject(err);
+        else resolve(line);
       };
       lines.on('line', onLine);
-      child.once('exit', (code) => reject(new Error(`bare loop exited with ${code}`)));
+      child.once('exit', onExit);
     });
-  try {
-    await next('ready');
-    const pid = child.pid!;
-    const idle = memoryOf(pid).rssMb;
-    const [idleCpu] = await idleCpuPct([pid]);
-    const stats0 = await statsOf(prefix);
+  }
+
+  /**
+   * One round: `go` (its configured turns) or `go <turns>` (that many at once); CPU from /proc
+   * over the round and `settleMs` after it, model calls from the mock.
+   */
+  async round(turns?: number, settleMs = 0): Promise<Side> {
+    const { pid } = this;
+    const stats0 = await this.run.statsOf(this.prefix);
     const cpu0 = processCpuSeconds(pid) ?? 0;
     const sampler = rssSampler([pid]);
     let peakInFlight = 0;
     const inFlight = setInterval(() => {
-      statsOf(prefix)
+      this.run
+        .statsOf(this.prefix)
         .then((s) => {
           peakInFlight = Math.max(peakInFlight, s.inFlight);
         })
         .catch(() => undefined);
     }, 200);
     const t0 = performance.now();
-    const done = next('done');
-    child.stdin!.write('go\n');
-    await done.finally(() => clearInterval(inFlight));
+    const done = this.next('done');
+    this.child.stdin!.write(turns === undefined ? 'go\n' : `go ${turns}\n`);
+    const [, ran] = (await done.finally(() => clearInterval(inFlight))).split(' ');
     const seconds = (performance.now() - t0) / 1000;
-    if (run.settleMs) await sleep(run.settleMs);
+    if (settleMs) await sleep(settleMs);
     const cpuS = (processCpuSeconds(pid) ?? 0) - cpu0;
     const [peak] = sampler.stop();
-    const stats = await statsOf(prefix);
+    const stats = await this.run.statsOf(this.prefix);
+    const n = Number(ran);
     return {
-      turns,
+      turns: n,
       modelCalls: stats.requests - stats0.requests,
       seconds: round(seconds),
       cpuS: round(cpuS),
-      cpuMsPerTurn: round((cpuS * 1000) / turns, 3),
-      idleRssMb: idle,
-      idleCpuPct: idleCpu!,
+      cpuMsPerTurn: round((cpuS * 1000) / n, 3),
+      idleRssMb: Number.NaN,
+      idleCpuPct: Number.NaN,
       peakRssMb: peak!,
       peakInFlight,
     };
-  } finally {
-    if (profileDir && child.exitCode === null) {
-      // Node writes the profiles on a normal exit: end its stdin and let it finish.
+  }
+
+  /** What it holds and spends between rounds: RSS, and CPU over 3 s (timers, polls). */
+  async idle(): Promise<Pick<Side, 'idleRssMb' | 'idleCpuPct'>> {
+    const idleRssMb = memoryOf(this.pid).rssMb;
+    const [idleCpu] = await idleCpuPct([this.pid]);
+    return { idleRssMb, idleCpuPct: idleCpu! };
+  }
+
+  /** Ends it: with a profile, by closing its stdin so node writes the profile on exit. */
+  async stop(): Promise<void> {
+    const { child } = this;
+    if (this.run.profileDir && child.exitCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.stdin!.end();
       await Promise.race([exited, sleep(30_000)]);
     }
     child.kill('SIGKILL');
+  }
+}
+
+/**
+ * The anchor side of the benchmarks that weigh a worker against the bare AI SDK loop
+ * (overhead, stream): `bench/bare-loop.mjs` as its own process, `turns` turns with
+ * `concurrency` at once after `warmup` turns, and what /proc says it spent and held.
+ */
+export async function measureBare(run: BareRun): Promise<Side> {
+  const bare = await BareProcess.start(run);
+  try {
+    const idle = await bare.idle();
+    return { ...(await bare.round(undefined, run.settleMs)), ...idle };
+  } finally {
+    await bare.stop();
   }
 }
 

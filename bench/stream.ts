@@ -1,4 +1,4 @@
-import { combineSides, measureBare, type Side } from './bare-side.js';
+import { BareProcess, combineSides, type Side } from './bare-side.js';
 import { mockStats } from './fleet.js';
 import { type LatencyLevel, measureLatency, pooledLatency, warmUp } from './stream-latency.js';
 import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
@@ -108,27 +108,63 @@ interface StreamRun {
 }
 
 /**
- * The anchor as the workers run: as many bare-loop processes as workers, the level's turns
- * split evenly between them, all at once (BullMQ spreads the workers' share, not always
- * evenly), CPU per turn over all of them.
+ * The anchor as the workers run: as many bare-loop processes as workers, started with the
+ * stack and kept through every round of the run as the workers are (an idle process's heap is
+ * shrunk by V8's memory reducer, and its code aged: the next burst pays to grow and compile
+ * them again, on both sides alike). Each round splits the level's turns evenly between them,
+ * all at once (BullMQ spreads the workers' share, not always evenly); CPU per turn over all.
  */
-async function bareAnchor(stack: Stack, level: number, o: StreamOptions, text: string): Promise<Side> {
-  const shares = Array.from({ length: o.workers }, (_, i) => Math.floor((level + i) / o.workers));
-  const sides = await Promise.all(
-    shares.map((turns) =>
-      measureBare({
-        mockUrl: stack.mock.url!,
-        concurrency: turns,
-        turns,
-        warmup: Math.ceil(o.warmupChats / o.workers),
-        timeoutMs: o.timeoutMs,
-        settleMs: o.settleMs,
-        statsOf: (p) => mockStats(stack.mock, `${p}-`),
-        text,
-      }),
-    ),
-  );
-  return combineSides(sides, 'at-once');
+class BareAnchor {
+  private constructor(
+    private readonly processes: BareProcess[],
+    /** Measured once, after the warm-up: a round's pauses stay as long as the workers'. */
+    private readonly idle: Array<Pick<Side, 'idleRssMb' | 'idleCpuPct'>>,
+  ) {}
+
+  static async start(stack: Stack, o: StreamOptions, text: string): Promise<BareAnchor> {
+    // Warmed up as the workers are: their share of the warm-up conversations, all at once.
+    const warmup = Math.ceil(o.warmupChats / o.workers);
+    const started = await Promise.allSettled(
+      Array.from({ length: o.workers }, () =>
+        BareProcess.start({
+          mockUrl: stack.mock.url!,
+          concurrency: warmup,
+          turns: warmup,
+          warmup,
+          timeoutMs: o.timeoutMs,
+          statsOf: (p) => mockStats(stack.mock, `${p}-`),
+          text,
+        }),
+      ),
+    );
+    const processes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    const failed = started.find((s) => s.status === 'rejected');
+    if (failed) {
+      await Promise.all(processes.map((p) => p.stop()));
+      throw failed.reason;
+    }
+    try {
+      return new BareAnchor(processes, await Promise.all(processes.map((p) => p.idle())));
+    } catch (err) {
+      await Promise.all(processes.map((p) => p.stop()));
+      throw err;
+    }
+  }
+
+  async round(level: number, settleMs: number): Promise<Side> {
+    const n = this.processes.length;
+    const sides = await Promise.all(
+      this.processes.map((p, i) => p.round(Math.floor((level + i) / n), settleMs)),
+    );
+    return combineSides(
+      sides.map((s, i) => ({ ...s, ...this.idle[i] })),
+      'at-once',
+    );
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.processes.map((p) => p.stop()));
+  }
 }
 
 export async function benchStream(o: StreamOptions) {
@@ -149,8 +185,11 @@ export async function benchStream(o: StreamOptions) {
       });
       const latency: LatencyLevel[] = [];
       const anchor: AnchorLevel[] = [];
+      let bareAnchor: BareAnchor | undefined;
       try {
         await warmUp(stack, o.warmupChats, text);
+        const anchorProcesses = await BareAnchor.start(stack, o, text);
+        bareAnchor = anchorProcesses;
         for (const level of o.levels) {
           const rounds = Math.max(1, Math.ceil(o.minRepliesPerLevel / level));
           const measured: LatencyLevel[] = [];
@@ -170,7 +209,7 @@ export async function benchStream(o: StreamOptions) {
                   ),
                 );
               } else {
-                bare.push(await bareAnchor(stack, level, o, text));
+                bare.push(await anchorProcesses.round(level, o.settleMs));
               }
               await sleep(2000);
             }
@@ -192,6 +231,7 @@ export async function benchStream(o: StreamOptions) {
           );
         }
       } finally {
+        await bareAnchor?.stop();
         await stack.stop();
         await deletePrefix(redis.admin, stack.prefix);
       }

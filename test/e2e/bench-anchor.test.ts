@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BareProcess } from '../../bench/bare-side.js';
+import { mockStats, startMock } from '../../bench/fleet.js';
+import type { RoleProcess } from '../helpers/processes.js';
+
+// The anchor of the overhead and stream benchmarks (bench/bare-loop.mjs) against the real mock
+// model: a figure is only as good as the turns it counts.
+describe('the benchmarks’ bare-loop anchor', () => {
+  let mock: RoleProcess;
+  beforeAll(async () => {
+    mock = await startMock(20);
+  });
+  afterAll(async () => {
+    await mock?.kill('SIGKILL');
+  });
+
+  it('runs round after round in one process, each in chats of its own, two model calls a turn', async () => {
+    const bare = await BareProcess.start({
+      mockUrl: mock.url!,
+      concurrency: 1,
+      turns: 2,
+      warmup: 1,
+      timeoutMs: 30_000,
+      statsOf: (p) => mockStats(mock, `${p}-`),
+    });
+    try {
+      const first = await bare.round(4);
+      const second = await bare.round(3);
+      expect([first.turns, first.modelCalls]).toEqual([4, 8]);
+      expect([second.turns, second.modelCalls]).toEqual([3, 6]);
+      const requestsOf = async (chats: string) => (await mockStats(mock, `${bare.prefix}-${chats}`)).requests;
+      expect([await requestsOf('r0-'), await requestsOf('r1-')]).toEqual([8, 6]);
+      // A bare `go` still runs the configured turns (the overhead benchmark's protocol).
+      const configured = await bare.round();
+      expect([configured.turns, configured.modelCalls]).toEqual([2, 4]);
+      expect(first.cpuS).toBeGreaterThan(0);
+      // Every request of the process so far: the warm-up turn and the three rounds.
+      expect((await mockStats(mock, `${bare.prefix}-`)).requests).toBe(2 * (1 + 4 + 3 + 2));
+    } finally {
+      await bare.stop();
+    }
+  });
+});
