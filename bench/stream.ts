@@ -187,9 +187,16 @@ export async function benchStream(o: StreamOptions) {
       const anchor: AnchorLevel[] = [];
       let bareAnchor: BareAnchor | undefined;
       try {
-        await warmUp(stack, o.warmupChats, text);
-        const anchorProcesses = await BareAnchor.start(stack, o, text);
-        bareAnchor = anchorProcesses;
+        // Both sides warm up at the same time, so neither starts its first round after a
+        // longer pause than the other.
+        const [warmed, started] = await Promise.allSettled([
+          warmUp(stack, o.warmupChats, text),
+          BareAnchor.start(stack, o, text),
+        ]);
+        if (started.status === 'fulfilled') bareAnchor = started.value;
+        if (warmed.status === 'rejected') throw warmed.reason;
+        if (started.status === 'rejected') throw started.reason;
+        const anchorProcesses = started.value;
         for (const level of o.levels) {
           const rounds = Math.max(1, Math.ceil(o.minRepliesPerLevel / level));
           const measured: LatencyLevel[] = [];
