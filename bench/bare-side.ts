@@ -85,7 +85,10 @@ export class BareProcess {
     const { timeoutMs } = this.run;
     return new Promise<string>((resolve, reject) => {
       const onExit = (code: number | null) => done(new Error(`bare loop exited with ${code}`));
-      const timer = setTimeout(() => done(new Error(`bare loop: no '${what}' within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => done(new Error(`bare loop: no '${what}' within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       const onLine = (line: string) => {
         if (line.startsWith(what)) done(undefined, line);
       };

@@ -303,7 +303,8 @@ export async function benchStream(o: StreamOptions) {
       `through /v1/ui, each role behind a byte-counting proxy, commands named by MONITOR, idle traffic subtracted. ` +
       `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
-      `the level's turns split between them and all at once, the same message, the two sides alternating ` +
+      `warmed up with the workers and kept through every round of the run, each round's turns split ` +
+      `between them and all at once, the same message, the two sides alternating ` +
       `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
       `last reply included. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
