@@ -70,7 +70,6 @@ async function pool(kind, count, atOnce = concurrency) {
 }
 
 await pool('w', warmup);
-steps = 0;
 process.stdout.write('ready\n');
 const lines = createInterface({ input: process.stdin });
 let rounds = 0;

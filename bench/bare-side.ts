@@ -34,12 +34,10 @@ export interface BareRun {
   text?: string;
   /** CPU and heap profiles of the bare loop go here. */
   profileDir?: string;
-  /**
-   * How long after its last turn the process's CPU is still counted: V8 finishes a burst's
-   * garbage collection in the seconds after it (the stream benchmark counts them on both sides).
-   */
-  settleMs?: number;
 }
+
+/** What a round measures; the idle figures are the process's own (`BareProcess.idle`). */
+export type BareRound = Omit<Side, 'idleRssMb' | 'idleCpuPct'>;
 
 /** One `bench/bare-loop.mjs` process, warmed up and waiting for rounds (its protocol: the file's header). */
 export class BareProcess {
@@ -106,9 +104,10 @@ export class BareProcess {
 
   /**
    * One round: `go` (its configured turns) or `go <turns>` (that many at once); CPU from /proc
-   * over the round and `settleMs` after it, model calls from the mock.
+   * over the round and `settleMs` after it (V8 finishes a burst's garbage collection there),
+   * model calls from the mock.
    */
-  async round(turns?: number, settleMs = 0): Promise<Side> {
+  async round(turns?: number, settleMs = 0): Promise<BareRound> {
     const { pid } = this;
     const stats0 = await this.run.statsOf(this.prefix);
     const cpu0 = processCpuSeconds(pid) ?? 0;
@@ -138,8 +137,6 @@ export class BareProcess {
       seconds: round(seconds),
       cpuS: round(cpuS),
       cpuMsPerTurn: round((cpuS * 1000) / n, 3),
-      idleRssMb: Number.NaN,
-      idleCpuPct: Number.NaN,
       peakRssMb: peak!,
       peakInFlight,
     };
@@ -173,7 +170,7 @@ export async function measureBare(run: BareRun): Promise<Side> {
   const bare = await BareProcess.start(run);
   try {
     const idle = await bare.idle();
-    return { ...(await bare.round(undefined, run.settleMs)), ...idle };
+    return { ...(await bare.round()), ...idle };
   } finally {
     await bare.stop();
   }

@@ -26,7 +26,7 @@ import {
  * 3. ingress memory per open stream (stream-memory.ts).
  * At each level the anchor runs too: the bare AI SDK `streamText` loop (bench/bare-loop.mjs),
  * one process per worker holding as many turns at once, the same message, on the same pacing
- * mock, so the workers' CPU per reply is weighed against it in the same run.
+ * mock, so the workers' CPU per reply is weighed against it in the same run (BareAnchor).
  */
 
 export interface StreamOptions {
@@ -47,9 +47,7 @@ export interface StreamOptions {
   minRepliesPerLevel: number;
   /**
    * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
-   * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies). The
-   * anchor's process was killed at once before, so only the workers paid theirs, in their
-   * next round.
+   * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies).
    */
   settleMs: number;
   costReplies: number;
@@ -108,17 +106,19 @@ interface StreamRun {
 }
 
 /**
- * The anchor as the workers run: as many bare-loop processes as workers, started with the
- * stack and kept through every round of the run as the workers are (an idle process's heap is
+ * The anchor as the workers run: as many bare-loop processes as workers, warmed up with them
+ * and kept through every round of the run as the workers are (an idle process's heap is
  * shrunk by V8's memory reducer, and its code aged: the next burst pays to grow and compile
  * them again, on both sides alike). Each round splits the level's turns evenly between them,
  * all at once (BullMQ spreads the workers' share, not always evenly); CPU per turn over all.
  */
 class BareAnchor {
+  /**
+   * Each process with its idle RSS and CPU, measured once after the warm-up, so a round's
+   * pauses stay as long as the workers'.
+   */
   private constructor(
-    private readonly processes: BareProcess[],
-    /** Measured once, after the warm-up: a round's pauses stay as long as the workers'. */
-    private readonly idle: Array<Pick<Side, 'idleRssMb' | 'idleCpuPct'>>,
+    private readonly members: Array<{ bare: BareProcess; idle: Pick<Side, 'idleRssMb' | 'idleCpuPct'> }>,
   ) {}
 
   static async start(stack: Stack, o: StreamOptions, text: string): Promise<BareAnchor> {
@@ -138,13 +138,12 @@ class BareAnchor {
       ),
     );
     const processes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-    const failed = started.find((s) => s.status === 'rejected');
-    if (failed) {
-      await Promise.all(processes.map((p) => p.stop()));
-      throw failed.reason;
-    }
     try {
-      return new BareAnchor(processes, await Promise.all(processes.map((p) => p.idle())));
+      const failed = started.find((s) => s.status === 'rejected');
+      if (failed) throw failed.reason;
+      return new BareAnchor(
+        await Promise.all(processes.map(async (bare) => ({ bare, idle: await bare.idle() }))),
+      );
     } catch (err) {
       await Promise.all(processes.map((p) => p.stop()));
       throw err;
@@ -152,18 +151,18 @@ class BareAnchor {
   }
 
   async round(level: number, settleMs: number): Promise<Side> {
-    const n = this.processes.length;
+    const n = this.members.length;
     const sides = await Promise.all(
-      this.processes.map((p, i) => p.round(Math.floor((level + i) / n), settleMs)),
+      this.members.map(async ({ bare, idle }, i) => ({
+        ...(await bare.round(Math.floor((level + i) / n), settleMs)),
+        ...idle,
+      })),
     );
-    return combineSides(
-      sides.map((s, i) => ({ ...s, ...this.idle[i] })),
-      'at-once',
-    );
+    return combineSides(sides, 'at-once');
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.processes.map((p) => p.stop()));
+    await Promise.all(this.members.map(({ bare }) => bare.stop()));
   }
 }
 
@@ -185,18 +184,11 @@ export async function benchStream(o: StreamOptions) {
       });
       const latency: LatencyLevel[] = [];
       const anchor: AnchorLevel[] = [];
-      let bareAnchor: BareAnchor | undefined;
+      // Both sides warm up at the same time, so neither starts its first round after a longer
+      // pause than the other. (Promise.all below handles its rejection; `finally` stops it.)
+      const anchorStarted = BareAnchor.start(stack, o, text);
       try {
-        // Both sides warm up at the same time, so neither starts its first round after a
-        // longer pause than the other.
-        const [warmed, started] = await Promise.allSettled([
-          warmUp(stack, o.warmupChats, text),
-          BareAnchor.start(stack, o, text),
-        ]);
-        if (started.status === 'fulfilled') bareAnchor = started.value;
-        if (warmed.status === 'rejected') throw warmed.reason;
-        if (started.status === 'rejected') throw started.reason;
-        const anchorProcesses = started.value;
+        const [, bareAnchor] = await Promise.all([warmUp(stack, o.warmupChats, text), anchorStarted]);
         for (const level of o.levels) {
           const rounds = Math.max(1, Math.ceil(o.minRepliesPerLevel / level));
           const measured: LatencyLevel[] = [];
@@ -216,7 +208,7 @@ export async function benchStream(o: StreamOptions) {
                   ),
                 );
               } else {
-                bare.push(await anchorProcesses.round(level, o.settleMs));
+                bare.push(await bareAnchor.round(level, o.settleMs));
               }
               await sleep(2000);
             }
@@ -238,7 +230,10 @@ export async function benchStream(o: StreamOptions) {
           );
         }
       } finally {
-        await bareAnchor?.stop();
+        await anchorStarted.then(
+          (a) => a.stop(),
+          () => undefined,
+        );
         await stack.stop();
         await deletePrefix(redis.admin, stack.prefix);
       }
