@@ -34,6 +34,8 @@ export interface BareRun {
   text?: string;
   /** CPU and heap profiles of the bare loop go here. */
   profileDir?: string;
+  /** More arguments to node itself (V8 flags), after the profiler's. */
+  nodeArgs?: string[];
 }
 
 /** What a round measures; the idle figures are the process's own (`BareProcess.idle`). */
@@ -61,7 +63,7 @@ export class BareProcess {
       turns: run.turns,
       warmup: run.warmup,
       prefix,
-      nodeArgs: profile,
+      nodeArgs: [...profile, ...(run.nodeArgs ?? [])],
       ...(run.text !== undefined && { env: { BARE_TEXT: run.text } }),
     });
     const bare = new BareProcess(child, createInterface({ input: child.stdout! }), prefix, run);

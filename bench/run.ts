@@ -62,6 +62,7 @@ const { values } = parseArgs({
     'chart-label': { type: 'string', default: '' },
     profile: { type: 'string' },
     levels: { type: 'string' },
+    'node-args': { type: 'string' },
     'turns-per-slot': { type: 'string' },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
@@ -84,6 +85,8 @@ flags:
   --warmup S           ingress: warm-up seconds (default ${INGRESS_DEFAULTS.warmupS})
   --levels A,B         overhead: turns in flight (default 100,2000); stream: concurrent
                        /v1/ui conversations (default 100,1000)
+  --node-args="F …"    stream: flags for node itself on both sides of the CPU comparison alike
+                       (workers and bare loop), e.g. --node-args=--no-memory-reducer; Node's defaults otherwise
   --turns-per-slot N   overhead: turns per measurement = N × level (default 2); more turns, less spread
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
@@ -112,6 +115,7 @@ if (only !== undefined && !(BENCHMARKS as readonly string[]).includes(only)) {
   process.exit(2);
 }
 const levels = values.levels?.split(',').map((l) => Math.floor(positive('levels', l)));
+const nodeArgs = values['node-args']?.split(/\s+/).filter(Boolean);
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
 // --tracing: the chatlane processes of ingress and overhead export every span (100 % sampled,
@@ -249,6 +253,7 @@ for (const name of selected) {
         ...STREAM_DEFAULTS,
         ...(smoke && SMOKE.stream),
         ...(levels && { levels }),
+        ...(nodeArgs && { nodeArgs }),
         runs,
       });
     } else if (name === 'memory') {

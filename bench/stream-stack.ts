@@ -53,6 +53,8 @@ export interface StackOptions {
   latencyMs: [number, number];
   chunkMs: number;
   env?: Record<string, string>;
+  /** Flags for node itself in every worker process (V8 flags). */
+  workerNodeArgs?: string[];
 }
 
 export interface Stack {
@@ -98,7 +100,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
           REDIS_URL: o.workerRedisUrl ?? o.redisUrl,
           WORKER_CONCURRENCY: String(o.workerConcurrency),
         },
-        { timeoutMs: 60_000 },
+        { timeoutMs: 60_000, nodeArgs: o.workerNodeArgs ?? [] },
       );
       started.push(w);
       workers.push(w);

@@ -53,6 +53,11 @@ export interface StreamOptions {
   costReplies: number;
   memoryStreams: number;
   timeoutMs: number;
+  /**
+   * Flags for node itself, given to both sides of the CPU comparison alike (the workers and the
+   * bare loop): a V8 policy weighed on both, never on one (empty by default: Node's defaults).
+   */
+  nodeArgs: string[];
 }
 
 export const STREAM_DEFAULTS: StreamOptions = {
@@ -69,6 +74,7 @@ export const STREAM_DEFAULTS: StreamOptions = {
   costReplies: 100,
   memoryStreams: 1000,
   timeoutMs: 180_000,
+  nodeArgs: [],
 };
 
 const WORDS = 'the quick brown fox jumps over the lazy dog while the cat watches it all from the fence ';
@@ -134,6 +140,7 @@ class BareAnchor {
           timeoutMs: o.timeoutMs,
           statsOf: (p) => mockStats(stack.mock, `${p}-`),
           text,
+          nodeArgs: o.nodeArgs,
         }),
       ),
     );
@@ -181,6 +188,7 @@ export async function benchStream(o: StreamOptions) {
         workerConcurrency: Math.ceil(Math.max(...o.levels) / o.workers) + 100,
         latencyMs: o.latencyMs,
         chunkMs: o.chunkMs,
+        workerNodeArgs: o.nodeArgs,
       });
       const latency: LatencyLevel[] = [];
       const anchor: AnchorLevel[] = [];
@@ -301,7 +309,7 @@ export async function benchStream(o: StreamOptions) {
       `warmed up with the workers and kept through every round of the run, each round's turns split ` +
       `between them and all at once, the same message, the two sides alternating ` +
       `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
-      `last reply included. ` +
+      `last reply included${o.nodeArgs.length > 0 ? `; both sides ran node with ${o.nodeArgs.join(' ')}` : ''}. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
     settings: o,
