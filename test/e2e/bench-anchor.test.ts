@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BareProcess } from '../../bench/bare-side.js';
 import { mockStats, startMock } from '../../bench/fleet.js';
@@ -36,6 +37,28 @@ describe('the benchmarks’ bare-loop anchor', () => {
       expect(first.cpuS).toBeGreaterThan(0);
       // Every request of the process so far: the warm-up turn and the three rounds.
       expect((await mockStats(mock, `${bare.prefix}-`)).requests).toBe(2 * (1 + 4 + 3 + 2));
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  it('starts node itself with the flags it is given (the stream benchmark gives both sides the same)', async () => {
+    const bare = await BareProcess.start({
+      mockUrl: mock.url!,
+      concurrency: 1,
+      turns: 1,
+      warmup: 1,
+      timeoutMs: 30_000,
+      statsOf: (p) => mockStats(mock, `${p}-`),
+      nodeArgs: ['--no-memory-reducer'],
+    });
+    try {
+      const argv = readFileSync(`/proc/${bare.pid}/cmdline`, 'utf8').split('\0');
+      // A flag for node, before the script: not an argument of bare-loop.mjs.
+      const script = argv.findIndex((a) => a.endsWith('bare-loop.mjs'));
+      expect(argv.indexOf('--no-memory-reducer')).toBeGreaterThan(0);
+      expect(argv.indexOf('--no-memory-reducer')).toBeLessThan(script);
+      expect((await bare.round(1)).modelCalls).toBe(2);
     } finally {
       await bare.stop();
     }
