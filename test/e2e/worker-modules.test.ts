@@ -18,6 +18,8 @@ const CONDITIONAL = {
   mcp: /\/node_modules\/@ai-sdk\/mcp\//,
   standardWebhooks: /\/node_modules\/(standardwebhooks|@stablelib\/base64|fast-sha256)\//,
   fastify: /\/node_modules\/(fastify|@fastify\/[^/]+|@bull-board\/[^/]+)\//,
+  /** The price file's parser (MODEL_PRICES_FILE). */
+  yaml: /\/node_modules\/yaml\//,
 };
 
 /**
@@ -63,7 +65,7 @@ describe('what a worker process loads', () => {
     return readFileSync(trace, 'utf8').split('\n').filter(Boolean);
   }
 
-  it('without a chat platform, a signed webhook source or MCP_CONFIG: neither the Chat SDK, its Markdown stack, Standard Webhooks signing, @ai-sdk/mcp, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser, nor prom-client’s unused metric types', async () => {
+  it('without a chat platform, a signed webhook source, MCP_CONFIG or MODEL_PRICES_FILE: neither the Chat SDK, its Markdown stack, Standard Webhooks signing, @ai-sdk/mcp, a YAML parser, a web framework nor BullMQ’s PostgreSQL backend, unused classes and cron parser, nor prom-client’s unused metric types', async () => {
     const modules = await workerModules('plain');
     // The trace works: the modules every worker needs are in it.
     expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
@@ -71,6 +73,7 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(false);
     expect(loaded(modules, CONDITIONAL.markdown)).toBe(false);
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(false);
+    expect(loaded(modules, CONDITIONAL.yaml)).toBe(false);
     expect(loaded(modules, CONDITIONAL.standardWebhooks)).toBe(false);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
     expect(loaded(modules, POSTGRES)).toBe(false);
@@ -97,8 +100,10 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
   });
 
-  it('with Telegram, a signed webhook source and MCP_CONFIG set: the Chat SDK, Standard Webhooks signing and @ai-sdk/mcp are loaded at start, before any job', async () => {
+  it('with Telegram, a signed webhook source, MCP_CONFIG and MODEL_PRICES_FILE set: the Chat SDK, Standard Webhooks signing, @ai-sdk/mcp and the YAML parser are loaded at start, before any job', async () => {
     const mcpConfig = join(dir, 'mcp.json');
+    const prices = join(dir, 'prices.yaml');
+    writeFileSync(prices, 'models:\n  mock:\n    input: 1\n    output: 2\n');
     // A server that is down does not stop the worker: the client is still built at start.
     const port = await freePort();
     writeFileSync(
@@ -112,10 +117,12 @@ describe('what a worker process loads', () => {
       GENERIC_WEBHOOK_SECRETS_CRM: `whsec_${Buffer.alloc(32, 7).toString('base64')}`,
       MCP_CONFIG: mcpConfig,
       MCP_CONNECT_TIMEOUT_MS: '1000',
+      MODEL_PRICES_FILE: prices,
     });
     expect(loaded(modules, CONDITIONAL.chatSdk)).toBe(true);
     expect(loaded(modules, CONDITIONAL.standardWebhooks)).toBe(true);
     expect(loaded(modules, CONDITIONAL.mcp)).toBe(true);
+    expect(loaded(modules, CONDITIONAL.yaml)).toBe(true);
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
   });
 });
