@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BareProcess } from '../../bench/bare-side.js';
+import { BareProcess, type BareRun } from '../../bench/bare-side.js';
 import { mockStats, startMock } from '../../bench/fleet.js';
 import type { RoleProcess } from '../helpers/processes.js';
 
@@ -15,15 +15,20 @@ describe('the benchmarks’ bare-loop anchor', () => {
     await mock?.kill('SIGKILL');
   });
 
-  it('runs round after round in one process, each in chats of its own, two model calls a turn', async () => {
-    const bare = await BareProcess.start({
+  /** One warm-up turn, `turns` a plain `go`, one turn at a time, on the test's mock. */
+  const startBare = (turns: number, more: Pick<BareRun, 'nodeArgs'> = {}) =>
+    BareProcess.start({
       mockUrl: mock.url!,
       concurrency: 1,
-      turns: 2,
+      turns,
       warmup: 1,
       timeoutMs: 30_000,
       statsOf: (p) => mockStats(mock, `${p}-`),
+      ...more,
     });
+
+  it('runs round after round in one process, each in chats of its own, two model calls a turn', async () => {
+    const bare = await startBare(2);
     try {
       const first = await bare.round(4);
       const second = await bare.round(3);
@@ -43,15 +48,7 @@ describe('the benchmarks’ bare-loop anchor', () => {
   });
 
   it('starts node itself with the flags it is given (the stream benchmark gives both sides the same)', async () => {
-    const bare = await BareProcess.start({
-      mockUrl: mock.url!,
-      concurrency: 1,
-      turns: 1,
-      warmup: 1,
-      timeoutMs: 30_000,
-      statsOf: (p) => mockStats(mock, `${p}-`),
-      nodeArgs: ['--no-memory-reducer'],
-    });
+    const bare = await startBare(1, { nodeArgs: ['--no-memory-reducer'] });
     try {
       const argv = readFileSync(`/proc/${bare.pid}/cmdline`, 'utf8').split('\0');
       // A flag for node, before the script: not an argument of bare-loop.mjs.
