@@ -116,6 +116,11 @@ if (only !== undefined && !(BENCHMARKS as readonly string[]).includes(only)) {
 }
 const levels = values.levels?.split(',').map((l) => Math.floor(positive('levels', l)));
 const nodeArgs = values['node-args']?.split(/\s+/).filter(Boolean);
+if (nodeArgs && only !== undefined && only !== 'stream') {
+  // Only the stream benchmark passes them on: a figure must not look as if it ran with them.
+  process.stderr.write(`bench: --node-args applies to the stream benchmark only, not to ${only}\n`);
+  process.exit(2);
+}
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
 // --tracing: the chatlane processes of ingress and overhead export every span (100 % sampled,
