@@ -2,10 +2,10 @@ import type { Queue } from 'bullmq';
 // prom-client's modules, not its index: the index also loads the Summary (with tdigest and
 // bintrees), the Pushgateway and the cluster aggregator, none of which chatlane uses.
 import Counter from 'prom-client/lib/counter.js';
-import collectDefaultMetrics from 'prom-client/lib/defaultMetrics.js';
 import Gauge from 'prom-client/lib/gauge.js';
 import Histogram from 'prom-client/lib/histogram.js';
 import Registry from 'prom-client/lib/registry.js';
+import { collectDefaults } from './default-metrics.js';
 import type { PriceTable } from './prices.js';
 import { type CallUsage, tokensByKind, USAGE_KINDS } from './usage.js';
 
@@ -49,10 +49,7 @@ export interface Metrics {
 
 export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
-  // The event-loop delay histogram samples every 100 ms, not prom-client's 10: its 10 ms timer
-  // woke every process 100 times a second: 1.1 % of a core in an idle worker (0.3 % now; by
-  // arithmetic ~0.2 ms of a turn at 100 in flight). Ten samples a second still show any stall.
-  if (defaultMetrics) collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+  if (defaultMetrics) collectDefaults(registry);
   const registers = [registry];
   return {
     registry,
