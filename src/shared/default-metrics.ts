@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import collectDefaultMetrics from 'prom-client/lib/defaultMetrics.js';
 import type Registry from 'prom-client/lib/registry.js';
-import { collectEventLoopLag, type EventLoopLagSampler } from './event-loop-lag.js';
+import { collectEventLoopLag } from './event-loop-lag.js';
 
 const require = createRequire(import.meta.url);
 
@@ -14,7 +14,7 @@ type Collector = (registry: Registry, config: object) => void;
  * wakes an idle process once a second instead of ten times. prom-client's own list drives the
  * loop, so a metric a later version adds is collected too.
  */
-export function collectDefaults(registry: Registry): EventLoopLagSampler {
+export function collectDefaults(registry: Registry): void {
   for (const name of collectDefaultMetrics.metricsList) {
     if (name === 'eventLoopLag') continue;
     const collector: unknown = require(`prom-client/lib/metrics/${name}.js`);
@@ -22,5 +22,5 @@ export function collectDefaults(registry: Registry): EventLoopLagSampler {
       throw new Error(`prom-client/lib/metrics/${name}.js is not a collector`);
     (collector as Collector)(registry, {});
   }
-  return collectEventLoopLag(registry);
+  collectEventLoopLag(registry);
 }

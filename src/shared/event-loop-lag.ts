@@ -8,12 +8,13 @@ import type Registry from 'prom-client/lib/registry.js';
  *
  * prom-client samples with `monitorEventLoopDelay` at a fixed rate. At 100 ms that timer was
  * most of an idle worker's wake-ups (10 of ~13 a second) and ~1.3 ms/s of its ~4.4 ms/s of idle
- * CPU (/proc, 40 s, three runs each way). This sampler measures the same thing — how late a timer fires — every
- * `busyMs` while the loop works, and every `idleMs` once the loop has been idle (utilization below
- * `busyUtilization`) for a whole `idleMs` window. A stall of `idleMs` or longer is always seen; a
- * shorter one in an idle loop is seen with probability length ÷ `idleMs`, and it makes that window
- * busy, so the sampling after it is fast again. The stalls that matter to chatlane (a lease's
- * renewal margin is seconds: docs/design.md §9) are seen in either mode.
+ * CPU (/proc, 40 s, three runs each way). This sampler measures the same thing — how late a
+ * timer fires — every `busyMs` while the loop works, and every `idleMs` once the loop has been
+ * idle (utilization below `busyUtilization`) for a whole `idleMs` window. A stall of `idleMs` or
+ * longer is always seen; a shorter one in an idle loop is seen with probability length ÷
+ * `idleMs`, and it makes that window busy, so the sampling after it is fast again. The stalls
+ * that matter to chatlane (a lease's renewal margin is seconds: docs/design.md §9) are seen in
+ * either mode.
  */
 
 export interface LagSampling {
@@ -51,7 +52,7 @@ export class EventLoopLagSampler {
   private dueAt = 0;
   /** The window the mode is decided on: when it began and the utilization counters then. */
   private windowStart = 0;
-  private windowElu: LoopTime | undefined;
+  private windowElu: LoopTime = { idle: 0, active: 0 };
 
   constructor(
     readonly sampling: LagSampling = LAG_SAMPLING,
@@ -89,19 +90,18 @@ export class EventLoopLagSampler {
   private decide(now: number): void {
     const { busyMs, idleMs, busyUtilization } = this.sampling;
     const current = this.clock.utilization();
-    const active = current.active - (this.windowElu?.active ?? 0);
-    const idle = current.idle - (this.windowElu?.idle ?? 0);
+    const active = current.active - this.windowElu.active;
+    const idle = current.idle - this.windowElu.idle;
     const busy = active + idle > 0 && active / (active + idle) >= busyUtilization;
     if (this.interval === idleMs) {
       // Each idle-mode pause is a window of its own: any work in it brings the fast rate back.
       if (busy) this.interval = busyMs;
-      this.openWindow(now, current);
-    } else if (busy) {
-      this.openWindow(now, current);
-    } else if (now - this.windowStart >= idleMs) {
+    } else if (!busy) {
+      // Fast mode slows down only after a whole idle window since the last busy sample.
+      if (now - this.windowStart < idleMs) return;
       this.interval = idleMs;
-      this.openWindow(now, current);
     }
+    this.openWindow(now, current);
   }
 
   private openWindow(now: number, elu: LoopTime = this.clock.utilization()): void {
@@ -116,19 +116,25 @@ export class EventLoopLagSampler {
   }
 }
 
+/** The seven statistics prom-client reports of its histogram: name, help, aggregator, reading. */
+const STATISTICS: Array<[string, string, 'min' | 'max' | 'average', (h: RecordableHistogram) => number]> = [
+  ['min', 'The minimum recorded event loop delay.', 'min', (h) => h.min],
+  ['max', 'The maximum recorded event loop delay.', 'max', (h) => h.max],
+  ['mean', 'The mean of the recorded event loop delays.', 'average', (h) => h.mean],
+  ['stddev', 'The standard deviation of the recorded event loop delays.', 'average', (h) => h.stddev],
+  ['p50', 'The 50th percentile of the recorded event loop delays.', 'average', (h) => h.percentile(50)],
+  ['p90', 'The 90th percentile of the recorded event loop delays.', 'average', (h) => h.percentile(90)],
+  ['p99', 'The 99th percentile of the recorded event loop delays.', 'average', (h) => h.percentile(99)],
+];
+
 /**
- * The eight gauges of prom-client's eventLoopLag collector on `registry`, fed by a started
- * sampler. Like prom-client, a scrape reads the samples since the last scrape and resets them;
- * a scrape that finds none keeps the last values (an idle loop samples once per `idleMs`).
+ * The eight gauges of prom-client's eventLoopLag collector on `registry`, fed by `sampler`, which
+ * this starts. Like prom-client, a scrape reads the samples since the last scrape and resets
+ * them; a scrape that finds none keeps the last values (an idle loop samples once per `idleMs`).
  */
-export function collectEventLoopLag(
-  registry: Registry,
-  sampler = new EventLoopLagSampler(),
-): EventLoopLagSampler {
+export function collectEventLoopLag(registry: Registry, sampler = new EventLoopLagSampler()): void {
   const registers = [registry];
   const { histogram } = sampler;
-  const gauge = (suffix: string, help: string, aggregator: 'min' | 'max' | 'average') =>
-    new Gauge({ name: `nodejs_eventloop_lag_${suffix}seconds`, help, registers, aggregator });
   // `lag` first: a scrape serializes in registration order, and its collect sets the others.
   const lag = new Gauge({
     name: 'nodejs_eventloop_lag_seconds',
@@ -140,23 +146,13 @@ export function collectEventLoopLag(
       const start = process.hrtime.bigint();
       setImmediate(() => lag.set(Number(process.hrtime.bigint() - start) / 1e9));
       if (histogram.count === 0) return;
-      lagMin.set(histogram.min / 1e9);
-      lagMax.set(histogram.max / 1e9);
-      lagMean.set(histogram.mean / 1e9);
-      lagStddev.set(histogram.stddev / 1e9);
-      lagP50.set(histogram.percentile(50) / 1e9);
-      lagP90.set(histogram.percentile(90) / 1e9);
-      lagP99.set(histogram.percentile(99) / 1e9);
+      for (const { gauge, read } of statistics) gauge.set(read(histogram) / 1e9);
       histogram.reset();
     },
   });
-  const lagMin = gauge('min_', 'The minimum recorded event loop delay.', 'min');
-  const lagMax = gauge('max_', 'The maximum recorded event loop delay.', 'max');
-  const lagMean = gauge('mean_', 'The mean of the recorded event loop delays.', 'average');
-  const lagStddev = gauge('stddev_', 'The standard deviation of the recorded event loop delays.', 'average');
-  const lagP50 = gauge('p50_', 'The 50th percentile of the recorded event loop delays.', 'average');
-  const lagP90 = gauge('p90_', 'The 90th percentile of the recorded event loop delays.', 'average');
-  const lagP99 = gauge('p99_', 'The 99th percentile of the recorded event loop delays.', 'average');
+  const statistics = STATISTICS.map(([name, help, aggregator, read]) => ({
+    gauge: new Gauge({ name: `nodejs_eventloop_lag_${name}_seconds`, help, registers, aggregator }),
+    read,
+  }));
   sampler.start();
-  return sampler;
 }
