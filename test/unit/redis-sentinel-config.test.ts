@@ -63,7 +63,7 @@ describe('Sentinel configuration', () => {
       loadConfig({ ...sentinel, REDIS_URL: 'rediss://h:6380' }),
       'ingress',
     ) as Redis;
-    redis.disconnect();
+    await closeRedis(redis);
     expect(redis.options).toMatchObject({ tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true });
     // The ingress keeps failing fast in Sentinel mode too.
     expect(redis.options).toMatchObject({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
@@ -86,9 +86,9 @@ describe('a connection to a demoted primary', () => {
     }
   });
 
-  it('is set on single-Redis connections too (a managed service fails over behind one DNS name)', () => {
+  it('is set on single-Redis connections too (a managed service fails over behind one DNS name)', async () => {
     const redis = createRedisClient(loadConfig({}), 'worker') as Redis;
-    redis.disconnect();
+    await closeRedis(redis);
     expect(redis.options.reconnectOnError?.(readOnly)).toBe(2);
   });
 });

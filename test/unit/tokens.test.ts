@@ -2,18 +2,6 @@ import { readFileSync } from 'node:fs';
 import { countTokens as rawCount } from 'gpt-tokenizer';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
-import { modelView } from '../../src/shared/model-view.js';
-import {
-  countTextTokens,
-  countTextTokensAsync,
-  HARD_CUT_MARGIN,
-  messageTokens,
-  TOKENIZER_SLICE_CHARS,
-  TOKENIZER_YIELD_BYTES,
-  viewTokens,
-  withTokens,
-} from '../../src/shared/tokens.js';
-import { TokenBudgetCompressor } from '../../src/worker/pipeline/compressor.js';
 import { hostileTexts, prng } from '../helpers/hostile-text.js';
 
 // Every string the tokenizer is handed, to prove none is longer than a slice.
@@ -28,6 +16,22 @@ vi.mock('../../src/shared/bpe-count.js', async (importOriginal) => {
     },
   };
 });
+
+// The unit project shares modules between files (`isolate: false`): an earlier file may have
+// loaded tokens.ts against the real tokenizer, so these are loaded afresh, after the mock.
+vi.resetModules();
+const { modelView } = await import('../../src/shared/model-view.js');
+const {
+  countTextTokens,
+  countTextTokensAsync,
+  HARD_CUT_MARGIN,
+  messageTokens,
+  TOKENIZER_SLICE_CHARS,
+  TOKENIZER_YIELD_BYTES,
+  viewTokens,
+  withTokens,
+} = await import('../../src/shared/tokens.js');
+const { TokenBudgetCompressor } = await import('../../src/worker/pipeline/compressor.js');
 
 beforeEach(() => {
   seen.lengths.length = 0;
