@@ -10,6 +10,13 @@ import {
 } from '../../src/mock-llm/server.js';
 import { ConfigError, loadMockLlmConfig } from '../../src/shared/config.js';
 
+/**
+ * A latency under test and the bound an undelayed request answers within, far apart: a request
+ * timed against a 60 ms delay took 115 ms without it on a loaded CI run.
+ */
+const DELAY_MS = 1000;
+const PROMPT_MS = 500;
+
 let url: string;
 let state: MockLlmState;
 let close: () => Promise<void>;
@@ -325,32 +332,32 @@ describe('mock-llm concurrency tracking', () => {
   });
 
   it('applies the global latency and a per-chat override', async () => {
-    state.setLatency([60, 60]);
+    state.setLatency([DELAY_MS, DELAY_MS]);
     state.setChatLatency('chat-fast', 0);
     let started = Date.now();
     await completionRequest('chat-slow', 'a');
-    expect(Date.now() - started).toBeGreaterThanOrEqual(55);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(DELAY_MS - 5);
     started = Date.now();
     await completionRequest('chat-fast', 'b');
-    expect(Date.now() - started).toBeLessThan(55);
+    expect(Date.now() - started).toBeLessThan(PROMPT_MS);
   });
 
   it("delays each chat's requests from the Nth on, so a turn's second call can wait while its first does not", async () => {
-    state.setLaterRequestLatency({ from: 2, ms: 60 });
+    state.setLaterRequestLatency({ from: 2, ms: DELAY_MS });
     const timed = async (chatKey: string) => {
       const started = Date.now();
       expect((await completionRequest(chatKey, 'a')).status).toBe(200);
       return Date.now() - started;
     };
-    expect(await timed('chat-later')).toBeLessThan(55);
-    expect(await timed('chat-other')).toBeLessThan(55);
-    expect(await timed('chat-later')).toBeGreaterThanOrEqual(55);
-    expect(await timed('chat-later')).toBeGreaterThanOrEqual(55);
+    expect(await timed('chat-later')).toBeLessThan(PROMPT_MS);
+    expect(await timed('chat-other')).toBeLessThan(PROMPT_MS);
+    expect(await timed('chat-later')).toBeGreaterThanOrEqual(DELAY_MS - 5);
+    expect(await timed('chat-later')).toBeGreaterThanOrEqual(DELAY_MS - 5);
 
     state.setChatLatency('chat-later', 0);
-    expect(await timed('chat-later')).toBeLessThan(55);
+    expect(await timed('chat-later')).toBeLessThan(PROMPT_MS);
     state.setLaterRequestLatency(undefined);
-    expect(await timed('chat-other')).toBeLessThan(55);
+    expect(await timed('chat-other')).toBeLessThan(PROMPT_MS);
     expect(() => state.setLaterRequestLatency({ from: 0, ms: 5 })).toThrow(RangeError);
   });
 });
@@ -636,16 +643,16 @@ describe('mock-llm HTTP surface', () => {
       expect((await completionRequest(chatKey, 'w')).status).toBe(200);
       return Date.now() - started;
     };
-    expect((await control({ laterRequestLatency: { from: 1, ms: 60 } })).status).toBe(200);
-    expect(await timed('chat-d')).toBeGreaterThanOrEqual(55);
+    expect((await control({ laterRequestLatency: { from: 1, ms: DELAY_MS } })).status).toBe(200);
+    expect(await timed('chat-d')).toBeGreaterThanOrEqual(DELAY_MS - 5);
     expect((await control({ laterRequestLatency: null })).status).toBe(200);
-    expect(await timed('chat-d')).toBeLessThan(55);
+    expect(await timed('chat-d')).toBeLessThan(PROMPT_MS);
 
-    await control({ failNext: { count: 5 }, laterRequestLatency: { from: 1, ms: 60 } });
+    await control({ failNext: { count: 5 }, laterRequestLatency: { from: 1, ms: DELAY_MS } });
     expect((await fetch(`${origin()}/reset`, { method: 'POST' })).status).toBe(200);
     expect(state.requests).toBe(0);
     expect(state.recorded()).toEqual([]);
-    expect(await timed('chat-c')).toBeLessThan(55);
+    expect(await timed('chat-c')).toBeLessThan(PROMPT_MS);
   });
 
   it('rejects bad control input with a 400 error body', async () => {
