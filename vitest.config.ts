@@ -10,15 +10,16 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: FILES_AT_ONCE,
     // A test file runs in a process (unit: a thread) that earlier files used: a fresh process
-    // per file spent most of the suite importing the same packages again (330 s against 210 s
-    // for `vitest run`, 2026-11-27). The source modules still load afresh for each file of the
+    // per file spent much of the suite importing the same packages again (`vitest run` 330 s
+    // against 210 s, 2026-11-27). The source modules still load afresh for each file of the
     // redis project (below); node_modules load once per process. A test about what a process
-    // loads starts a process of its own. The pools keep their processes for the whole run:
-    // tinypool (vitest 3.2) retiring an idle one of a pool without isolation races its teardown
-    // and fails the run with "Terminating worker thread".
-    // One unit thread beside the three forks: with three (six files at once) a loaded e2e
-    // test's ingress answered 503 REDIS_UNAVAILABLE for 20 s in one CI run, most likely starved
-    // past its 1 s Redis command timeout.
+    // loads starts a process of its own.
+    // - Each pool keeps its workers for the whole run: tinypool (vitest 3.2) retiring an idle
+    //   one of a pool without isolation races its teardown and fails the run with "Terminating
+    //   worker thread".
+    // - One unit thread beside the three forks: with three threads (six files at once) a loaded
+    //   e2e test's ingress answered 503 REDIS_UNAVAILABLE for 20 s in one CI run, most likely
+    //   starved past its 1 s Redis command timeout.
     poolOptions: {
       threads: { isolate: false, minThreads: 1, maxThreads: 1 },
       forks: { isolate: false, minForks: FILES_AT_ONCE },
@@ -33,9 +34,9 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           // A thread that imports the modules once, instead of a process per file importing
-          // them afresh (3 threads: 11 s against 30–36 s, 2026-11-27): these files spawn
-          // nothing, bind no fixed port and leave no global state behind; the one that mocks a
-          // module loads its subject anew.
+          // them afresh (15–17 s against 30–36 s, 2026-11-27): these files spawn nothing and
+          // bind no fixed port, and they passed three runs in shuffled order; the one that
+          // mocks a module loads its subject anew.
           pool: 'threads',
         },
       },
