@@ -101,7 +101,7 @@ export async function answer<B>(
   // Without a chunk pause all events go in one write: the event boundaries are what SSE
   // clients parse. With one (`chunkMs`), a streaming client sees the answer grow.
   const firstContent = (at: number) => state.recordFirstContent(chatKey, at);
-  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), state.chunkMs, firstContent);
+  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), () => state.chunkMs, firstContent);
   else {
     if (CONTENT_EVENT.test(out.sse)) firstContent(now());
     reply.raw.end(out.sse);
@@ -127,20 +127,22 @@ function sseEvents(body: string): string[] {
 }
 
 /**
- * The events one by one, `ms` apart; stops early when the client has gone. `firstContent`
+ * The events one by one, `pause()` ms apart; stops early when the client has gone. The pause
+ * is read before each event, so a test can slow a stream under way down (to open a second
+ * client mid-reply on a loaded machine) and speed it up again. `firstContent`
  * gets the moment the first content event is written: the model's first token, for a
  * benchmark that times what a client sees after it.
  */
 async function paced(
   res: NodeJS.WritableStream & { destroyed: boolean },
   events: string[],
-  ms: number,
+  pause: () => number,
   firstContent: (at: number) => void,
 ) {
   let seen = false;
   for (const [i, event] of events.entries()) {
     if (res.destroyed) return;
-    if (i > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, pause()));
     if (!seen && CONTENT_EVENT.test(event)) {
       seen = true;
       firstContent(now());

@@ -195,7 +195,11 @@ describe.skipIf(!haveChromium)(
       const page = await open('web-reload');
       await send(page, LONGER);
       await underWay(page, 10);
+      // Slowed while the page reloads, as for a second tab below.
+      stack.mock.state.chunkMs = 1000;
       await page.reload();
+      await underWay(page, 10);
+      stack.mock.state.chunkMs = 100;
       await answered(page, `echo: ${LONGER}`);
 
       expect(await page.locator('[data-role="user"]').count()).toBe(1);
@@ -214,7 +218,13 @@ describe.skipIf(!haveChromium)(
       const first = await open('web-tabs');
       await send(first, LONGER);
       await underWay(first, 10);
+      // The rest of the reply slows to a piece a second until the second tab shows part of
+      // it: on a loaded machine, opening a page took longer than the rest of the reply at
+      // 100 ms a piece (one CI run saw the second tab get only the finished reply).
+      stack.mock.state.chunkMs = 1000;
       const second = await open('web-tabs');
+      await underWay(second, 10);
+      stack.mock.state.chunkMs = 100;
       await Promise.all([answered(first, `echo: ${LONGER}`), answered(second, `echo: ${LONGER}`)]);
 
       const ids = [

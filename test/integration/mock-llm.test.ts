@@ -415,6 +415,27 @@ describe('mock-llm HTTP surface', () => {
     }
   });
 
+  it('a chunkMs change applies to a stream under way, from its next chunk', async () => {
+    // At 1 s a chunk the answer would take several seconds; set to 0 after the first read,
+    // the rest comes at once.
+    state.chunkMs = 1000;
+    try {
+      let firstAt = 0;
+      const text = await readPacedToolCall('chat-repaced', () => {
+        if (firstAt) return;
+        firstAt = Date.now();
+        state.chunkMs = 0;
+      });
+      const events = text.split('\n\n').filter((e) => e !== '');
+      expect(events.at(-1)).toBe('data: [DONE]');
+      expect(events.length).toBeGreaterThan(4);
+      // Unchanged, the rest would take ≥ (events − 1) s; one pause (~1 s) was already under way.
+      expect(Date.now() - firstAt).toBeLessThan(1000 * (events.length - 2));
+    } finally {
+      state.chunkMs = 0;
+    }
+  });
+
   it('records when a streamed answer wrote its first content event, once per answer with content', async () => {
     state.chunkMs = 40;
     try {
