@@ -31,8 +31,9 @@ import { linkedReplicas, SENTINEL_MASTER_NAME, startSentinels } from './chaos/se
  * buffer makes no lag at all at these rates (it receives on while stopped) — so the Cluster
  * rows show the failover itself, not the replication window.
  * With REDIS_REPLICA_ACKS >= 1 it fails unless: 0 acknowledged messages lost, all answered,
- * none committed twice, none out of order, no per-chat overlap at the model, every process
- * still running. With 0 it reports how many acknowledged messages the failover lost.
+ * none committed twice, none out of order, no per-chat overlap at the model, no 5xx answer
+ * but 503 (a Cluster redirect once came back as 500), every process still running. With 0
+ * it reports how many acknowledged messages the failover lost.
  */
 
 const { values: flags } = parseArgs({
@@ -218,6 +219,8 @@ interface Scenario {
   undelivered: number | string;
   withdrawn: number;
   answeredTwice: number;
+  /** 5xx answers other than 503: a failover is "retry later", never an internal error. */
+  serverErrors: number;
   processesRunning: string;
   promotionS: number | null;
   firstAnswerAfterPromotionS: number | null;
@@ -408,6 +411,9 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       undelivered: rep.deliveries ? undelivered : 'no data',
       withdrawn,
       answeredTwice: rep.duplicates.answeredTwice,
+      serverErrors: Object.entries(rep.errors.sendsByStatus)
+        .filter(([status]) => Number(status) >= 500 && status !== '503')
+        .reduce((sum, [, n]) => sum + n, 0),
       processesRunning: `${running.length} of ${started.size}`,
       promotionS: promotedAt ? Math.round((promotedAt - killedAt) / 100) / 10 : null,
       firstAnswerAfterPromotionS: Number.isFinite(firstCommit)
@@ -423,6 +429,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         s.outOfOrder === 0 &&
         s.overlaps === 0 &&
         s.undelivered === 0 &&
+        s.serverErrors === 0 &&
         running.length === started.size &&
         s.firstAnswerAfterPromotionS !== null);
     if (!s.ok) {
@@ -462,6 +469,7 @@ const rows: Array<[string, (s: Scenario) => string | number | null]> = [
   ['replies never delivered (still in the outbox)', (s) => s.undelivered],
   ['replies lost with the old primary, never delivered', (s) => s.withdrawn],
   ['messages answered twice', (s) => s.answeredTwice],
+  ['answers 5xx other than 503 (retry later)', (s) => s.serverErrors],
   ['processes still running', (s) => s.processesRunning],
   ['kill → promotion (s)', (s) => s.promotionS],
   ['promotion → first answer in a failed-over chat (s)', (s) => s.firstAnswerAfterPromotionS],

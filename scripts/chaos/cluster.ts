@@ -39,8 +39,8 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A base port with the six node ports and their cluster bus ports (+10000) free. */
-async function freeRange(size: number): Promise<number> {
+/** A base port with `size` node ports and their cluster bus ports (+10000) free. */
+export async function freeRange(size: number): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const base = 20_000 + Math.floor(Math.random() * 30_000);
     let free = true;
