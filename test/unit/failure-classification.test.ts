@@ -1,4 +1,5 @@
 import { APICallError, DownloadError, RetryError, StreamProviderError } from 'ai';
+import { ReplyError } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { FileRefusedError } from '../../src/shared/errors.js';
 import { classifyTurnError } from '../../src/worker/turn/failure.js';
@@ -107,6 +108,12 @@ describe('classifying a failed turn', () => {
   it('anything else is transient; Redis trouble is marked as infrastructure (never fails a batch)', () => {
     expect(classifyTurnError(new Error('a bug'))).toEqual({ kind: 'transient', infrastructure: false });
     expect(classifyTurnError(new Error('Connection is closed.'))).toEqual({
+      kind: 'transient',
+      infrastructure: true,
+    });
+    // A Cluster redirect ioredis did not follow (a slot moved in a failover): on a final
+    // attempt it would otherwise fail the batch and send the user the failure notice.
+    expect(classifyTurnError(new ReplyError('MOVED 4421 127.0.0.1:7102'))).toEqual({
       kind: 'transient',
       infrastructure: true,
     });
