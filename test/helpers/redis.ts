@@ -20,7 +20,23 @@ export const REDIS_ENV: Record<string, string> = {
 
 /** Every test gets its own key space. */
 export function randomPrefix(label = 't'): string {
-  return `cltest-${label}-${randomBytes(4).toString('hex')}`;
+  return `cltest-${label}-${randomBytes(PREFIX_ID_BYTES).toString('hex')}`;
+}
+
+const PREFIX_ID_BYTES = 4;
+
+/**
+ * Every prefix `randomPrefix(label)` makes, as a SCAN pattern, and no other label's: a plain
+ * `cltest-<label>-*` also matched `cltest-<label>-in-…`, so one file's cleanup deleted the
+ * keys of another file running beside it (`hostile` and `hostile-in`).
+ */
+export function labelPattern(label: string): string {
+  return `cltest-${label}-${'[0-9a-f]'.repeat(PREFIX_ID_BYTES * 2)}`;
+}
+
+/** Deletes what every test of `label` left (files that make a prefix per test). */
+export async function deleteLabel(redis: RedisClient, label: string): Promise<void> {
+  await deletePrefix(redis, labelPattern(label));
 }
 
 /** A connection to the Redis or Cluster the config names; waiting (worker role) unless asked to fail fast. */

@@ -9,7 +9,7 @@ import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, type Script, scriptedModel, systemText } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
@@ -22,7 +22,7 @@ beforeEach(() => {
   prefix = randomPrefix('caps');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-caps-*');
+  await deleteLabel(redis, 'caps');
   redis.disconnect();
 });
 

@@ -11,7 +11,7 @@ import { compactChat } from '../../src/worker/compaction/compact.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
 import { mockChain } from '../helpers/mock-chain.js';
 import { sampleValue } from '../helpers/prom.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 
 /**
  * Which model a compaction's summary is counted under: the compactor's model chain as a
@@ -26,7 +26,7 @@ beforeEach(() => {
   store = new ChatStore(redis, { prefix: randomPrefix('compmodel'), maxEvents: 500 });
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-compmodel-*');
+  await deleteLabel(redis, 'compmodel');
   redis.disconnect();
 });
 

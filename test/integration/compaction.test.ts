@@ -10,7 +10,7 @@ import { searchHistory } from '../../src/worker/agent/tools/history-search.js';
 import { type CompactionDeps, compactChat } from '../../src/worker/compaction/compact.js';
 import { createCompactionWorker } from '../../src/worker/compaction/compactor.js';
 import { assistantMessage, counted, textOf, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { type Script, scriptedModel } from '../helpers/scripted-model.js';
 
 const redis = testRedis();
@@ -22,7 +22,7 @@ beforeEach(() => {
   store = new ChatStore(redis, { prefix, maxEvents: 500 });
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-compact-*');
+  await deleteLabel(redis, 'compact');
   redis.disconnect();
 });
 

@@ -11,7 +11,7 @@ import {
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, textOf, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { echoScript, promptTranscript, scriptedModel } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
@@ -25,7 +25,7 @@ beforeEach(() => {
   store = new ChatStore(redis, { prefix, maxEvents: 500 });
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-ctx-*');
+  await deleteLabel(redis, 'ctx');
   redis.disconnect();
 });
 

@@ -5,7 +5,7 @@ import type { ChatMessage } from '../../src/shared/messages.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 import { runTurn, type TurnOutcome } from '../../src/worker/turn/turn.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import {
   echoScript,
   promptTranscript,
@@ -29,7 +29,7 @@ beforeEach(() => {
   prefix = randomPrefix('earlier');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-earlier-*');
+  await deleteLabel(redis, 'earlier');
   redis.disconnect();
 });
 

@@ -2,7 +2,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { messageTokens } from '../../src/shared/tokens.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { promptTranscript, scriptedModel } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
@@ -14,7 +14,7 @@ beforeEach(() => {
   prefix = randomPrefix('hostile');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-hostile-*');
+  await deleteLabel(redis, 'hostile');
   redis.disconnect();
 });
 

@@ -9,7 +9,7 @@ import { createSkillsTool, loadSkills } from '../../src/worker/agent/skills.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { SUMMARY_HEADER, SUMMARY_RULE } from '../../src/worker/pipeline/assembler.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, type Script, scriptedModel, systemText } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
@@ -25,7 +25,7 @@ beforeEach(() => {
   prefix = randomPrefix('offer');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-offer-*');
+  await deleteLabel(redis, 'offer');
   redis.disconnect();
 });
 

@@ -6,7 +6,7 @@ import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { createModel } from '../../src/worker/agent/model.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { turnDeps, withOverflowCompaction } from '../helpers/turn-deps.js';
 import { mockModelConfig } from '../helpers/worker-config.js';
 
@@ -28,7 +28,7 @@ beforeEach(() => {
 });
 afterAll(async () => {
   await mock.close();
-  await deletePrefix(redis, 'cltest-overflow-*');
+  await deleteLabel(redis, 'overflow');
   redis.disconnect();
 });
 

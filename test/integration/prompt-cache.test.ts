@@ -7,7 +7,7 @@ import { createModel } from '../../src/worker/agent/model.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { windowStart, windowStep } from '../../src/worker/pipeline/provider.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 import { mockModelConfig } from '../helpers/worker-config.js';
 
@@ -33,7 +33,7 @@ afterEach(() => {
 });
 afterAll(async () => {
   await mock.close();
-  await deletePrefix(redis, 'cltest-pcache-*');
+  await deleteLabel(redis, 'pcache');
   redis.disconnect();
 });
 

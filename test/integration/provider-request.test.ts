@@ -3,7 +3,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 import type { LanguageModel } from 'ai';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { runTurn } from '../../src/worker/turn/turn.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 /**
@@ -20,7 +20,7 @@ beforeEach(() => {
   prefix = randomPrefix('preq');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-preq-*');
+  await deleteLabel(redis, 'preq');
   redis.disconnect();
 });
 

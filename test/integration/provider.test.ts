@@ -4,7 +4,7 @@ import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { messageTokens } from '../../src/shared/tokens.js';
 import { RedisProvider } from '../../src/worker/pipeline/provider.js';
 import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 
 const redis = testRedis();
 const chatKey = 'telegram-chat-77';
@@ -15,7 +15,7 @@ beforeEach(() => {
   store = new ChatStore(redis, { prefix: randomPrefix('provider'), maxEvents: 100 });
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-provider-*');
+  await deleteLabel(redis, 'provider');
   redis.disconnect();
 });
 

@@ -8,7 +8,7 @@ import { runLoop } from '../../src/worker/agent/loop.js';
 import { TurnAbort } from '../../src/worker/agent/turn-abort.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, scriptedModel, untilAborted } from '../helpers/scripted-model.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
@@ -19,7 +19,7 @@ beforeEach(() => {
   prefix = randomPrefix('steptimeout');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-steptimeout-*');
+  await deleteLabel(redis, 'steptimeout');
   redis.disconnect();
 });
 

@@ -3,7 +3,7 @@ import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { LuaScript, scripts } from '../../src/shared/store/scripts.js';
 import { assistantMessage, textOf, userMessage } from '../helpers/messages.js';
-import { deletePrefix, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, keysUnder, randomPrefix, testRedis } from '../helpers/redis.js';
 import { holdLeases } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
@@ -17,7 +17,7 @@ beforeEach(async () => {
   store = new ChatStore(redis, { prefix, maxEvents: 100 });
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-store-*');
+  await deleteLabel(redis, 'store');
   redis.disconnect();
 });
 

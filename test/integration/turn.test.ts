@@ -4,7 +4,7 @@ import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { textOf } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import {
   echoScript,
   newUserTexts,
@@ -22,7 +22,7 @@ beforeEach(() => {
   prefix = randomPrefix('turn');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-turn-*');
+  await deleteLabel(redis, 'turn');
   redis.disconnect();
 });
 

@@ -10,7 +10,7 @@ import { readChatUsage } from '../../src/shared/store/usage.js';
 import { type CallUsage, utcDay } from '../../src/shared/usage.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { assistantMessage, counted, userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 const redis = testRedis();
@@ -21,7 +21,7 @@ beforeEach(() => {
   prefix = randomPrefix('usage');
 });
 afterAll(async () => {
-  await deletePrefix(redis, 'cltest-usage-*');
+  await deleteLabel(redis, 'usage');
   redis.disconnect();
 });
 
