@@ -7,7 +7,7 @@ import type { ResolveAll } from '../../src/shared/webhooks/reply-url.js';
 import { createSafeDownload } from '../../src/worker/agent/safe-download.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { userMessage } from '../helpers/messages.js';
-import { deletePrefix, randomPrefix, testRedis } from '../helpers/redis.js';
+import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { echoScript, scriptedModel } from '../helpers/scripted-model.js';
 import { turnDeps } from '../helpers/turn-deps.js';
 
@@ -43,7 +43,7 @@ beforeEach(() => {
 afterAll(async () => {
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
-  await deletePrefix(redis, `cltest-safedl-*`);
+  await deleteLabel(redis, 'safedl');
   redis.disconnect();
 });
 

@@ -49,7 +49,7 @@ describe("a test file's cleanup of its label", () => {
 
   it('is never a bare wildcard over a label in any test file (use deleteLabel)', () => {
     const offenders = testFiles(TEST_DIR).filter((f) =>
-      /deletePrefix\([^)]*'cltest-[^']*\*'/.test(readFileSync(f, 'utf8')),
+      /deletePrefix\([^)]*['`]cltest-[^'`]*\*['`]/.test(readFileSync(f, 'utf8')),
     );
     expect(offenders).toEqual([]);
   });
