@@ -1,4 +1,4 @@
-import { ReplyError } from 'ioredis';
+import { Cluster, ReplyError } from 'ioredis';
 
 /**
  * Is this error Redis being unreachable, hung or refusing writes — something a client may
@@ -52,4 +52,14 @@ export function isClusterRedirect(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err instanceof ReplyError) return REDIRECT_REPLY.test(err.message);
   return SLOTS_SPLIT_MESSAGE.test(err.message);
+}
+
+/**
+ * After a redirect ioredis did not follow, fetch the slot map now: the caller's retry (a 503,
+ * a transient turn failure, the next poll) then goes to the slot's new owner instead of
+ * meeting the same redirect in the next batch. `clusterOptions` also refreshes it on a timer,
+ * for redirects nobody reports.
+ */
+export function refreshSlotsOnRedirect(redis: unknown, err: unknown): void {
+  if (redis instanceof Cluster && isClusterRedirect(err)) redis.refreshSlotsCache();
 }

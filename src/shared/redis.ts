@@ -78,6 +78,14 @@ export function createRedis(
 }
 
 /**
+ * How often a Cluster connection fetches the slot map on its own (ioredis: never). A redirect
+ * inside an auto-pipelined batch is neither followed nor refreshes the map (redis/ioredis#2075;
+ * see isClusterRedirect): chatlane refreshes it where it sees one, and this bounds how long a
+ * map can stay stale where nobody looks — one CLUSTER SLOTS per connection every 5 s.
+ */
+export const SLOTS_REFRESH_MS = 5000;
+
+/**
  * The same roles on a Cluster. ioredis takes `enableOfflineQueue` only at the Cluster level
  * (its per-node connections always queue): with it off, a command fails at once while the
  * cluster is not ready or the node owning the slot is not connected. `maxRetriesPerRequest`,
@@ -102,12 +110,14 @@ export function clusterOptions(
     return {
       enableReadyCheck: true,
       enableAutoPipelining,
+      slotsRefreshInterval: SLOTS_REFRESH_MS,
       redisOptions: { ...node, maxRetriesPerRequest: null },
     };
   }
   return {
     enableOfflineQueue: false,
     enableAutoPipelining,
+    slotsRefreshInterval: SLOTS_REFRESH_MS,
     redisOptions: {
       ...node,
       maxRetriesPerRequest: 1,

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { lazyChatKeys } from '../../shared/keys.js';
 import type { Logger } from '../../shared/logger.js';
 import type { RedisClient } from '../../shared/redis.js';
+import { refreshSlotsOnRedirect } from '../../shared/redis-errors.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import type { StreamCursor, StreamName } from './cursor.js';
@@ -375,6 +376,7 @@ export class StreamHub {
             for (const [key, entries] of res ?? []) this.dispatch(key, entries);
             c.pollEvery = res ? this.pollMs : Math.min(this.pollMaxMs, c.pollEvery * 2);
           } catch (err) {
+            refreshSlotsOnRedirect(this.opts.redis, err);
             this.opts.logger.debug({ err: (err as Error).message }, 'stream poll failed; retrying');
           }
           c.pollAt = Date.now() + c.pollEvery;

@@ -1,5 +1,6 @@
 import type { Logger } from '../../shared/logger.js';
 import type { RedisClient } from '../../shared/redis.js';
+import { refreshSlotsOnRedirect } from '../../shared/redis-errors.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 
@@ -123,6 +124,7 @@ export class KeyTails {
             for (const [k, entries] of res ?? []) this.dispatch(k, entries);
             news = res !== null;
           } catch (err) {
+            refreshSlotsOnRedirect(this.redis, err);
             logger.debug({ err: (err as Error).message }, 'reply stream poll failed; retrying');
           }
           tail.pollEvery = news ? this.pollMs : Math.min(pollMaxMs, tail.pollEvery * 2);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Cluster, type Redis } from 'ioredis';
-import { isClusterRedirect } from '../redis-errors.js';
+import type { Cluster, Redis } from 'ioredis';
+import { refreshSlotsOnRedirect } from '../redis-errors.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -50,9 +50,7 @@ export class LuaScript {
       if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
         return (redis.eval as Script).call(redis, this.source, keys.length, keys, args);
       }
-      // The caller retries (a 503, a transient turn failure); this makes the retry go to
-      // the slot's new owner instead of meeting the same redirect in the next batch.
-      if (redis instanceof Cluster && isClusterRedirect(err)) redis.refreshSlotsCache();
+      refreshSlotsOnRedirect(redis, err);
       throw err;
     }
   }
