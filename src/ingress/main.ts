@@ -2,12 +2,14 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
+import type { Queue } from '../shared/bullmq.js';
 import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
-import { createQueue, QUEUES, type TurnJob, watchQueues } from '../shared/jobs.js';
+import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { exportsQueueMetrics } from '../shared/metrics.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../shared/platforms/runtime.js';
+import { readyQueue } from '../shared/ready-queue.js';
 import {
   checkRedisPolicy,
   closeRedis,
@@ -28,6 +30,9 @@ export interface IngressHandle {
   close(): Promise<void>;
 }
 
+/** How long a start may wait for BullMQ to set a queue's connection up (readyQueue). */
+const QUEUE_SETUP_TIMEOUT_MS = 30_000;
+
 export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
   const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
@@ -39,9 +44,15 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     retention: storeRetentionOf(config),
     replicaAcks: replicaAcks(config),
   });
-  const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis);
+  const ready = <Q extends Queue>(build: () => Q) =>
+    readyQueue(build, { timeoutMs: QUEUE_SETUP_TIMEOUT_MS, logger });
+  const turns = await ready(() => createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis));
   // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
-  const watched = watchQueues(config.CHATLANE_PREFIX, redis).filter((q) => q.name !== QUEUES.turns);
+  const watched = await Promise.all(
+    Object.values(QUEUES)
+      .filter((name) => name !== QUEUES.turns)
+      .map((name) => ready(() => createQueue(config.CHATLANE_PREFIX, name, redis))),
+  );
   const queues = [turns, ...watched];
   const platforms = await startPlatforms(config, redis, logger);
   const app = await buildIngress({

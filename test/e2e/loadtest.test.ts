@@ -78,7 +78,7 @@ describe('chatlane loadtest against a running stack', () => {
       '30',
     ]);
     expect(run.stderr).toContain('loadtest:');
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.code, `${run.stdout}\n${run.stderr}\n${stack.problems()}`).toBe(0);
     const r = run.report!;
     expect(r.ok).toBe(true);
     expect(r.messages).toMatchObject({
@@ -148,7 +148,7 @@ describe('chatlane loadtest against a running stack', () => {
 
   it('--replies poll reads replies from the outbox instead; every check holds', async () => {
     const run = await small(['--replies', 'poll']);
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.code, `${run.stdout}\n${run.stderr}\n${stack.problems()}`).toBe(0);
     const r = run.report!;
     expect(r.messages).toMatchObject({ acked: 18, answered: 18 });
     expect(r.replies).toMatchObject({ observedBy: 'outbox-poll', streams: null });
@@ -157,7 +157,7 @@ describe('chatlane loadtest against a running stack', () => {
 
   it('over --max-streams the other chats are polled, and every check still holds', async () => {
     const run = await small(['--replies', 'stream', '--max-streams', '2']);
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.code, `${run.stdout}\n${run.stderr}\n${stack.problems()}`).toBe(0);
     const r = run.report!;
     expect(r.messages).toMatchObject({ acked: 18, answered: 18 });
     expect(r.replies.observedBy).toBe('sse-stream + outbox-poll');
@@ -244,7 +244,7 @@ describe('chatlane loadtest over signed generic webhooks', () => {
       '--drain',
       '30',
     ]);
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.code, `${run.stdout}\n${run.stderr}\n${stack.problems()}`).toBe(0);
     const r = run.report!;
     expect(r.messages).toMatchObject({ planned: 24, acked: 24, answered: 24 });
     expect(invariant(r, 'delivered')).toMatchObject({ ok: true, violations: 0 });

@@ -16,6 +16,8 @@ export interface Stack {
   env: Record<string, string>;
   procs: RoleProcess[];
   ingressUrl(): string;
+  /** Each process's last warnings and errors: what an assertion message needs when a run fails. */
+  problems(): string;
   start(role: Role, extraEnv?: Record<string, string>): Promise<RoleProcess>;
 }
 
@@ -42,6 +44,14 @@ export function useStack(
     env: {},
     procs: [],
     ingressUrl: () => stack.procs.find((p) => p.url)?.url ?? '',
+    problems: () =>
+      stack.procs
+        .map((p) => {
+          const lines = p.logs.filter((l) => Number(l.level) >= 40).slice(-8);
+          const name = String(p.logs.find((l) => l.name)?.name ?? 'process');
+          return `--- ${name} (pid ${p.pid}): ${lines.length === 0 ? 'no warnings' : ''}\n${lines.map((l) => JSON.stringify(l)).join('\n')}`;
+        })
+        .join('\n'),
     async start(role, extraEnv = {}) {
       const proc = await startRole(role, { ...stack.env, ...extraEnv });
       stack.procs.push(proc);
