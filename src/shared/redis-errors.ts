@@ -1,4 +1,4 @@
-import { Cluster, type Redis, ReplyError } from 'ioredis';
+import { ReplyError } from 'ioredis';
 
 /**
  * Is this error Redis being unreachable, hung or refusing writes — something a client may
@@ -52,14 +52,4 @@ export function isClusterRedirect(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err instanceof ReplyError) return REDIRECT_REPLY.test(err.message);
   return SLOTS_SPLIT_MESSAGE.test(err.message);
-}
-
-/**
- * After a redirect ioredis did not follow, fetch the slot map now: the caller's retry (a 503,
- * a transient turn failure, the next poll) then goes to the slot's new owner instead of
- * meeting the same redirect in the next batch. `clusterOptions` also refreshes it on a timer,
- * for redirects nobody reports. ioredis runs one refresh at a time, however many ask.
- */
-export function refreshSlotsOnRedirect(redis: Redis | Cluster, err: unknown): void {
-  if (redis instanceof Cluster && isClusterRedirect(err)) redis.refreshSlotsCache();
 }

@@ -1,6 +1,7 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import { isClusterRedirect } from './redis-errors.js';
 
 /** A single Redis or a Redis Cluster: what every connection of chatlane is. */
 export type RedisClient = Redis | Cluster;
@@ -84,6 +85,16 @@ export function createRedis(
  * map can stay stale where nobody looks — one CLUSTER SLOTS per connection every 5 s.
  */
 export const SLOTS_REFRESH_MS = 5000;
+
+/**
+ * After a redirect ioredis did not follow, fetch the slot map now: the caller's retry (a 503,
+ * a transient turn failure, the next poll) then goes to the slot's new owner instead of
+ * meeting the same redirect in the next batch. ioredis runs one refresh at a time, however
+ * many ask.
+ */
+export function refreshSlotsOnRedirect(redis: RedisClient, err: unknown): void {
+  if (redis instanceof Cluster && isClusterRedirect(err)) redis.refreshSlotsCache();
+}
 
 /**
  * The same roles on a Cluster. ioredis takes `enableOfflineQueue` only at the Cluster level

@@ -1,6 +1,5 @@
 import type { Logger } from '../../shared/logger.js';
-import type { RedisClient } from '../../shared/redis.js';
-import { refreshSlotsOnRedirect } from '../../shared/redis-errors.js';
+import { type RedisClient, refreshSlotsOnRedirect } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 

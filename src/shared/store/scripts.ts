@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
-import { refreshSlotsOnRedirect } from '../redis-errors.js';
+import { type RedisClient, refreshSlotsOnRedirect } from '../redis.js';
 
-export type RedisClient = Redis | Cluster;
+export type { RedisClient };
 
 const LUA_DIR = new URL('./lua/', import.meta.url);
 const INCLUDE = /^-- @include "([a-z-]+)"\s*$/gm;
