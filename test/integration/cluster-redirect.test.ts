@@ -74,6 +74,8 @@ async function mapNamesB(redis: Cluster, slot: number, timeoutMs: number): Promi
   });
 }
 
+const movedSlots = new Set<number>();
+
 /** Moves an empty slot from A to B, as `redis-cli --cluster reshard` does. */
 async function moveSlot(slot: number): Promise<void> {
   movedSlots.add(slot);
@@ -82,8 +84,6 @@ async function moveSlot(slot: number): Promise<void> {
   await clusterCall(b.port, 'SETSLOT', String(slot), 'NODE', ids.b);
   await clusterCall(a.port, 'SETSLOT', String(slot), 'NODE', ids.b);
 }
-
-const movedSlots = new Set<number>();
 
 /** Two chats of `prefix` whose slots are on A and distinct: one batch to A holds both. */
 async function twoChatsOnA(prefix: string): Promise<[Chat, Chat]> {
@@ -102,25 +102,33 @@ interface Chat {
   slot: number;
 }
 
-/** A client as the role makes it (auto-pipelining, the periodic slot refresh), its map loaded. */
-async function connect(role: 'ingress' | 'worker'): Promise<Cluster> {
+/**
+ * Two chats whose slots are on A, an ingress client (auto-pipelining, the periodic slot
+ * refresh) with A's map loaded, then the first chat's slot moved to B: `run` gets them all.
+ */
+async function withMovedSlot(
+  run: (s: { prefix: string; moved: Chat; stays: Chat; redis: Cluster }) => Promise<void>,
+): Promise<void> {
+  const prefix = randomPrefix('redirect');
+  const [moved, stays] = await twoChatsOnA(prefix);
   const redis = createRedisClient(
     { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_CLUSTER_NODES: [{ host: '127.0.0.1', port: a.port }] },
-    role,
+    'ingress',
   ) as Cluster;
   redis.on('error', () => undefined);
-  await waitReady(redis);
-  return redis;
+  try {
+    await waitReady(redis);
+    await moveSlot(moved.slot);
+    await run({ prefix, moved, stays, redis });
+  } finally {
+    await closeRedis(redis);
+  }
 }
 
 describe('a Cluster slot that moved under an auto-pipelined batch', () => {
-  it('fails the redirected write as 503 REDIS_UNAVAILABLE (not 500), writes it nowhere, and the retry lands on the new owner', async () => {
-    const prefix = randomPrefix('redirect');
-    const [moved, stays] = await twoChatsOnA(prefix);
-    const redis = await connect('ingress');
-    try {
+  it('fails the redirected write as 503 REDIS_UNAVAILABLE (not 500), writes it nowhere, and the retry lands on the new owner', () =>
+    withMovedSlot(async ({ prefix, moved, stays, redis }) => {
       const store = new ChatStore(redis, { prefix, maxEvents: 100 });
-      await moveSlot(moved.slot);
       expect(redis.slots[moved.slot]).toEqual([`127.0.0.1:${a.port}`]);
 
       const ingest = (chatKey: string, id: string) =>
@@ -150,41 +158,32 @@ describe('a Cluster slot that moved under an auto-pipelined batch', () => {
       expect(next.status).toBe('accepted');
       expect((await store.readInbox(moved.chatKey, 10)).map((e) => e.message.id)).toEqual(['m1']);
       expect(await inboxOnB()).toBe(1);
-    } finally {
-      await closeRedis(redis);
-    }
-  });
-  it('refreshes within SLOTS_REFRESH_MS a slot map that a redirect nobody reports left stale', async () => {
-    const prefix = randomPrefix('redirect');
-    const [moved, stays] = await twoChatsOnA(prefix);
-    const redis = await connect('ingress');
-    try {
-      await moveSlot(moved.slot);
-      const read = () => redis.xread('COUNT', 10, 'STREAMS', chatKeys(prefix, moved.chatKey).outbox, '0');
-      const write = () => redis.set(chatKeys(prefix, stays.chatKey).meta, '1');
-      // A plain read redirected in a batch with a write that ran: ioredis neither follows the
-      // redirect nor refreshes its map, and no chatlane script is there to do it.
-      const [first, second] = await Promise.allSettled([read(), write()]);
-      expect(second).toEqual({ status: 'fulfilled', value: 'OK' });
-      expect(first.status).toBe('rejected');
-      const err = (first as PromiseRejectedResult).reason as Error;
-      expect(err.message).toMatch(/^MOVED \d+ /);
-      expect(isRedisUnavailable(err)).toBe(true);
-      expect(redis.slots[moved.slot]).toEqual([`127.0.0.1:${a.port}`]);
+    }));
 
-      await mapNamesB(redis, moved.slot, SLOTS_REFRESH_MS + 3000);
-      expect(await Promise.all([read(), write()])).toEqual([null, 'OK']);
-    } finally {
-      await closeRedis(redis);
-    }
-  }, 20_000);
+  it(
+    'refreshes within SLOTS_REFRESH_MS a slot map that a redirect nobody reports left stale',
+    () =>
+      withMovedSlot(async ({ prefix, moved, stays, redis }) => {
+        const read = () => redis.xread('COUNT', 10, 'STREAMS', chatKeys(prefix, moved.chatKey).outbox, '0');
+        const write = () => redis.set(chatKeys(prefix, stays.chatKey).meta, '1');
+        // A plain read redirected in a batch with a write that ran: ioredis neither follows the
+        // redirect nor refreshes its map, and no chatlane script is there to do it.
+        const [first, second] = await Promise.allSettled([read(), write()]);
+        expect(second).toEqual({ status: 'fulfilled', value: 'OK' });
+        expect(first.status).toBe('rejected');
+        const err = (first as PromiseRejectedResult).reason as Error;
+        expect(err.message).toMatch(/^MOVED \d+ /);
+        expect(isRedisUnavailable(err)).toBe(true);
+        expect(redis.slots[moved.slot]).toEqual([`127.0.0.1:${a.port}`]);
 
-  it('counts the read-only batch ioredis re-runs after a redirect, and fails across two nodes, as unavailable', async () => {
-    const prefix = randomPrefix('redirect');
-    const [moved, stays] = await twoChatsOnA(prefix);
-    const redis = await connect('ingress');
-    try {
-      await moveSlot(moved.slot);
+        await mapNamesB(redis, moved.slot, SLOTS_REFRESH_MS + 3000);
+        expect(await Promise.all([read(), write()])).toEqual([null, 'OK']);
+      }),
+    20_000,
+  );
+
+  it('counts the read-only batch ioredis re-runs after a redirect, and fails across two nodes, as unavailable', () =>
+    withMovedSlot(async ({ prefix, moved, stays, redis }) => {
       const read = (chat: Chat) =>
         redis.xread('COUNT', 10, 'STREAMS', chatKeys(prefix, chat.chatKey).outbox, '0');
       // As the stream hub polls on a Cluster: every watched chat's XREAD in one tick.
@@ -195,8 +194,5 @@ describe('a Cluster slot that moved under an auto-pipelined batch', () => {
       }
       await mapNamesB(redis, moved.slot, 2000);
       expect(await Promise.all([read(moved), read(stays)])).toEqual([null, null]);
-    } finally {
-      await closeRedis(redis);
-    }
-  });
+    }));
 });
