@@ -17,9 +17,10 @@ export default defineConfig({
     // - Each pool keeps its workers for the whole run: tinypool (vitest 3.2) retiring an idle
     //   one of a pool without isolation races its teardown and fails the run with "Terminating
     //   worker thread".
-    // - One unit thread beside the three forks: with three threads (six files at once) a loaded
-    //   e2e test's ingress answered 503 REDIS_UNAVAILABLE for 20 s in one CI run, most likely
-    //   starved past its 1 s Redis command timeout.
+    // - One unit thread beside the three forks (15–17 s for the unit files). It was first
+    //   chosen after an e2e ingress answered 503 for 20 s with three threads; that failure
+    //   came back with one, and its likely cause is a queue set up during a stall, not the
+    //   thread count (src/shared/ready-queue.ts).
     poolOptions: {
       threads: { isolate: false, minThreads: 1, maxThreads: 1 },
       forks: { isolate: false, minForks: FILES_AT_ONCE },
