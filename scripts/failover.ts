@@ -227,7 +227,11 @@ interface Scenario {
   processesRunning: string;
   promotionS: number | null;
   firstAnswerAfterPromotionS: number | null;
+  /** How long the drain took and what ended it. */
+  drain: string;
   loadtestOk: boolean;
+  /** The load test's failed checks with their first examples (printed after the table). */
+  failedChecks: string[];
 }
 
 const procs = new Set<RoleProcess>();
@@ -385,9 +389,8 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
     }
     await fault;
     const { drainS, drainTimedOut } = result.report.timing;
-    say(
-      `drain ${drainS} s: ${drainTimedOut ? 'timed out' : settledSeen ? 'the deployment settled' : 'every reply seen was delivered'}`,
-    );
+    const drainEnd = drainTimedOut ? 'timed out' : settledSeen ? 'settled' : 'answered';
+    say(`drain ${drainS} s: ${drainEnd}`);
     const rep = result.report;
     process.stdout.write(`${renderSummary(rep)}\n\n`);
     const running = [...started].filter((p) => p.child.exitCode === null && p.child.signalCode === null);
@@ -423,7 +426,11 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       firstAnswerAfterPromotionS: Number.isFinite(firstCommit)
         ? Math.round((firstCommit - promotedAt) / 100) / 10
         : null,
+      drain: `${drainS}s ${drainEnd}`,
       loadtestOk: rep.ok,
+      failedChecks: rep.invariants
+        .filter((i) => !i.ok)
+        .map((i) => `${i.name} ×${i.violations}: ${i.examples.slice(0, 3).join('; ')}`),
     };
     s.ok =
       acks === 0 ||
@@ -479,6 +486,7 @@ const rows: Array<[string, (s: Scenario) => string | number | null]> = [
   ['processes still running', (s) => s.processesRunning],
   ['kill → promotion (s)', (s) => s.promotionS],
   ['promotion → first answer in a failed-over chat (s)', (s) => s.firstAnswerAfterPromotionS],
+  ['drain (ended when)', (s) => s.drain],
   ['verdict', (s) => (s.acks === 0 ? 'reported' : s.ok ? 'PASS' : 'FAIL')],
 ];
 const header = results.map((s) => `${s.mode} acks=${s.acks}`);
@@ -488,6 +496,10 @@ const lines = [
   `  ${''.padEnd(width)}  ${header.map((h) => h.padStart(16)).join('')}`,
   ...rows.map(([r, f]) => `  ${r.padEnd(width)}  ${results.map((s) => String(f(s)).padStart(16)).join('')}`),
 ];
+// Last, where a truncated log still shows them: what the load test found in a failed run.
+for (const s of results.filter((r) => !r.ok && r.acks > 0)) {
+  for (const check of s.failedChecks) lines.push(`  ${s.mode} acks=${s.acks}: ${check}`);
+}
 const ok = !failed && results.length === modes.length * acksList.length && results.every((s) => s.ok);
 lines.push(ok ? 'FAILOVER PASS' : 'FAILOVER FAIL');
 process.stdout.write(`${lines.join('\n')}\n`);

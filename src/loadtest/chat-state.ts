@@ -83,6 +83,15 @@ export class ChatState {
   sendsInFlight = 0;
   /** Messages the deployment says its committed turns consumed (sum over turn.committed). */
   consumed = 0;
+  /**
+   * Stored ids the seen commits answered (their `messageIds`). The sum above counts a commit
+   * a failover lost and the turn that answered the same messages again twice; these do not.
+   */
+  private readonly consumedIds = new Set<string>();
+  /** Acknowledged stored ids no seen commit has answered yet. */
+  private readonly unanswered = new Set<string>();
+  /** A commit without `messageIds` was seen (an older deployment): only the sum can tell. */
+  private countOnly = false;
   readonly commits: CommitEvent[] = [];
   readonly takeovers: TakeoverEvent[] = [];
   readonly eventCounts: Record<string, number> = {};
@@ -111,10 +120,22 @@ export class ChatState {
    * (with deliveries expected) every reply seen in the outbox has been delivered.
    */
   get answered(): boolean {
-    if (this.sendsInFlight > 0 || this.consumed < this.acked) return false;
+    if (this.sendsInFlight > 0 || !this.allConsumed) return false;
     if (!this.expectDeliveries) return true;
     for (const id of this.outbox.keys()) if (!this.deliveries.has(id)) return false;
     return true;
+  }
+
+  /** Every acknowledged message has been answered by a commit seen so far. */
+  get allConsumed(): boolean {
+    return this.countOnly ? this.consumed >= this.acked : this.unanswered.size === 0;
+  }
+
+  /** A message was acknowledged under `storedId` (it may have been answered already: a retry). */
+  noteAcked(rec: MessageRecord, storedId: string): void {
+    this.acked++;
+    this.ackedInOrder.push(rec);
+    if (!this.consumedIds.has(storedId)) this.unanswered.add(storedId);
   }
 
   /** Resolves once `answered` holds (checked after every poll). */
@@ -162,6 +183,13 @@ export class ChatState {
         const d = e.data;
         const consumed = typeof d.consumed === 'number' ? d.consumed : 0;
         this.consumed += consumed;
+        if (Array.isArray(d.messageIds)) {
+          for (const id of d.messageIds) {
+            if (typeof id !== 'string') continue;
+            this.consumedIds.add(id);
+            this.unanswered.delete(id);
+          }
+        } else this.countOnly = true;
         const tokens = turnTokens(d);
         this.commits.push({
           ...(tokens && { tokens }),

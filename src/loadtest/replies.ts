@@ -139,7 +139,7 @@ export class OutboxPoller implements ReplyWatcher {
     if (!w.needEvents && w.sinceEvents < (this.opts.eventsEvery ?? 5)) return;
     w.sinceEvents = 0;
     await this.readEvents(chat);
-    if (chat.consumed >= chat.acked) {
+    if (chat.allConsumed) {
       w.needEvents = false;
       // A reply written between our outbox read and the commit would be missed otherwise.
       await this.readOutbox(chat);

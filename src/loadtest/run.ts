@@ -260,7 +260,8 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
       if (outcome.ok) {
         const at = now();
         rec.outcome = outcome.status;
-        rec.storedId = outcome.storedId ?? rec.id;
+        const storedId = outcome.storedId ?? rec.id;
+        rec.storedId = storedId;
         rec.ackAt = at;
         rec.ackMs = outcome.ms;
         ackMs.push(outcome.ms);
@@ -268,9 +269,8 @@ export async function runLoadtest(opts: LoadtestOptions, hooks: RunHooks = {}): 
         if (outcome.status === 'duplicate') duplicatesAcked++;
         firstAckAt ??= at;
         lastAckAt = at;
-        chat.acked++;
+        chat.noteAcked(rec, storedId);
         live.acked++;
-        chat.ackedInOrder.push(rec);
         watcher.watch(chat);
         return;
       }

@@ -50,6 +50,8 @@ describe('lane merge across processes', () => {
       (e) => e.type === 'turn.committed',
     );
     expect(commits).toHaveLength(1);
+    // The merged message is answered by the same turn, and its event says so by id.
+    expect(commits[0]!.data).toMatchObject({ consumed: 2, merged: 1, messageIds: ['m1', 'm2'] });
     const outbox = (await store.readOutbox('merge', undefined, 10)).map((o) => o.text);
     expect(outbox).toEqual(['echo: book a table', 'echo: for four people']);
   }, 30_000);

@@ -84,11 +84,13 @@ export async function commitTurn(
   const now = Date.now();
   const toCommit: ChatMessage[] = [...turn.messages];
   const consumed = pending.map((e) => e.streamId);
+  const messageIds = pending.map((e) => e.message.id);
   let segment = 0;
   for (const seg of interleave(loop.response.parts, loop.merges)) {
     if (seg.kind === 'user') {
       toCommit.push(...seg.items.map((e) => e.message));
       consumed.push(...seg.items.map((e) => e.streamId));
+      messageIds.push(...seg.items.map((e) => e.message.id));
     } else {
       toCommit.push(
         await withTokens(
@@ -126,6 +128,9 @@ export async function commitTurn(
         steps: loop.steps,
         models: loop.models,
         merged,
+        // Which messages this turn answered, by id: a reader that saw a commit a failover
+        // then lost, and the turn that answered the same messages again, counts them once.
+        messageIds,
         sent: sendState.sent.length,
         ...(lane.uncommitted.length > 0 && { earlierSends: lane.uncommitted.length }),
         inputMessages: input.inputMessages,
