@@ -7,13 +7,14 @@ import { Command } from 'ioredis';
 import { type ChatState, streamIdAfter } from '../src/loadtest/chat-state.js';
 import { parseLoadtestArgs } from '../src/loadtest/options.js';
 import { progressPrinter } from '../src/loadtest/progress.js';
-import { renderSummary } from '../src/loadtest/report.js';
+import { type LoadtestReport, renderSummary } from '../src/loadtest/report.js';
 import { runLoadtest } from '../src/loadtest/run.js';
 import { loadConfig } from '../src/shared/config.js';
 import { chatKeys } from '../src/shared/keys.js';
 import { closeRedis, createRedisClient } from '../src/shared/redis.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
 import { startCluster } from './chaos/cluster.js';
+import { diagnoseFailures } from './chaos/diagnose.js';
 import { linkedReplicas, SENTINEL_MASTER_NAME, startSentinels } from './chaos/sentinel.js';
 
 /**
@@ -230,8 +231,8 @@ interface Scenario {
   /** How long the drain took and what ended it. */
   drain: string;
   loadtestOk: boolean;
-  /** The load test's failed checks with their first examples (printed after the table). */
-  failedChecks: string[];
+  /** The load test's failed checks and the chats they name (diagnose.ts; printed after the table). */
+  diagnosis: string[];
 }
 
 const procs = new Set<RoleProcess>();
@@ -269,6 +270,17 @@ async function undeliveredReplies(
     await closeRedis(redis);
   }
   return { undelivered, withdrawn };
+}
+
+/** What the load test found wrong, and the chats it names (diagnose.ts). */
+async function diagnose(topo: Topology, report: LoadtestReport, chats: ChatState[]): Promise<string[]> {
+  const redis = createRedisClient(loadConfig({ ...topo.env, CHATLANE_PREFIX: PREFIX }), 'worker');
+  redis.on('error', () => undefined);
+  try {
+    return await diagnoseFailures(redis, PREFIX, report.invariants, chats);
+  } finally {
+    await closeRedis(redis);
+  }
 }
 
 /**
@@ -428,9 +440,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         : null,
       drain: `${drainS}s ${drainEnd}`,
       loadtestOk: rep.ok,
-      failedChecks: rep.invariants
-        .filter((i) => !i.ok)
-        .map((i) => `${i.name} ×${i.violations}: ${i.examples.slice(0, 3).join('; ')}`),
+      diagnosis: [],
     };
     s.ok =
       acks === 0 ||
@@ -444,6 +454,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         s.unanswered === 0 &&
         running.length === started.size &&
         s.firstAnswerAfterPromotionS !== null);
+    if (!s.ok) s.diagnosis = await diagnose(topo, rep, result.chats);
     if (!s.ok) {
       // What each process said last: why a failing run failed.
       for (const p of started) {
@@ -498,7 +509,7 @@ const lines = [
 ];
 // Last, where a truncated log still shows them: what the load test found in a failed run.
 for (const s of results.filter((r) => !r.ok && r.acks > 0)) {
-  for (const check of s.failedChecks) lines.push(`  ${s.mode} acks=${s.acks}: ${check}`);
+  lines.push(`  ${s.mode} acks=${s.acks} failed:`, ...s.diagnosis.map((l) => `    ${l}`));
 }
 const ok = !failed && results.length === modes.length * acksList.length && results.every((s) => s.ok);
 lines.push(ok ? 'FAILOVER PASS' : 'FAILOVER FAIL');

@@ -3,15 +3,27 @@ import { postMessage } from '../helpers/processes.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
 
-/** The recovery target with default settings: a killed worker's chats progress within 15 s. */
-const RECOVERY_BOUND_MS = 15_000;
+/**
+ * With the default TURN_LEASE_MS and JOB_LOCK_MS (10 s each) and STALLED_INTERVAL_MS (1 s), a
+ * killed worker's turns are found and taken over about 11 s after the kill (the recovery
+ * benchmark: p99 10.3 s against its 15 s target). How fast is the benchmark's to say: on a
+ * loaded CI box one run took 15.03 s. This bound proves the path — the stall check and the
+ * lease takeover, long before the sweeper (which this stack runs once every 10 minutes)
+ * could have found the chats — not the speed.
+ */
+const RECOVERY_BOUND_MS = 25_000;
+const SWEEP_INTERVAL_MS = 600_000;
 
 describe('a worker killed mid-turn', () => {
-  // Default TURN_LEASE_MS, JOB_LOCK_MS and STALLED_INTERVAL_MS: the bound is about them.
-  const stack = useStack('e2e-crash', { roles: ['ingress'], latencyMs: [1, 5] });
+  // Default TURN_LEASE_MS, JOB_LOCK_MS and STALLED_INTERVAL_MS: the takeover rests on them.
+  const stack = useStack('e2e-crash', {
+    roles: ['ingress'],
+    latencyMs: [1, 5],
+    env: { SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS) },
+  });
   const { store } = stack;
 
-  it('kill -9 during the model call: within 15 s another worker takes every chat over and answers every message exactly once', async () => {
+  it('kill -9 during the model call: another worker takes every chat over through its stall check and lease, not the sweeper, and answers every message exactly once', async () => {
     const ingress = stack.ingressUrl();
     const chats = ['crash-a', 'crash-b', 'crash-c', 'crash-d', 'crash-e', 'crash-f'];
     for (const c of chats) stack.mock.state.hold(c);
