@@ -29,6 +29,18 @@ function fieldsOf(flat: string[]): Json {
   return out;
 }
 
+/** An assistant message's tool calls with their outcome: `{chat_send:output-error(why)}`. */
+function toolsOf(m: Json): string {
+  const parts = Array.isArray(m.parts) ? (m.parts as Json[]) : [];
+  const tools = parts
+    .filter((p) => typeof p.type === 'string' && p.type.startsWith('tool-'))
+    .map((p) => {
+      const why = typeof p.errorText === 'string' ? `(${p.errorText.slice(0, 80)})` : '';
+      return `${String(p.type).slice(5)}:${String(p.state)}${why}`;
+    });
+  return tools.length > 0 ? `{${tools.join(',')}}` : '';
+}
+
 async function read<T>(what: string, fn: () => Promise<T>, show: (v: T) => string): Promise<string> {
   try {
     return `${what}: ${show(await fn())}`;
@@ -66,7 +78,9 @@ export async function diagnoseChat(
           .map(parse)
           .map((m) => {
             const meta = (m.metadata ?? {}) as Json;
-            return m.role === 'assistant' ? `a:${run(meta.runId)}` : `${String(m.role)}:${String(m.id)}`;
+            return m.role === 'assistant'
+              ? `a:${run(meta.runId)}${toolsOf(m)}`
+              : `${String(m.role)}:${String(m.id)}`;
           })
           .join(' '),
     )}`,

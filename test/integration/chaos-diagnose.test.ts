@@ -47,7 +47,7 @@ describe('chaos diagnosis of one chat', () => {
 
     expect(lines[0]).toBe('chat c1');
     expect(text).toContain('acked id-hello@5');
-    expect(text).toMatch(new RegExp(`history: user:id-hello a:${runId}\\n`));
+    expect(text).toMatch(new RegExp(`history: user:id-hello a:${runId}\\{chat_send:output-available\\}\\n`));
     expect(text).toMatch(new RegExp(`outbox: \\d+-\\d+:${runId}\\n`));
     expect(text).toMatch(new RegExp(`turn\\.committed:${runId}\\[id-hello\\]`));
     expect(text).toMatch(/inbox: \d+-\d+:id-later\n/);

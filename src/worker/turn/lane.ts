@@ -41,6 +41,8 @@ export class Lane extends TurnAbort {
   private input: TurnInput | undefined;
   /** Stopped by our own shutdown rather than by another turn taking the chat. */
   private stoppedHere = false;
+  /** Ended by a write of its own that failed (`failWrite`), not by another turn. */
+  private failedHere = false;
 
   private constructor(
     /** The store its lease lives in (RunningTurns renews the leases of one store together). */
@@ -123,7 +125,7 @@ export class Lane extends TurnAbort {
 
   /** Another turn took the chat: nothing more may be written. (A step's timeout is not that.) */
   get lost(): boolean {
-    return this.ended !== undefined && !this.stoppedHere && !this.stoppedByRequest;
+    return this.ended !== undefined && !this.stoppedHere && !this.stoppedByRequest && !this.failedHere;
   }
 
   /** This process stopped the turn (shutdown); the lease is still ours to release. */
@@ -144,6 +146,20 @@ export class Lane extends TurnAbort {
     if (this.ended) return;
     this.logger.info({ fence: this.fence }, 'turn stop requested');
     this.end(new TurnAbortedError('stopped by request'), true);
+  }
+
+  /**
+   * A write the turn cannot go on without failed, its outcome unknown (chat_send's outbox
+   * write: Redis unreachable mid-failover, say). Handed to the model as a tool error, the
+   * turn would commit a reply nobody received; instead it ends now with `err`, which settles
+   * as the turn's failure (a Redis outage: the job retries, no attempt spent). The retry
+   * finds the send among the chat's uncommitted sends if it was written.
+   */
+  failWrite(err: Error): void {
+    if (this.ended) return;
+    this.failedHere = true;
+    this.logger.warn({ err, fence: this.fence }, 'turn ended: a write failed');
+    this.end(err);
   }
 
   /** Called when any fenced write was rejected: stop the turn at once. */

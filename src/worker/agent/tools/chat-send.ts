@@ -61,6 +61,8 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
     });
   } catch (err) {
     if (tail) turn.reply?.handedOff('failed');
+    // Not a tool error for the model: the turn would go on to commit a reply nobody got.
+    turn.writeFailed(err instanceof Error ? err : new Error(String(err)));
     throw err;
   }
   if (!res.ok) {

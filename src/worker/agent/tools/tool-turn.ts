@@ -41,6 +41,8 @@ export interface ToolTurn {
   reply?: Pick<ReplyWriter, 'handOff' | 'handedOff'> | undefined;
   /** Told when a fenced write is refused (another turn holds the chat): the turn must stop. */
   fencedOut: (reason: string) => void;
+  /** Told when a send's write failed, its outcome unknown: the turn ends with `err` (Lane.failWrite). */
+  writeFailed: (err: Error) => void;
   /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
   rebase: (context: ChatMessage[]) => Promise<void>;
 }
