@@ -8,8 +8,11 @@ import { loadConfig } from '../../src/shared/config.js';
 import { closeRedis, createRedisClient, type RedisClient, waitReady } from '../../src/shared/redis.js';
 import { isRedisUnavailable } from '../../src/shared/redis-errors.js';
 import { ReplicationTimeoutError, replicaAcks } from '../../src/shared/replica-acks.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
 import { testIngress } from '../helpers/ingress.js';
 import { REDIS_URL, randomPrefix, waitFor } from '../helpers/redis.js';
+import { echoScript, scriptedModel } from '../helpers/scripted-model.js';
+import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 
 /**
  * Real Sentinel: a primary, a replica and three sentinels (scripts/chaos/sentinel.ts), all
@@ -118,6 +121,42 @@ describe('a Sentinel connection', () => {
     await waitFor(async () => worker.status === 'end', { what: 'the connection to end' });
     await waitFor(async () => worker.status === 'ready', { timeoutMs: 10_000, what: 'the reconnect' });
     expect(await worker.ping()).toBe('PONG');
+  });
+});
+
+describe('REDIS_REPLICA_ACKS and a turn', () => {
+  it('a turn whose connection reconnected since it took the lease does not commit; the retry answers once', async () => {
+    const redis = connect('worker');
+    await waitReady(redis);
+    const acks = replicaAcks({ REDIS_REPLICA_ACKS: 1, REDIS_REPLICA_ACKS_TIMEOUT_MS: 2000 })!;
+    let reconnectFirst = true;
+    const scripted = scriptedModel(async (prompt, call, options) => {
+      if (reconnectFirst) {
+        // As a failover does: the connection comes back, maybe to another server, and
+        // what this turn wrote before and nobody confirmed may be gone.
+        reconnectFirst = false;
+        redis.disconnect(true);
+        await waitFor(async () => redis.status === 'ready', { what: 'the reconnect' });
+      }
+      return echoScript(prompt, call, options);
+    });
+    const deps = turnDeps(redis, randomPrefix('acks-turn'), scripted.model, {}, { replicaAcks: acks });
+    const { store } = deps;
+    await ingestTexts(store, 'c', 'hello');
+
+    const first = await runTurn(deps, 'c').catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(ReplicationTimeoutError);
+    expect((first as ReplicationTimeoutError).reason).toBe('reconnected');
+    expect(await store.readHistory('c')).toEqual([]);
+    expect(await store.pendingCount('c')).toBe(1);
+
+    // The job's retry: the send written after the reconnect survived and is not repeated.
+    const retry = await runTurn(deps, 'c');
+    expect(retry.status).toBe('done');
+    expect((await store.readOutbox('c', undefined, 10)).map((o) => o.text)).toEqual(['echo: hello']);
+    const history = await store.readHistory('c');
+    expect(history[0]?.role).toBe('user');
+    expect(history.filter((m) => m.role === 'assistant').length).toBeGreaterThan(0);
   });
 });
 

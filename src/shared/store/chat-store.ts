@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
 import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
-import type { ReplicaAcks, WriteMark } from '../replica-acks.js';
+import { type ReplicaAcks, ReplicationTimeoutError, type WriteMark } from '../replica-acks.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
 import { type CallUsage, usageArgs, usageWrite } from '../usage.js';
@@ -98,6 +98,19 @@ export class ChatStore {
 
   async confirmWrite(mark: WriteMark | undefined): Promise<void> {
     if (mark && this.replicaAcks) await this.replicaAcks.confirm(mark);
+  }
+
+  /**
+   * REDIS_REPLICA_ACKS: throws ReplicationTimeoutError (`reconnected`) when the connection
+   * serving `chatKey` changed since `mark` (a reconnect, another Cluster node): writes made
+   * before and not confirmed may be gone with a failed primary. Without the setting, never.
+   */
+  assertSameConnection(chatKey: string, mark: WriteMark | undefined): void {
+    const now = this.markWrite(chatKey);
+    if (!mark || !now || !this.replicaAcks) return;
+    if (now.connection !== mark.connection || now.readyCount !== mark.readyCount) {
+      throw new ReplicationTimeoutError(this.replicaAcks.replicas, 0, 0, 'reconnected');
+    }
   }
 
   /** A chat's key names, each built when it is read (a call uses a few of them). */

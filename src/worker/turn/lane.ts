@@ -1,5 +1,6 @@
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import type { WriteMark } from '../../shared/replica-acks.js';
 import type {
   ChatStore,
   LeaseRenewal,
@@ -45,6 +46,12 @@ export class Lane extends TurnAbort {
   private failedHere = false;
 
   private constructor(
+    /**
+     * REDIS_REPLICA_ACKS: the connection the lease was taken and confirmed on. The turn's
+     * later writes are confirmed, if at all, by the commit's WAIT on the connection it runs
+     * on, which covers only what that connection wrote.
+     */
+    readonly acquiredOn: WriteMark | undefined,
     /** The store its lease lives in (RunningTurns renews the leases of one store together). */
     readonly store: ChatStore,
     readonly chatKey: string,
@@ -99,6 +106,7 @@ export class Lane extends TurnAbort {
       throw err;
     }
     const lane = new Lane(
+      mark,
       store,
       opts.chatKey,
       opts.owner,

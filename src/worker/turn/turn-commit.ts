@@ -106,6 +106,11 @@ export async function commitTurn(
     }
   }
 
+  // REDIS_REPLICA_ACKS: a reconnect since the lease (a failover) may have taken this turn's
+  // unconfirmed writes — a chat_send's item among them — with the old primary. Committed on
+  // the new one, the turn would record an answer the person never gets. The job retries
+  // instead: its next run finds the sends that survived in `uncommitted` and answers the rest.
+  store.assertSameConnection(chatKey, lane.acquiredOn);
   const merged = loop.merges.reduce((n, m) => n + m.items.length, 0);
   // One event per turn, written atomically with the commit, and the lease released by the
   // same script: one round trip for all three.
