@@ -31,8 +31,8 @@ import { linkedReplicas, SENTINEL_MASTER_NAME, startSentinels } from './chaos/se
  * (scripts/chaos/lag-proxy.ts). Cluster: the replica is SIGSTOPped, which the kernel's socket
  * buffer makes no lag at all at these rates (it receives on while stopped) — so the Cluster
  * rows show the failover itself, not the replication window.
- * With REDIS_REPLICA_ACKS >= 1 it fails unless: 0 acknowledged messages lost, every chat's
- * last message answered by the turn that committed it (not failed with the notice), none
+ * With REDIS_REPLICA_ACKS >= 1 it fails unless: 0 acknowledged messages lost, every
+ * acknowledged message answered by the turn that committed it (not failed with the notice), none
  * committed twice, none out of order, no per-chat overlap at the model, no 5xx answer
  * but 503 (a Cluster redirect once came back as 500), every process still running. With 0
  * it reports how many acknowledged messages the failover lost.
@@ -223,6 +223,11 @@ interface Scenario {
   answeredTwice: number;
   /** Chats whose last message has no reply from the turn that committed it (a failure notice is none). */
   unanswered: number;
+  /**
+   * Acknowledged messages with no reply from the turn that committed them, the last or not:
+   * a turn that committed on the new primary an answer lost with the old one shows here.
+   */
+  withoutReply: number;
   /** 5xx answers other than 503: a failover is "retry later", never an internal error. */
   serverErrors: number;
   processesRunning: string;
@@ -430,6 +435,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       withdrawn,
       answeredTwice: rep.duplicates.answeredTwice,
       unanswered: rep.invariants.find((i) => i.name === 'answered')?.violations ?? 0,
+      withoutReply: rep.messages.acked - rep.messages.answered,
       serverErrors: Object.entries(rep.errors.sendsByStatus)
         .filter(([status]) => Number(status) >= 500 && status !== '503')
         .reduce((sum, [, n]) => sum + n, 0),
@@ -452,6 +458,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         s.undelivered === 0 &&
         s.serverErrors === 0 &&
         s.unanswered === 0 &&
+        s.withoutReply === 0 &&
         running.length === started.size &&
         s.firstAnswerAfterPromotionS !== null);
     if (!s.ok) s.diagnosis = await diagnose(topo, rep, result.chats);
@@ -491,8 +498,10 @@ const rows: Array<[string, (s: Scenario) => string | number | null]> = [
   ['per-chat overlaps at the model', (s) => s.overlaps],
   ['replies never delivered (still in the outbox)', (s) => s.undelivered],
   ['replies lost with the old primary, never delivered', (s) => s.withdrawn],
-  ['messages answered twice', (s) => s.answeredTwice],
+  // An item lost with the old primary was seen, never delivered: its turn answered again.
+  ['messages answered twice (lost replies included)', (s) => s.answeredTwice],
   ['chats whose last message got no reply', (s) => s.unanswered],
+  ['messages with no reply from their turn', (s) => s.withoutReply],
   ['answers 5xx other than 503 (retry later)', (s) => s.serverErrors],
   ['processes still running', (s) => s.processesRunning],
   ['kill → promotion (s)', (s) => s.promotionS],
