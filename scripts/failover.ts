@@ -220,6 +220,12 @@ interface Scenario {
   overlaps: number | string;
   undelivered: number | string;
   withdrawn: number;
+  /**
+   * Messages whose only replies were lost with the old primary: the person got no answer.
+   * Reported, not yet in the verdict: a send in flight when the connection drops is resent
+   * to the new primary after the check that would have ended its turn (docs/production-redis.md).
+   */
+  onlyReplyLost: number;
   answeredTwice: number;
   /** Chats whose last message has no reply from the turn that committed it (a failure notice is none). */
   unanswered: number;
@@ -256,25 +262,47 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => proces
 
 async function undeliveredReplies(
   topo: Topology,
-  chats: Array<Pick<ChatState, 'key' | 'outbox' | 'deliveries'>>,
-): Promise<{ undelivered: number; withdrawn: number }> {
+  chats: Array<Pick<ChatState, 'key' | 'outbox' | 'deliveries' | 'messages'>>,
+): Promise<{ undelivered: number; withdrawn: number; onlyReplyLost: number }> {
   const redis = createRedisClient(loadConfig({ ...topo.env, CHATLANE_PREFIX: PREFIX }), 'worker');
   redis.on('error', () => undefined);
   let undelivered = 0;
   let withdrawn = 0;
+  let onlyReplyLost = 0;
   try {
     for (const chat of chats) {
+      const lost = new Set<string>();
       for (const id of chat.outbox.keys()) {
         if (chat.deliveries.has(id)) continue;
         const still = await redis.xrange(chatKeys(PREFIX, chat.key).outbox, id, id);
         if (still.length > 0) undelivered++;
-        else withdrawn++;
+        else lost.add(id);
       }
+      withdrawn += lost.size;
+      onlyReplyLost += answeredOnlyByLost(chat, lost);
     }
   } finally {
     await closeRedis(redis);
   }
-  return { undelivered, withdrawn };
+  return { undelivered, withdrawn, onlyReplyLost };
+}
+
+/**
+ * Acknowledged messages whose every reply the load test saw was lost with the old primary:
+ * the person got no answer, though the turn that wrote it may have committed (on the new
+ * primary) and the load test's own checks count the lost item as the reply. A reply answers
+ * the messages whose text it contains (the mock model echoes them; the texts are random).
+ */
+function answeredOnlyByLost(chat: Pick<ChatState, 'outbox' | 'messages'>, lost: Set<string>): number {
+  if (lost.size === 0) return 0;
+  const items = [...chat.outbox.values()];
+  let n = 0;
+  for (const m of chat.messages) {
+    if ((m.outcome !== 'accepted' && m.outcome !== 'duplicate') || !m.text) continue;
+    const replies = items.filter((i) => i.text.includes(m.text));
+    if (replies.length > 0 && replies.every((i) => lost.has(i.id))) n++;
+  }
+  return n;
 }
 
 /** What the load test found wrong, and the chats it names (diagnose.ts). */
@@ -420,7 +448,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
     // An outbox item the load test saw but that is gone from the outbox now was written on the
     // old primary and lost with it — never confirmed, so never delivered (its turn ran again
     // and answered). Only an item still there and never delivered is a failure.
-    const { undelivered, withdrawn } = await undeliveredReplies(topo, result.chats);
+    const { undelivered, withdrawn, onlyReplyLost } = await undeliveredReplies(topo, result.chats);
     const s: Scenario = {
       mode,
       acks,
@@ -433,6 +461,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       overlaps: rep.model?.overlaps ?? 'no data',
       undelivered: rep.deliveries ? undelivered : 'no data',
       withdrawn,
+      onlyReplyLost,
       answeredTwice: rep.duplicates.answeredTwice,
       unanswered: rep.invariants.find((i) => i.name === 'answered')?.violations ?? 0,
       withoutReply: rep.messages.acked - rep.messages.answered,
@@ -498,6 +527,7 @@ const rows: Array<[string, (s: Scenario) => string | number | null]> = [
   ['per-chat overlaps at the model', (s) => s.overlaps],
   ['replies never delivered (still in the outbox)', (s) => s.undelivered],
   ['replies lost with the old primary, never delivered', (s) => s.withdrawn],
+  ['messages whose every reply was lost that way (reported)', (s) => s.onlyReplyLost],
   // An item lost with the old primary was seen, never delivered: its turn answered again.
   ['messages answered twice (lost replies included)', (s) => s.answeredTwice],
   ['chats whose last message got no reply', (s) => s.unanswered],

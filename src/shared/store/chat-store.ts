@@ -102,13 +102,17 @@ export class ChatStore {
 
   /**
    * REDIS_REPLICA_ACKS: throws ReplicationTimeoutError (`reconnected`) when the connection
-   * serving `chatKey` changed since `mark` (a reconnect, another Cluster node): writes made
-   * before and not confirmed may be gone with a failed primary. Without the setting, never.
+   * serving `chatKey` changed since `mark` (a reconnect, another Cluster node) or is
+   * reconnecting now: writes made before and not confirmed may be gone with a failed
+   * primary. Without the setting, never.
    */
   assertSameConnection(chatKey: string, mark: WriteMark | undefined): void {
     const now = this.markWrite(chatKey);
     if (!mark || !now || !this.replicaAcks) return;
-    if (now.connection !== mark.connection || now.readyCount !== mark.readyCount) {
+    // Not ready: a reconnect is under way, and a write now would go to whichever server
+    // answers once it is done.
+    const changed = now.connection !== mark.connection || now.readyCount !== mark.readyCount;
+    if (changed || now.connection?.status !== 'ready') {
       throw new ReplicationTimeoutError(this.replicaAcks.replicas, 0, 0, 'reconnected');
     }
   }

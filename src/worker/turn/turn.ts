@@ -382,6 +382,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     reply: run.reply,
     fencedOut: (reason) => lane.markLost(reason),
     writeFailed: (err) => lane.failWrite(err),
+    checkConnection: () => store.assertSameConnection(chatKey, lane.acquiredOn),
     rebase: async (contextMessages) => {
       const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
       control.rebase = (

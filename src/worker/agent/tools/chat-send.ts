@@ -51,6 +51,7 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
   const tail = turn.reply?.handOff();
   let res: Awaited<ReturnType<typeof writeOutbox>>;
   try {
+    turn.checkConnection();
     res = await writeOutbox(turn, turn.chatKey, turn.fence, {
       runId: turn.runId,
       text,

@@ -43,6 +43,12 @@ export interface ToolTurn {
   fencedOut: (reason: string) => void;
   /** Told when a send's write failed, its outcome unknown: the turn ends with `err` (Lane.failWrite). */
   writeFailed: (err: Error) => void;
+  /**
+   * Before a send: throws (REDIS_REPLICA_ACKS) when the chat's connection changed since the
+   * turn took its lease — its earlier sends may be gone with a failed primary, and a send
+   * now would be placed after a message whose answer was lost (ChatStore.assertSameConnection).
+   */
+  checkConnection: () => void;
   /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
   rebase: (context: ChatMessage[]) => Promise<void>;
 }
