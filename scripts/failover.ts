@@ -222,8 +222,8 @@ interface Scenario {
   withdrawn: number;
   /**
    * Messages whose only replies were lost with the old primary: the person got no answer.
-   * Reported, not yet in the verdict: a send in flight when the connection drops is resent
-   * to the new primary after the check that would have ended its turn (docs/production-redis.md).
+   * Reported, not yet in the verdict: 1–2 such messages still show in some Sentinel runs, for
+   * a cause not yet established (docs/production-redis.md, the Commit row).
    */
   onlyReplyLost: number;
   answeredTwice: number;
