@@ -49,3 +49,31 @@ describe('a chat_send whose write fails', () => {
     expect(send).toMatchObject({ state: 'output-available' });
   });
 });
+
+describe('a commit on a server that lacks one of its sends', () => {
+  it('is refused (a failover took the send): nothing is committed and the retry answers again', async () => {
+    const prefix = randomPrefix('send-fail');
+    const scripted = scriptedModel(async (prompt, call, options) => {
+      if (call === 1) {
+        // The send went to the old primary and did not survive it: this server never saw it.
+        const keys = store.keys('c');
+        const [item] = await store.readOutbox('c', undefined, 1);
+        await redis.del(keys.uncommitted);
+        if (item) await redis.xdel(keys.outbox, item.id);
+      }
+      return echoScript(prompt, call, options);
+    });
+    const deps = turnDeps(redis, prefix, scripted.model);
+    const { store } = deps;
+    await ingestTexts(store, 'c', 'hello');
+
+    await expect(runTurn(deps, 'c')).rejects.toThrow(/connection to Redis changed/);
+    expect(await store.readHistory('c')).toEqual([]);
+    expect(await store.pendingCount('c')).toBe(1);
+
+    const retry = await runTurn(deps, 'c');
+    expect(retry.status).toBe('done');
+    expect((await store.readOutbox('c', undefined, 10)).map((o) => o.text)).toEqual(['echo: hello']);
+    expect((await store.readHistory('c')).map((m) => m.role)).toEqual(['user', 'assistant']);
+  });
+});

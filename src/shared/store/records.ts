@@ -148,7 +148,7 @@ export interface SweepState {
 
 export type FencedResult<T> =
   | ({ ok: true } & T)
-  | { ok: false; reason: 'fenced-out' | 'missing'; detail: string };
+  | { ok: false; reason: 'fenced-out' | 'missing' | 'missing-send'; detail: string };
 
 export interface InboxEntry {
   streamId: string;
@@ -231,7 +231,8 @@ export function tokensOf(messages: ChatMessage[]): number {
 
 /** The refusal of a fenced append script (commit.lua, fail.lua): `missing` or `fenced-out`. */
 export function fencedRefusal(raw: z.infer<typeof tuple>): FencedResult<never> {
-  return { ok: false, reason: raw[0] === 'missing' ? 'missing' : 'fenced-out', detail: String(raw[1]) };
+  const reason = raw[0] === 'missing' || raw[0] === 'missing-send' ? raw[0] : 'fenced-out';
+  return { ok: false, reason, detail: String(raw[1]) };
 }
 
 export function fieldsOf(fields: string[]): Map<string, string> {

@@ -1,5 +1,6 @@
 import type { Logger } from '../../shared/logger.js';
 import type { ChatMessage } from '../../shared/messages.js';
+import { ReplicationTimeoutError } from '../../shared/replica-acks.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
 import type { UsageTally } from '../../shared/usage.js';
@@ -149,6 +150,15 @@ export async function commitTurn(
     throw err;
   }
   run.reply?.committed(committed.ok);
+  if (!committed.ok && committed.reason === 'missing-send') {
+    // A send of this run is gone from the server the commit ran on (a failover): the job
+    // retries, and its next run answers what that send answered.
+    logger.warn(
+      { found: committed.detail, sent: sendState.sent.length },
+      'a send of this turn is missing; retrying',
+    );
+    throw new ReplicationTimeoutError(0, 0, 0, 'reconnected');
+  }
   if (!committed.ok) {
     lane.markLost(`commit ${committed.reason}`);
     if (committed.reason === 'missing') {

@@ -32,6 +32,8 @@
 
   Returns { 'ok', histLen, tokensTotal, released (1|0), pending } | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
+        | { 'missing-send', found } (ARGV[5]'s `sent` names more sends of this run than
+          KEYS[5] holds: a failover took one with the old primary; nothing written)
     pending: the inbox length after the commit (what finish.lua would return)
 ]]
 -- @include "fence"
@@ -43,6 +45,23 @@ if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
 
+local data = cjson.decode(ARGV[5])
+-- Every send of this run is recorded in KEYS[5] until this commit (outbox.lua). One missing
+-- here went with a failed primary: committing would record an answer nobody received.
+local sent = tonumber(data.sent) or 0
+if sent > 0 then
+  local found = 0
+  for _, raw in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+    local ok, send = pcall(cjson.decode, raw)
+    if ok and type(send) == 'table' and send.runId == ARGV[3] then
+      found = found + 1
+    end
+  end
+  if found < sent then
+    return { 'missing-send', tostring(found) }
+  end
+end
+
 local r = tonumber(ARGV[12])
 local at = 13 + 2 * r
 local n = tonumber(ARGV[at])
@@ -52,7 +71,6 @@ if missing then
 end
 local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], at + 1, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
-local data = cjson.decode(ARGV[5])
 data.runId = ARGV[3]
 data.fence = ARGV[1]
 data.consumed = n
