@@ -222,8 +222,8 @@ interface Scenario {
   withdrawn: number;
   /**
    * Messages whose only replies were lost with the old primary: the person got no answer.
-   * Reported, not yet in the verdict: 1–2 such messages still show in some Sentinel runs, for
-   * a cause not yet established (docs/production-redis.md, the Commit row).
+   * Reported, not yet in the verdict: 1–2 showed in some Sentinel runs with the client-side
+   * checks alone, 0 in the four since commit.lua's own (docs/production-redis.md, the Commit row).
    */
   onlyReplyLost: number;
   answeredTwice: number;
