@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { freePort } from '../bench/util.js';
 import { parseLoadtestArgs } from '../src/loadtest/options.js';
 import { progressPrinter } from '../src/loadtest/progress.js';
@@ -13,7 +12,7 @@ import { runLoadtest } from '../src/loadtest/run.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
 import { diagnoseFailures } from './chaos/diagnose.js';
 import { type Kill, recoveryAfterKills } from './chaos/recovery.js';
-import { ownRedis } from './chaos/redis-server.js';
+import { ask, ownRedis } from './chaos/redis-server.js';
 
 /**
  * `npm run chaos [-- --short]`: one machine, real processes. Its own redis-server (AOF,
@@ -304,16 +303,10 @@ async function main(): Promise<number> {
   const ok = bad.length === 0 && unrecovered.length === 0 && rep.ok && redisRestart !== undefined;
   if (!rep.ok) {
     // Last, where a truncated CI log still shows them: what failed, and the chats it names.
-    const client = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-    client.on('error', () => undefined);
-    try {
-      lines.push(
-        '  the load test failed:',
-        ...(await diagnoseFailures(client, 'chaos', rep.invariants, result.chats)).map((l) => `    ${l}`),
-      );
-    } finally {
-      client.disconnect();
-    }
+    const diagnosis = (await ask(redis.port, (r) =>
+      diagnoseFailures(r, 'chaos', rep.invariants, result.chats),
+    )) ?? ['(Redis did not answer: no diagnosis)'];
+    lines.push('  the load test failed:', ...diagnosis.map((l) => `    ${l}`));
   }
   lines.push(ok ? 'CHAOS PASS' : `CHAOS FAIL${rep.ok ? '' : ' (the load test failed its checks)'}`);
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { ChatState } from '../../src/loadtest/chat-state.js';
 import { chatKeys } from '../../src/shared/keys.js';
+import { fieldsOf } from '../../src/shared/store/records.js';
 
 /**
  * One chat as the deployment holds it and as the load test saw it, in a few lines: what a
@@ -21,12 +22,6 @@ function parse(raw: string): Json {
   } catch {
     return {};
   }
-}
-
-function fieldsOf(flat: string[]): Json {
-  const out: Json = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1];
-  return out;
 }
 
 /** An assistant message's tool calls with their outcome: `{chat_send:output-error(why)}`. */
@@ -86,19 +81,19 @@ export async function diagnoseChat(
     )}`,
   );
   // Each stream entry as `<id>:<what it says>`.
-  const stream = (what: string, key: string, show: (fields: Json) => string) =>
+  const stream = (what: string, key: string, show: (fields: Map<string, string>) => string) =>
     read(
       what,
       () => redis.xrange(key, '-', '+'),
       (entries) => entries.map(([id, f]) => `${id}:${show(fieldsOf(f))}`).join(' ') || 'empty',
     );
-  lines.push(`  ${await stream('inbox', k.inbox, (f) => String(f.id))}`);
-  lines.push(`  ${await stream('outbox', k.outbox, (f) => run(f.runId))}`);
+  lines.push(`  ${await stream('inbox', k.inbox, (f) => String(f.get('id')))}`);
+  lines.push(`  ${await stream('outbox', k.outbox, (f) => run(f.get('runId')))}`);
   lines.push(
     `  ${await stream('events', k.events, (e) => {
-      const d = parse(String(e.data ?? '{}'));
+      const d = parse(e.get('data') ?? '{}');
       const ids = Array.isArray(d.messageIds) ? `[${d.messageIds.join(',')}]` : '';
-      return `${String(e.type)}${d.runId ? `:${run(d.runId)}` : ''}${ids}${d.reason ? `:${String(d.reason)}` : ''}`;
+      return `${String(e.get('type'))}${d.runId ? `:${run(d.runId)}` : ''}${ids}${d.reason ? `:${String(d.reason)}` : ''}`;
     })}`,
   );
   lines.push(
