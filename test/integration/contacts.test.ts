@@ -1,6 +1,6 @@
 import type { LanguageModelV4CallOptions } from '@ai-sdk/provider';
 import type { Queue } from 'bullmq';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { waitReady } from '../../src/shared/redis.js';
@@ -102,6 +102,20 @@ describe('the contact book', () => {
   });
 });
 
+/** Two sweeps of `chatKey`: the second must find nothing left to finish. */
+async function sweepTwice(chatKey: string): Promise<void> {
+  const deps = {
+    store: ing.store,
+    turns: ing.turns,
+    deliveries,
+    contacts: book,
+    batch: 100,
+    logger: silentLogger(),
+  };
+  await sweepChat(deps, chatKey);
+  await sweepChat(deps, chatKey);
+}
+
 /** One turn of `chatKey` whose model calls chat_contact_send once with `input`, then stops. */
 async function contactTurn(
   chatKey: string,
@@ -121,7 +135,7 @@ async function contactTurn(
     ...(opts.enabled !== false && { contacts: book }),
   };
   await say(chatKey, 'Operator');
-  const outcome = await runTurn(deps, chatKey);
+  const outcome = await runTurn(deps, chatKey).catch((err: unknown) => ({ status: 'threw' as const, err }));
   const history = await ing.store.readHistory(chatKey);
   const toolPart = history
     .filter((m) => m.role === 'assistant')
@@ -129,7 +143,7 @@ async function contactTurn(
     .find((p) => p.type === 'tool-chat_contact_send') as
     | { state?: string; errorText?: string; output?: unknown }
     | undefined;
-  return { outcome, seenTools, toolPart };
+  return { outcome, seenTools, toolPart, model, deps };
 }
 
 describe('chat_contact_send', () => {
@@ -226,19 +240,57 @@ describe('chat_contact_send', () => {
       [lease.fence, 100, 'run-1', 'send-1', 'c-finn', 'Finn', 'see you at 5', Date.now()],
     );
     expect((await ing.store.sweepCheck('ops')).relays).toBe(1);
-    const deps = {
-      store: ing.store,
-      turns: ing.turns,
-      deliveries,
-      contacts: book,
-      batch: 100,
-      logger: silentLogger(),
-    };
-    await sweepChat(deps, 'ops');
-    await sweepChat(deps, 'ops');
+    await sweepTwice('ops');
     expect((await ing.store.readOutbox('c-finn', undefined, 10)).map((i) => i.text)).toEqual([
       'see you at 5',
     ]);
     expect((await ing.store.sweepCheck('ops')).relays).toBe(0);
+  });
+
+  it('whose recording fails ends the turn uncommitted, and the retry sends it once', async () => {
+    await say('c-gil', 'Gil');
+    // Redis gone while the fenced script is on its way (ioredis's own error): was it recorded?
+    const record = vi
+      .spyOn(scripts.contactSend, 'run')
+      .mockRejectedValueOnce(new Error('Connection is closed.'));
+    try {
+      const { outcome, toolPart, model, deps } = await contactTurn('ops', { username: 'gil', text: 'ping' });
+      expect(outcome).toMatchObject({ status: 'threw', err: { message: 'Connection is closed.' } });
+      // Ended at the failed write: the model never read a tool error, nothing was committed.
+      expect(model.calls()).toBe(1);
+      expect(toolPart).toBeUndefined();
+      expect(await ing.store.pendingCount('ops')).toBe(1);
+      const failed = (await ing.store.readEvents('ops', undefined, 50)).find((e) => e.type === 'turn.failed');
+      expect(failed?.data).toMatchObject({ reason: 'retry' });
+
+      const retry = await runTurn(deps, 'ops');
+      expect(retry.status).toBe('done');
+      expect(record).toHaveBeenCalledTimes(2);
+      expect((await ing.store.readOutbox('c-gil', undefined, 10)).map((i) => i.text)).toEqual(['ping']);
+    } finally {
+      record.mockRestore();
+    }
+  });
+
+  it('recorded but not yet written to the other chat is reported pending and finished once by the sweeper', async () => {
+    await say('c-hal', 'Hal');
+    const write = vi
+      .spyOn(scripts.contactReceive, 'run')
+      .mockRejectedValueOnce(new Error('Connection is closed.'));
+    try {
+      const { outcome, toolPart } = await contactTurn('ops', { username: 'hal', text: 'at 6' });
+      // Not a tool error: the model would send it again under a new id, which no dedupe catches.
+      expect(outcome.status).toBe('done');
+      expect(toolPart).toMatchObject({
+        state: 'output-available',
+        output: { status: 'sent', delivered: 'pending' },
+      });
+      expect(await ing.store.readOutbox('c-hal', undefined, 10)).toEqual([]);
+      expect((await ing.store.sweepCheck('ops')).relays).toBe(1);
+    } finally {
+      write.mockRestore();
+    }
+    await sweepTwice('ops');
+    expect((await ing.store.readOutbox('c-hal', undefined, 10)).map((i) => i.text)).toEqual(['at 6']);
   });
 });

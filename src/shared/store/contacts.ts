@@ -34,7 +34,16 @@ export interface ContactBookOptions {
   dedupWindowMs: number;
 }
 
-export type ContactSendResult = FencedResult<{ sendId: string; itemId: string | undefined; routed: boolean }>;
+/**
+ * `relayed: false`: the send is recorded in the sending chat's relay but its write into the
+ * target chat failed; the sweeper finishes it (once, by its send id).
+ */
+export type ContactSendResult = FencedResult<{
+  sendId: string;
+  itemId: string | undefined;
+  routed: boolean;
+  relayed: boolean;
+}>;
 
 const TRIM_EVERY_MS = 60_000;
 
@@ -163,11 +172,17 @@ export class ContactBook {
       [from.fence, this.store.maxEvents, from.runId, sendId, to.chatKey, to.username, text, ts],
     )) as [string, string];
     if (raw[0] !== 'ok') return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
-    const relayed = await this.relay(from.chatKey, [
-      raw[1],
-      ['sendId', sendId, 'to', to.chatKey, 'text', text, 'runId', from.runId, 'ts', String(ts)],
-    ]);
-    return { ok: true, sendId, itemId: relayed.itemId, routed: relayed.routed };
+    try {
+      const relayed = await this.relay(from.chatKey, [
+        raw[1],
+        ['sendId', sendId, 'to', to.chatKey, 'text', text, 'runId', from.runId, 'ts', String(ts)],
+      ]);
+      return { ok: true, sendId, itemId: relayed.itemId, routed: relayed.routed, relayed: true };
+    } catch {
+      // Recorded, so it will arrive: a thrown error here would have the model send it again
+      // under a new id, which the target's dedupe cannot recognise.
+      return { ok: true, sendId, itemId: undefined, routed: false, relayed: false };
+    }
   }
 
   /** Carry one relay entry into its target chat, then drop it from the sender's relay. */

@@ -71,11 +71,16 @@ export function createContactSendTool(contacts: ContactBook) {
       }
       sent.add(dedupe);
       const mark = turn.store.markWrite(to.chatKey);
-      const res = await contacts.send(
-        { chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId },
-        to,
-        text,
-      );
+      let res: Awaited<ReturnType<ContactBook['send']>>;
+      try {
+        turn.checkConnection();
+        res = await contacts.send({ chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId }, to, text);
+      } catch (err) {
+        // As chat_send's: whether the send was recorded is unknown, and a tool error would
+        // let the turn commit as if it had not been. The job's retry decides again.
+        turn.writeFailed(err instanceof Error ? err : new Error(String(err)));
+        throw err;
+      }
       if (!res.ok) {
         sent.delete(dedupe);
         turn.fencedOut('contact send fenced out');
@@ -85,8 +90,13 @@ export function createContactSendTool(contacts: ContactBook) {
       return {
         status: 'sent' as const,
         to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },
-        // Without a reply route the message waits in that chat's outbox, readable over the API.
-        delivered: res.routed ? ('queued' as const) : ('outbox-only' as const),
+        // Without a reply route the message waits in that chat's outbox, readable over the API;
+        // one whose relay failed is finished by the sweeper.
+        delivered: !res.relayed
+          ? ('pending' as const)
+          : res.routed
+            ? ('queued' as const)
+            : ('outbox-only' as const),
       };
     },
   });
