@@ -25,10 +25,15 @@ import {
  * what /proc says each process spent (CPU) and held (RSS) while they worked.
  */
 
-export async function startMock(latencyMs: number): Promise<RoleProcess> {
+/** `chunkMs`: the pause between a response's streamed chunks (none when absent: all at once). */
+export async function startMock(latencyMs: number, chunkMs?: number): Promise<RoleProcess> {
   return startRole(
     'mock-llm',
-    { MOCK_LLM_PORT: '0', MOCK_LLM_LATENCY_MS: String(latencyMs) },
+    {
+      MOCK_LLM_PORT: '0',
+      MOCK_LLM_LATENCY_MS: String(latencyMs),
+      ...(chunkMs !== undefined && { MOCK_LLM_CHUNK_MS: String(chunkMs) }),
+    },
     { timeoutMs: 60_000 },
   );
 }
@@ -146,8 +151,8 @@ export class BenchChats {
   }
 
   /** `ingest` + `enqueueTurn` per message, at most `width` chats at once (not measured). */
-  seed(chatKeys: string[], messagesPerChat: number, width = 200): Promise<void> {
-    return seedChats(this.store, this.turns, chatKeys, messagesPerChat, width);
+  seed(chatKeys: string[], messagesPerChat: number, width = 200, text?: string): Promise<void> {
+    return seedChats(this.store, this.turns, chatKeys, messagesPerChat, width, text);
   }
 
   /** Chats whose inbox is not empty yet. */

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
 import { ANCHOR_LABEL, BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
-import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
+import { messageText, progress, REDIS_URL, randomPrefix, sleep } from './util.js';
 
 /**
  * Where the overhead benchmark's peak RSS comes from (docs/benchmarks.md, "Wrapper overhead"): the same two
@@ -22,6 +22,10 @@ import { progress, REDIS_URL, randomPrefix, sleep } from './util.js';
  *   tsx bench/memory-probe.ts gc --out DIR …
  *     process memory and old space every 100 ms and at each major GC: DIR/<side>.<pid>.2.json
  *
+ * `--chunk-ms N`: the mock streams each response's chunks N ms apart (the stream benchmark's
+ * pacing, 50) rather than all at once; `--text-chars N`: every message on both sides is the
+ * stream benchmark's text of N characters (300 there), which the mock's reply echoes.
+ *
  * Build first (`npm run build`): the worker is dist/cli.js.
  */
 
@@ -32,6 +36,8 @@ const { positionals, values } = parseArgs({
     level: { type: 'string', default: '2000' },
     side: { type: 'string', default: 'both' },
     step: { type: 'string', default: '1' },
+    'chunk-ms': { type: 'string' },
+    'text-chars': { type: 'string' },
   },
 });
 const mode = positionals[0];
@@ -41,10 +47,11 @@ if (
   !['1', '2'].includes(values.step)
 ) {
   throw new Error(
-    'usage: memory-probe.ts snapshots|promoted|allocated|gc --out DIR [--level N] [--side both|chatlane|bare] [--step 1|2]',
+    'usage: memory-probe.ts snapshots|promoted|allocated|gc --out DIR [--level N] [--side both|chatlane|bare] [--step 1|2] [--chunk-ms N] [--text-chars N]',
   );
 }
 const dir = values.out;
+const text = values['text-chars'] === undefined ? undefined : messageText(Number(values['text-chars']));
 const level = Number(values.level);
 const WARMUP = 200;
 const PRELOAD = fileURLToPath(new URL('./memory-preload.mjs', import.meta.url));
@@ -128,12 +135,12 @@ async function probeChatlane(mock: RoleProcess): Promise<void> {
   );
   try {
     const warm = Array.from({ length: WARMUP }, (_, i) => `${chats.prefix}-w${i}`);
-    await chats.seed(warm, 1);
+    await chats.seed(warm, 1, undefined, text);
     while ((await chats.pending(warm)) > 0) await sleep(200);
     if (parked) await park(mock);
     const keys = Array.from({ length: turns }, (_, i) => `${chats.prefix}-c${i}`);
     await chats.turns.pause();
-    await chats.seed(keys, 1);
+    await chats.seed(keys, 1, undefined, text);
     await sleep(1000);
     await dump(worker.pid, where('chatlane'), 'chatlane idle');
     await chats.turns.resume();
@@ -164,7 +171,8 @@ async function probeBare(mock: RoleProcess): Promise<void> {
     turns,
     warmup: WARMUP,
     prefix,
-    ...probe,
+    nodeArgs: probe.nodeArgs,
+    env: { ...probe.env, ...(text !== undefined && { BARE_TEXT: text }) },
   });
   const lines = createInterface({ input: child.stdout! });
   const line = (what: string) =>
@@ -191,7 +199,7 @@ async function probeBare(mock: RoleProcess): Promise<void> {
 }
 
 mkdirSync(dir, { recursive: true });
-const mock = await startMock(1000);
+const mock = await startMock(1000, values['chunk-ms'] === undefined ? undefined : Number(values['chunk-ms']));
 try {
   if (values.side !== 'bare') await probeChatlane(mock);
   if (values.side !== 'chatlane') await probeBare(mock);

@@ -8,6 +8,7 @@ import {
   deletePrefix,
   median,
   meets,
+  messageText,
   orderFor,
   progress,
   pushTo,
@@ -76,14 +77,6 @@ export const STREAM_DEFAULTS: StreamOptions = {
   timeoutMs: 180_000,
   nodeArgs: [],
 };
-
-const WORDS = 'the quick brown fox jumps over the lazy dog while the cat watches it all from the fence ';
-
-function messageText(chars: number): string {
-  return WORDS.repeat(Math.ceil(chars / WORDS.length))
-    .slice(0, chars)
-    .trim();
-}
 
 export const STREAM_TARGETS: Record<string, Target> = {
   cpu: {

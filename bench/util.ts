@@ -273,14 +273,28 @@ export async function seedChats(
   chatKeys: string[],
   messagesPerChat: number,
   width = 200,
+  text?: string,
 ): Promise<void> {
   const limits = { maxPending: 1000, dedupWindowMs: 60_000 };
   await inBatches(chatKeys, width, async (chatKey) => {
     for (let m = 0; m < messagesPerChat; m++) {
-      await store.ingest(chatKey, userMessage(chatKey, `m${m}`, `message ${m} of ${chatKey}`), limits);
+      await store.ingest(
+        chatKey,
+        userMessage(chatKey, `m${m}`, text ?? `message ${m} of ${chatKey}`),
+        limits,
+      );
       await enqueueTurn(turns, chatKey);
     }
   });
+}
+
+const WORDS = 'the quick brown fox jumps over the lazy dog while the cat watches it all from the fence ';
+
+/** The stream benchmark's user message of `chars` characters (the mock's reply echoes it). */
+export function messageText(chars: number): string {
+  return WORDS.repeat(Math.ceil(chars / WORDS.length))
+    .slice(0, chars)
+    .trim();
 }
 
 /** Appends `value` to `record[key]`, creating the list on first use. */
