@@ -263,10 +263,10 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => proces
 async function undeliveredReplies(
   redis: RedisClient,
   chats: Array<Pick<ChatState, 'key' | 'outbox' | 'deliveries' | 'messages'>>,
-): Promise<{ undelivered: number; withdrawn: number; onlyReplyLost: number }> {
+): Promise<{ undelivered: number; withdrawn: number; onlyReplyLost: string[] }> {
   let undelivered = 0;
   let withdrawn = 0;
-  let onlyReplyLost = 0;
+  const onlyReplyLost: string[] = [];
   for (const chat of chats) {
     const lost = new Set<string>();
     for (const id of chat.outbox.keys()) {
@@ -276,7 +276,7 @@ async function undeliveredReplies(
       else lost.add(id);
     }
     withdrawn += lost.size;
-    onlyReplyLost += answeredOnlyByLost(chat, lost);
+    onlyReplyLost.push(...answeredOnlyByLost(chat, lost));
   }
   return { undelivered, withdrawn, onlyReplyLost };
 }
@@ -287,16 +287,22 @@ async function undeliveredReplies(
  * primary) and the load test's own checks count the lost item as the reply. A reply answers
  * the messages whose text it contains (the mock model echoes them; the texts are random).
  */
-function answeredOnlyByLost(chat: Pick<ChatState, 'outbox' | 'messages'>, lost: Set<string>): number {
-  if (lost.size === 0) return 0;
+function answeredOnlyByLost(
+  chat: Pick<ChatState, 'key' | 'outbox' | 'messages'>,
+  lost: Set<string>,
+): string[] {
+  if (lost.size === 0) return [];
   const items = [...chat.outbox.values()];
-  let n = 0;
+  const found: string[] = [];
   for (const m of chat.messages) {
     if ((m.outcome !== 'accepted' && m.outcome !== 'duplicate') || !m.text) continue;
     const replies = items.filter((i) => i.text.includes(m.text));
-    if (replies.length > 0 && replies.every((i) => lost.has(i.id))) n++;
+    if (replies.length > 0 && replies.every((i) => lost.has(i.id))) {
+      // In the diagnosis's example form, `<key>/<id>: …`, so that it reads this chat out.
+      found.push(`${chat.key}/${m.id}: every reply lost (${replies.map((i) => i.id).join(', ')})`);
+    }
   }
-  return n;
+  return found;
 }
 
 /**
@@ -442,7 +448,7 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
       overlaps: rep.model?.overlaps ?? 'no data',
       undelivered: rep.deliveries ? undelivered : 'no data',
       withdrawn,
-      onlyReplyLost,
+      onlyReplyLost: onlyReplyLost.length,
       answeredTwice: rep.duplicates.answeredTwice,
       unanswered: rep.invariants.find((i) => i.name === 'answered')?.violations ?? 0,
       withoutReply: rep.messages.acked - rep.messages.answered,
@@ -472,7 +478,15 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         s.onlyReplyLost === 0 &&
         running.length === started.size &&
         s.firstAnswerAfterPromotionS !== null);
-    if (!s.ok) s.diagnosis = await diagnoseFailures(probe, PREFIX, rep.invariants, result.chats);
+    if (!s.ok) {
+      const lostCheck = {
+        name: 'every reply lost with the old primary',
+        ok: onlyReplyLost.length === 0,
+        violations: onlyReplyLost.length,
+        examples: onlyReplyLost,
+      };
+      s.diagnosis = await diagnoseFailures(probe, PREFIX, [...rep.invariants, lostCheck], result.chats);
+    }
     if (!s.ok) {
       // What each process said last: why a failing run failed.
       for (const p of started) {
