@@ -41,8 +41,16 @@ export async function deleteLabel(redis: RedisClient, label: string): Promise<vo
 
 /** A connection to the Redis or Cluster the config names; waiting (worker role) unless asked to fail fast. */
 export function testRedis(role: ConnectionRole = 'worker'): RedisClient {
-  return createRedisClient(config, role);
+  return createRedisClient({ ...config, REDIS_COMMAND_TIMEOUT_MS: TEST_COMMAND_TIMEOUT_MS }, role);
 }
+
+/**
+ * The ingress role's command timeout in tests that share the suite's Redis: a CI box running
+ * every file at once can stall a command past the default second, and a test then got its
+ * 503 (ingress.test.ts's first request, "Command timed out"). What that timeout does is
+ * tested on clients of its own (hung-redis.test.ts, ready-queue.test.ts).
+ */
+const TEST_COMMAND_TIMEOUT_MS = 10_000;
 
 /** The servers holding data: the Redis itself, or every master of a Cluster. */
 export async function dataNodes(redis: RedisClient): Promise<Redis[]> {
