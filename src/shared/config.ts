@@ -15,6 +15,7 @@ import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
 import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
+import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
 
 export {
   type ModelConfig,
@@ -219,7 +220,11 @@ export const configSchema = () =>
     MAX_CHARS_PER_MESSAGE: int(4000, 100).describe(
       'text parts of one message beyond this are cut (with a note) before they reach the model, and counted as cut; history keeps them whole',
     ),
-    CHAT_SEND_MAX_PER_TURN: int(5, 1).describe('chat_send calls allowed in one turn'),
+    // A turn's sends must all fit the chat's record of uncommitted sends: commit.lua counts
+    // them there (a missing one refuses the commit), and a retry after a crash reads them.
+    CHAT_SEND_MAX_PER_TURN: int(5, 1)
+      .pipe(z.number().max(MAX_UNCOMMITTED_SENDS))
+      .describe('chat_send calls allowed in one turn'),
     SYSTEM_PROMPT_FILE: optionalString.describe("file with the operator's system prompt (Agent.md style)"),
 
     // Agent capabilities (docs/agent.md, "Giving the agent capabilities"). MCP_CONFIG: a JSON file in

@@ -167,6 +167,8 @@ describe('loadConfig parsing', () => {
     ['REDIS_URL', 'not a url'],
     ['LLM_BASE_URL', 'not a url'],
     ['ARCHIVE_ON_COMPACT', 'maybe'],
+    // More sends than a chat's uncommitted record keeps: commit.lua would refuse every commit.
+    ['CHAT_SEND_MAX_PER_TURN', '101'],
   ])('throws a ConfigError naming %s for the bad value %j', (name, value) => {
     const err = configErrorOf(() => loadConfig({ [name]: value }));
     expect(err.name).toBe('ConfigError');

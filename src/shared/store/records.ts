@@ -48,8 +48,7 @@ const uncommittedSendSchema = z.object({
   seen: z.string(),
 });
 
-/** How many uncommitted sends a chat keeps (a long chain of crashed turns keeps the newest). */
-export const MAX_UNCOMMITTED_SENDS = 100;
+export { MAX_UNCOMMITTED_SENDS } from './uncommitted-limit.js';
 
 /** How much of the chat a turn reads with its lease: the newest history, the oldest pending. */
 export interface TurnReads {
