@@ -35,14 +35,14 @@ export interface ContactBookOptions {
 }
 
 /**
- * `relayed: false`: the send is recorded in the sending chat's relay but its write into the
- * target chat failed; the sweeper finishes it (once, by its send id).
+ * `relayError`: the send is recorded in the sending chat's relay but its write into the
+ * target chat failed with this; the sweeper finishes it (once, by its send id).
  */
 export type ContactSendResult = FencedResult<{
   sendId: string;
   itemId: string | undefined;
   routed: boolean;
-  relayed: boolean;
+  relayError?: unknown;
 }>;
 
 const TRIM_EVERY_MS = 60_000;
@@ -177,11 +177,11 @@ export class ContactBook {
         raw[1],
         ['sendId', sendId, 'to', to.chatKey, 'text', text, 'runId', from.runId, 'ts', String(ts)],
       ]);
-      return { ok: true, sendId, itemId: relayed.itemId, routed: relayed.routed, relayed: true };
-    } catch {
+      return { ok: true, sendId, itemId: relayed.itemId, routed: relayed.routed };
+    } catch (relayError) {
       // Recorded, so it will arrive: a thrown error here would have the model send it again
       // under a new id, which the target's dedupe cannot recognise.
-      return { ok: true, sendId, itemId: undefined, routed: false, relayed: false };
+      return { ok: true, sendId, itemId: undefined, routed: false, relayError };
     }
   }
 

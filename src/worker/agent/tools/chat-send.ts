@@ -2,7 +2,7 @@ import { tool } from 'ai';
 import { z } from 'zod';
 import { writeOutbox } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
-import { type ToolTurn, turnOf } from './tool-turn.js';
+import { sendWrite, type ToolTurn, turnOf } from './tool-turn.js';
 
 export const CHAT_SEND_MAX_CHARS = 8000;
 
@@ -49,23 +49,21 @@ export async function send(turn: ToolTurn, text: string, part?: string): Promise
   // not yet written, goes with the item.
   if (turn.reply) await new Promise<void>((resolve) => setImmediate(resolve));
   const tail = turn.reply?.handOff();
-  let res: Awaited<ReturnType<typeof writeOutbox>>;
-  try {
-    turn.checkConnection();
-    res = await writeOutbox(turn, turn.chatKey, turn.fence, {
-      runId: turn.runId,
-      text,
-      ts: Date.now(),
-      seen: turn.seen(),
-      part,
-      reply: tail,
-    });
-  } catch (err) {
-    if (tail) turn.reply?.handedOff('failed');
-    // Not a tool error for the model: the turn would go on to commit a reply nobody got.
-    turn.writeFailed(err instanceof Error ? err : new Error(String(err)));
-    throw err;
-  }
+  const res = await sendWrite(
+    turn,
+    () =>
+      writeOutbox(turn, turn.chatKey, turn.fence, {
+        runId: turn.runId,
+        text,
+        ts: Date.now(),
+        seen: turn.seen(),
+        part,
+        reply: tail,
+      }),
+    () => {
+      if (tail) turn.reply?.handedOff('failed');
+    },
+  );
   if (!res.ok) {
     state.sent.pop();
     turn.fencedOut('outbox fenced out');

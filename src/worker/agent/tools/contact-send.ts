@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
 import { triggerDelivery } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
-import { turnOf } from './tool-turn.js';
+import { sendWrite, turnOf } from './tool-turn.js';
 
 const INPUT = toolInput(
   z.object({
@@ -71,32 +71,32 @@ export function createContactSendTool(contacts: ContactBook) {
       }
       sent.add(dedupe);
       const mark = turn.store.markWrite(to.chatKey);
-      let res: Awaited<ReturnType<ContactBook['send']>>;
-      try {
-        turn.checkConnection();
-        res = await contacts.send({ chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId }, to, text);
-      } catch (err) {
-        // As chat_send's: whether the send was recorded is unknown, and a tool error would
-        // let the turn commit as if it had not been. The job's retry decides again.
-        turn.writeFailed(err instanceof Error ? err : new Error(String(err)));
-        throw err;
-      }
+      const res = await sendWrite(turn, () =>
+        contacts.send({ chatKey: turn.chatKey, fence: turn.fence, runId: turn.runId }, to, text),
+      );
       if (!res.ok) {
         sent.delete(dedupe);
         turn.fencedOut('contact send fenced out');
         return { status: 'fenced-out' as const };
       }
       if (res.routed) await triggerDelivery(turn, to.chatKey, {}, mark);
+      if (res.relayError !== undefined) {
+        turn.logger.warn(
+          { err: res.relayError, sendId: res.sendId, to: to.chatKey },
+          'contact send recorded but not written to its chat; the sweeper will finish it',
+        );
+      }
       return {
         status: 'sent' as const,
         to: { username: to.username, chatKey: to.chatKey, channel: to.channel ?? null },
         // Without a reply route the message waits in that chat's outbox, readable over the API;
         // one whose relay failed is finished by the sweeper.
-        delivered: !res.relayed
-          ? ('pending' as const)
-          : res.routed
-            ? ('queued' as const)
-            : ('outbox-only' as const),
+        delivered:
+          res.relayError !== undefined
+            ? ('pending' as const)
+            : res.routed
+              ? ('queued' as const)
+              : ('outbox-only' as const),
       };
     },
   });

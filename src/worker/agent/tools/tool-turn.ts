@@ -77,3 +77,24 @@ export function turnOf(options: { context?: unknown }): ToolTurn {
   if (!isToolTurn(turn)) throw new Error('chatlane tool called without its turn (toolsContext)');
   return turn;
 }
+
+/**
+ * A send tool's write (chat_send, chat_contact_send): refused before it starts when the
+ * chat's connection changed (`checkConnection`). A failure, its outcome unknown, ends the
+ * turn (`writeFailed`) rather than reaching the model as a tool error, after which the turn
+ * would commit as if nothing had been sent; `onFailure` runs first.
+ */
+export async function sendWrite<T>(
+  turn: ToolTurn,
+  write: () => Promise<T>,
+  onFailure?: () => void,
+): Promise<T> {
+  try {
+    turn.checkConnection();
+    return await write();
+  } catch (err) {
+    onFailure?.();
+    turn.writeFailed(err instanceof Error ? err : new Error(String(err)));
+    throw err;
+  }
+}
