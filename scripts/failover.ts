@@ -486,8 +486,6 @@ async function scenario(mode: string, acks: number): Promise<Scenario> {
         examples: onlyReplyLost,
       };
       s.diagnosis = await diagnoseFailures(probe, PREFIX, [...rep.invariants, lostCheck], result.chats);
-    }
-    if (!s.ok) {
       // What each process said last: why a failing run failed.
       for (const p of started) {
         const tail = p.logs.slice(-15).map((l) => JSON.stringify(l));
