@@ -61,7 +61,9 @@ describe('/v1/ui with DefaultChatTransport', () => {
   const { store } = stack;
 
   it('send: the chat_send text grows over several frames before the turn commits, and ends as the committed reply', async () => {
-    stack.mock.state.chunkMs = 40;
+    // About 5 chunks: 40 ms apart, a loaded CI box gathered them into 2 frames (the writer
+    // and the ingress each batch what arrived); 100 ms apart they stay apart.
+    stack.mock.state.chunkMs = 100;
     const chat = await chatFor(stack.ingressUrl(), 'ui-send');
     await chat.sendMessage({ text: LONG });
 
