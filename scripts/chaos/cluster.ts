@@ -39,10 +39,16 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
+/** Where Linux starts handing out ports to outgoing connections (ip_local_port_range). */
+const EPHEMERAL_FROM = 32_768;
+
 /** A base port with `size` node ports and their cluster bus ports (+10000) free. */
 export async function freeRange(size: number): Promise<number> {
   for (let i = 0; i < 50; i++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    // Node ports and their bus ports (+10,000) stay below Linux's ephemeral range (32768 up):
+    // a check now cannot keep an outgoing connection of a process beside us (CI runs chaos
+    // next to failover) from taking one before the server binds it ("did not come up").
+    const base = 20_000 + Math.floor(Math.random() * (EPHEMERAL_FROM - 10_000 - 20_000 - size));
     let free = true;
     for (let p = base; p < base + size && free; p++)
       free = (await portFree(p)) && (await portFree(p + 10_000));
