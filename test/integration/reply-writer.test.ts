@@ -9,6 +9,7 @@ import {
   type ReplyField,
   ReplyStreams,
 } from '../../src/shared/store/reply-streams.js';
+import { FlushTick } from '../../src/worker/turn/flush-tick.js';
 import { ReplyWriter } from '../../src/worker/turn/reply-writer.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
@@ -169,6 +170,58 @@ describe('ReplyWriter', () => {
     expect(res).toMatchObject({ ok: true, stop: true });
     writer.handedOff('stop');
     expect(stops).toEqual(['stop']);
+  });
+
+  it("writes a part's first text at the first tick; its further text waits for the steady tick, while a part's end or a new part goes at once", async () => {
+    const lease = await store.acquire('steady', 'w:run-s', 60_000);
+    if (!lease.ok) throw new Error('busy');
+    const replies = new CountedStreams(redis, { prefix, maxEvents: 100, maxLen: 100, ttlMs: 60_000 });
+    // A steady tick longer than waitFor's patience: a part's first text written on it would time out.
+    const ticks = { first: new FlushTick(15), steady: new FlushTick(60_000) };
+    const hooks = { stop: () => undefined, fencedOut: () => undefined };
+    const writer = new ReplyWriter(
+      replies,
+      'steady',
+      lease.fence,
+      'run-s',
+      silentLogger(),
+      hooks,
+      undefined,
+      ticks,
+    );
+    const written =
+      (type: string, n = 1) =>
+      async () =>
+        types(await replies.read('steady', 'run-s')).filter((t) => t === type).length >= n;
+    writer.open(['m1']);
+    await waitFor(written('start'), { what: 'the open written' });
+
+    writer.chunk({ type: 'text-start', id: 't1' });
+    writer.chunk({ type: 'text-delta', id: 't1', delta: 'a' });
+    await waitFor(written('text-delta'), { what: "the part's first text written" });
+    for (const delta of ['b', 'c', 'd']) writer.chunk({ type: 'text-delta', id: 't1', delta });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(replies.calls).toEqual([
+      ['answers', 'start'],
+      ['text-start', 'text-delta'],
+    ]);
+
+    // The part's end goes at the first tick, and what waited goes with it as one entry.
+    writer.chunk({ type: 'text-end', id: 't1' });
+    await waitFor(written('text-end'), { what: "the part's end written" });
+    expect(replies.calls.at(-1)).toEqual(['text-delta', 'text-end']);
+    const entries = await replies.read('steady', 'run-s');
+    expect(entries.filter((e) => e.kind === 'chunk' && e.chunk.type === 'text-delta')).toMatchObject([
+      { chunk: { delta: 'a' } },
+      { chunk: { delta: 'bcd' } },
+    ]);
+
+    // A new part's first text is again for the first tick.
+    writer.chunk({ type: 'text-start', id: 't2' });
+    writer.chunk({ type: 'text-delta', id: 't2', delta: 'e' });
+    await waitFor(written('text-delta', 3), { what: "the second part's first text written" });
+    await writer.close([{ type: 'finish' }]);
+    expect(replies.calls).toHaveLength(5);
   });
 
   it('a finish-step alone is written when the turn ends another way (close)', async () => {

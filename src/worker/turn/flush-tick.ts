@@ -19,6 +19,11 @@ export class FlushTick {
     this.timer ??= setTimeout(this.fire, this.ms);
   }
 
+  /** Whether `flush` waits for the next tick. */
+  has(flush: () => void): boolean {
+    return this.due.has(flush);
+  }
+
   /** `flush` no longer runs at the next tick (nothing when it was not waiting). */
   delete(flush: () => void): void {
     this.due.delete(flush);

@@ -48,17 +48,36 @@ const isEager = (batch: Batch): boolean =>
   batch.close === true ||
   batch.entries.some(([field, value]) => field !== 'c' || !LAZY.has(value.type));
 
-/** How long chunks gather, at most, before one write: text deltas of those ms become one entry. */
+/**
+ * How long chunks gather, at most, before one write, for what a reader waits to see: a
+ * reply's start, a part's start and its first text, a tool's input or output, a part's end.
+ */
 const FLUSH_MS = 15;
 
-/** The process's writers share one tick, so the writes due at once go to Redis together. */
-const TICK = new FlushTick(FLUSH_MS);
+/**
+ * How long a text part's further deltas gather, at most: once a part shows text, it grows in
+ * steps of about this. The model sends a chunk every few tens of ms, each small; written one
+ * by one, each was a write of the worker (its share of a script call, promises, a socket
+ * write at every tick), an XADD and an entry the ingresses read and send. A tenth of a second
+ * is still smooth to a reader (`useChat`'s `experimental_throttle` is of this order).
+ */
+const STEADY_MS = 100;
+
+/** The ticks a writer joins: the first for what a reader waits for, the steady one for a part's further text. */
+export interface ReplyTicks {
+  first: FlushTick;
+  steady: FlushTick;
+}
+
+/** The process's writers share these ticks, so the writes due at once go to Redis together. */
+const TICKS: ReplyTicks = { first: new FlushTick(FLUSH_MS), steady: new FlushTick(STEADY_MS) };
 
 /**
- * A turn's reply stream writer: chunks are gathered for a few milliseconds (until the
- * process's next flush tick) and written in one fenced script call (consecutive text deltas
- * of one part joined into one chunk; a plain append shares its call with the other writers'
- * appends of that tick, `reply-appends.ts`), one write in flight at a time, in order. The
+ * A turn's reply stream writer: chunks are gathered until the process's next flush tick (15
+ * ms; a text part's further deltas, after its first, until the steady tick of 100 ms) and
+ * written in one fenced script call (consecutive text deltas of one part joined into one
+ * chunk; a plain append shares its call with the other writers' appends of that tick,
+ * `reply-appends.ts`), one write in flight at a time, in order. The
  * stream is the live view only: a failed write is logged and the turn goes on (the outbox and
  * the history are the record).
  */
@@ -73,6 +92,10 @@ export class ReplyWriter {
   private flushing: Promise<void> | undefined;
   /** The hand-off in flight: ends it (`handedOff`), and whether it carried a send's start. */
   private handed: { done: () => void; sendStart: boolean } | undefined;
+  /** Text parts that have shown text: their further deltas wait for the steady tick. */
+  private readonly texts = new Set<string>();
+  /** What waits unwritten holds a chunk for the first tick (see `chunk`). */
+  private urgent = false;
 
   constructor(
     private readonly replies: ReplyStreams,
@@ -83,6 +106,7 @@ export class ReplyWriter {
     private readonly hooks: ReplyWriterHooks,
     /** The run whose reply was left open when the lease was taken (the lease's read: no read here). */
     private readonly openReply: string | undefined,
+    private readonly ticks: ReplyTicks = TICKS,
   ) {}
 
   /** The UI message id of this turn's reply: the id its first committed assistant message gets. */
@@ -133,7 +157,13 @@ export class ReplyWriter {
     } else {
       batch.entries.push(['c', chunk]);
     }
-    if (!LAZY.has(chunk.type)) this.schedule();
+    if (LAZY.has(chunk.type)) return;
+    // A part's first text is what a reader waits for; the rest of it only grows what is shown.
+    if (chunk.type !== 'text-delta' || !this.texts.has(String(chunk.id))) {
+      if (chunk.type === 'text-delta') this.texts.add(String(chunk.id));
+      this.urgent = true;
+    }
+    this.schedule();
   }
 
   /** The last chunks (`finish`, or `abort` when another turn will answer), written before this resolves. */
@@ -167,6 +197,7 @@ export class ReplyWriter {
     if (this.batches.length === 0 || this.batches.some((b) => b.event || b.close)) return undefined;
     this.unschedule();
     const entries = this.batches.splice(0).flatMap((b) => b.entries);
+    this.urgent = false;
     // The outbox write is this writer's write in flight: what gathers meanwhile follows it.
     void this.inFlight(
       new Promise<void>((resolve) => {
@@ -209,6 +240,7 @@ export class ReplyWriter {
     }
     if (this.dead) return undefined;
     const entries = this.batches.splice(0).flatMap((b) => b.entries);
+    this.urgent = false;
     for (const chunk of last) entries.push(['c', chunk]);
     return this.replies.tail(this.chatKey, this.runId, fieldsOf(entries));
   }
@@ -224,13 +256,25 @@ export class ReplyWriter {
     this.hooks.platform?.();
   }
 
-  /** Join the next tick (the tick holds a writer once); a write in flight schedules what follows it. */
+  /**
+   * Join the next tick: the first one when a reader waits for what is unwritten, else the
+   * steady one (unless already on the first). A tick holds a writer once; a write in flight
+   * schedules what follows it.
+   */
   private schedule(): void {
-    if (!this.flushing) TICK.add(this.onTick);
+    if (this.flushing) return;
+    const { first, steady } = this.ticks;
+    if (this.urgent || this.batches.some((b) => b.event || b.close)) {
+      steady.delete(this.onTick);
+      first.add(this.onTick);
+    } else if (!first.has(this.onTick)) {
+      steady.add(this.onTick);
+    }
   }
 
   private unschedule(): void {
-    TICK.delete(this.onTick);
+    this.ticks.first.delete(this.onTick);
+    this.ticks.steady.delete(this.onTick);
   }
 
   private readonly onTick = (): void => {
@@ -265,8 +309,11 @@ export class ReplyWriter {
   }
 
   private async drain(): Promise<void> {
-    while (this.batches.length > 0 && !this.dead && !this.handingOff) {
+    for (let n = 0; this.batches.length > 0 && !this.dead && !this.handingOff; n++) {
+      // What gathered during a write: a part's further text waits for its tick (inFlight).
+      if (n > 0 && !this.closed && !this.urgent && !this.batches.some((b) => b.event || b.close)) return;
       const batch = this.batches.shift()!;
+      if (this.batches.length === 0) this.urgent = false;
       const mode: ReplyWriteMode =
         batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';
       const fields = fieldsOf(batch.entries);
