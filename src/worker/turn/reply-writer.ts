@@ -58,8 +58,8 @@ const FLUSH_MS = 15;
  * How long a text part's further deltas gather, at most: once a part shows text, it grows in
  * steps of about this. The model sends a chunk every few tens of ms, each small; written one
  * by one, each was a write of the worker (its share of a script call, promises, a socket
- * write at every tick), an XADD and an entry the ingresses read and send. A tenth of a second
- * is still smooth to a reader (`useChat`'s `experimental_throttle` is of this order).
+ * write at every tick), an XADD and an entry the ingresses read and send. A page can
+ * throttle its own renders further (`useChat`'s `throttle`).
  */
 const STEADY_MS = 100;
 
@@ -96,6 +96,17 @@ export class ReplyWriter {
   private readonly texts = new Set<string>();
   /** What waits unwritten holds a chunk for the first tick (see `chunk`). */
   private urgent = false;
+
+  /** Whether what waits unwritten is for the first tick: an urgent chunk, an event or the close. */
+  private get dueFirst(): boolean {
+    return this.urgent || this.batches.some((b) => b.event || b.close);
+  }
+
+  /** Every entry that waits unwritten, taken for one write. */
+  private takeAll(): Entry[] {
+    this.urgent = false;
+    return this.batches.splice(0).flatMap((b) => b.entries);
+  }
 
   constructor(
     private readonly replies: ReplyStreams,
@@ -196,8 +207,7 @@ export class ReplyWriter {
     if (!this.opened || this.closed || this.dead || this.handingOff || this.flushing) return undefined;
     if (this.batches.length === 0 || this.batches.some((b) => b.event || b.close)) return undefined;
     this.unschedule();
-    const entries = this.batches.splice(0).flatMap((b) => b.entries);
-    this.urgent = false;
+    const entries = this.takeAll();
     // The outbox write is this writer's write in flight: what gathers meanwhile follows it.
     void this.inFlight(
       new Promise<void>((resolve) => {
@@ -239,8 +249,7 @@ export class ReplyWriter {
       await this.flushing;
     }
     if (this.dead) return undefined;
-    const entries = this.batches.splice(0).flatMap((b) => b.entries);
-    this.urgent = false;
+    const entries = this.takeAll();
     for (const chunk of last) entries.push(['c', chunk]);
     return this.replies.tail(this.chatKey, this.runId, fieldsOf(entries));
   }
@@ -264,7 +273,7 @@ export class ReplyWriter {
   private schedule(): void {
     if (this.flushing) return;
     const { first, steady } = this.ticks;
-    if (this.urgent || this.batches.some((b) => b.event || b.close)) {
+    if (this.dueFirst) {
       steady.delete(this.onTick);
       first.add(this.onTick);
     } else if (!first.has(this.onTick)) {
@@ -311,7 +320,7 @@ export class ReplyWriter {
   private async drain(): Promise<void> {
     for (let n = 0; this.batches.length > 0 && !this.dead && !this.handingOff; n++) {
       // What gathered during a write: a part's further text waits for its tick (inFlight).
-      if (n > 0 && !this.closed && !this.urgent && !this.batches.some((b) => b.event || b.close)) return;
+      if (n > 0 && !this.closed && !this.dueFirst) return;
       const batch = this.batches.shift()!;
       if (this.batches.length === 0) this.urgent = false;
       const mode: ReplyWriteMode =
