@@ -15,7 +15,7 @@ const USAGE = `usage: chatlane <role> [--help]
   ingress    HTTP API and webhooks
   worker     turn worker (needs LLM_MODEL, provider:model: see docs/models.md)
   compactor  history compaction worker (needs LLM_MODEL or COMPACTION_MODEL)
-  delivery   reply delivery only (workers deliver too unless DELIVERY_IN_WORKER=false)
+  delivery   reply delivery only (workers with a platform or webhook deliver too, unless DELIVERY_IN_WORKER=false)
   all        ingress + worker + compactor in one process (development)
   mock-llm   the OpenAI-compatible mock model used by tests and the demo
   demo       end-to-end demo on a local Redis and the mock model

@@ -17,7 +17,7 @@ export const ROLE_SUMMARY: Record<Role | 'all', string> = {
   ingress:
     'HTTP API and webhooks: stores each message in Redis and enqueues the turn of its chat; serves the live stream, /metrics, /healthz, /readyz and Bull Board.',
   worker:
-    'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_MODEL (provider:model, docs/models.md) and the key of its provider.',
+    'Runs turns, one per chat at a time: reads the history, calls the model, records what it sends, commits. Also delivers replies when a platform or signed webhook is configured (unless DELIVERY_IN_WORKER=false), sweeps stranded chats and expires idle ones. Needs LLM_MODEL (provider:model, docs/models.md) and the key of its provider.',
   compactor:
     'Summarises the oldest part of long histories in the background so turns stay under MAX_INPUT_TOKENS. Needs COMPACTION_MODEL or LLM_MODEL (provider:model, docs/models.md) and the key of its provider.',
   delivery:

@@ -349,7 +349,7 @@ export const configSchema = () =>
     // The worker process runs the delivery worker too unless this is false (then run
     // `chatlane delivery` processes).
     DELIVERY_IN_WORKER: flag('true').describe(
-      'workers also deliver replies; false leaves delivery to chatlane delivery processes',
+      'workers that have a platform or signed webhook configured also deliver replies; false leaves delivery to chatlane delivery processes',
     ),
     DELIVERY_CONCURRENCY: int(64, 1).describe('chats one process delivers to at once'),
     // Attempts per outbox item (every non-ok answer counts, rate limits included); then the

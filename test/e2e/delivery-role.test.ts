@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { GENERIC_CHANNEL } from '../../src/shared/delivery/generic-sender.js';
+import { createQueue, QUEUES } from '../../src/shared/jobs.js';
 import { startRole } from '../helpers/processes.js';
 import { useStack } from '../helpers/stack.js';
+import { crmSourceEnv, webhookSecret } from '../helpers/webhooks.js';
 
 describe('chatlane delivery', () => {
   const stack = useStack('e2e-delivery-role', { roles: [] });
@@ -18,9 +21,30 @@ describe('chatlane delivery', () => {
   });
 
   it('a worker with DELIVERY_IN_WORKER=false leaves delivery to the delivery processes', async () => {
-    const worker = await stack.start('worker', { DELIVERY_IN_WORKER: 'false' });
+    const { DELIVERY_IN_WORKER: _inWorker, ...crm } = crmSourceEnv(webhookSecret());
+    const worker = await stack.start('worker', { ...crm, DELIVERY_IN_WORKER: 'false' });
     expect(worker.logs.find((l) => l.msg === 'worker started')?.delivery).toBe('off');
-    const other = await stack.start('worker');
-    expect(other.logs.find((l) => l.msg === 'worker started')?.delivery).toMatchObject({ concurrency: 64 });
+    const other = await stack.start('worker', crm);
+    expect(other.logs.find((l) => l.msg === 'worker started')?.delivery).toEqual({
+      concurrency: 64,
+      channels: [GENERIC_CHANNEL],
+    });
+    await Promise.all([worker.kill('SIGTERM'), other.kill('SIGTERM')]);
+  });
+
+  it('a worker with no platform and no signed webhook configured runs no delivery worker', async () => {
+    const worker = await stack.start('worker');
+    expect(worker.logs.find((l) => l.msg === 'worker started')?.delivery).toBe(
+      'off: no platform or signed webhook configured in this process',
+    );
+    // Nothing of it polls the deliveries queue: BullMQ lists the connections that do.
+    const deliveries = createQueue(stack.prefix, QUEUES.deliveries, stack.redis);
+    const turns = createQueue(stack.prefix, QUEUES.turns, stack.redis);
+    try {
+      expect(await turns.getWorkersCount()).toBe(1);
+      expect(await deliveries.getWorkersCount()).toBe(0);
+    } finally {
+      await Promise.all([deliveries.close(), turns.close()]);
+    }
   });
 });

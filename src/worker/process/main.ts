@@ -246,9 +246,14 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     modelBackoff: { baseMs: config.MODEL_RETRY_BACKOFF_MS, maxMs: config.MODEL_RETRY_BACKOFF_MAX_MS },
   });
   opened.add(() => worker.close());
-  // Delivery runs here unless the operator runs `chatlane delivery` processes instead.
+  // Delivery runs here unless the operator runs `chatlane delivery` processes instead, and only
+  // when this process can send somewhere: with no platform and no signed webhook configured,
+  // every delivery job it took would go back as 'no sender' (delaying the process that has
+  // one) while its poll, its stall check each STALLED_INTERVAL_MS and its blocking connection
+  // cost the idle worker for nothing.
+  const deliversHere = config.DELIVERY_IN_WORKER && senders.channels().length > 0;
   let delivery: DeliveryParts | undefined;
-  if (config.DELIVERY_IN_WORKER) {
+  if (deliversHere) {
     delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, senders));
     opened.add(() => delivery!.close());
   }
@@ -345,7 +350,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
           models: models.models.map((m) => m.id),
           delivery: delivery
             ? { concurrency: config.DELIVERY_CONCURRENCY, channels: delivery.senders.channels() }
-            : 'off',
+            : config.DELIVERY_IN_WORKER
+              ? 'off: no platform or signed webhook configured in this process'
+              : 'off',
           metricsUrl: side.url,
         },
         'worker started',
