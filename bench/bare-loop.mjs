@@ -7,9 +7,9 @@
 //
 // BARE_TEXT, when set, is every turn's message (the stream benchmark's anchor).
 // Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, then for every `go`
-// runs BARE_TURNS turns with BARE_CONCURRENCY at once, and for every `go <n>` a round of n
-// turns all at once (the stream benchmark keeps one process through its rounds, as its workers
-// live through theirs); after each it prints `done <turns> <modelSteps>`. It exits when stdin
+// runs BARE_TURNS turns with BARE_CONCURRENCY at once, and for every `go <n> [<k>]` a round of n
+// turns, k at a time (all at once without k; the stream benchmark keeps one process through its
+// rounds, as its workers live through theirs); after each it prints `done <turns> <modelSteps>`. It exits when stdin
 // ends. The parent reads this process's CPU and memory from /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
@@ -74,7 +74,7 @@ process.stdout.write('ready\n');
 const lines = createInterface({ input: process.stdin });
 let rounds = 0;
 for await (const line of lines) {
-  const [word, n] = line.trim().split(' ');
+  const [word, n, k] = line.trim().split(' ');
   if (word !== 'go') continue;
   steps = 0;
   if (n === undefined) {
@@ -82,7 +82,7 @@ for await (const line of lines) {
     process.stdout.write(`done ${turns} ${steps}\n`);
   } else {
     // Each round in chats of its own: r<round>-<i>.
-    await pool(`r${rounds++}-`, Number(n), Number(n));
+    await pool(`r${rounds++}-`, Number(n), Number(k ?? n));
     process.stdout.write(`done ${n} ${steps}\n`);
   }
 }

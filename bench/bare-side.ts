@@ -105,11 +105,11 @@ export class BareProcess {
   }
 
   /**
-   * One round: `go` (its configured turns) or `go <turns>` (that many at once); CPU from /proc
-   * over the round and `settleMs` after it (V8 finishes a burst's garbage collection there),
-   * model calls from the mock.
+   * One round: `go` (its configured turns) or `go <turns> <atOnce>` (that many, `atOnce` at a
+   * time, all at once by default); CPU from /proc over the round and `settleMs` after it (V8
+   * finishes a burst's garbage collection there), model calls from the mock.
    */
-  async round(turns?: number, settleMs = 0): Promise<BareRound> {
+  async round(turns?: number, settleMs = 0, atOnce = turns): Promise<BareRound> {
     const { pid } = this;
     const stats0 = await this.run.statsOf(this.prefix);
     const cpu0 = processCpuSeconds(pid) ?? 0;
@@ -125,7 +125,7 @@ export class BareProcess {
     }, 200);
     const t0 = performance.now();
     const done = this.next('done');
-    this.child.stdin!.write(turns === undefined ? 'go\n' : `go ${turns}\n`);
+    this.child.stdin!.write(turns === undefined ? 'go\n' : `go ${turns} ${atOnce}\n`);
     const [, ran] = (await done.finally(() => clearInterval(inFlight))).split(' ');
     const seconds = (performance.now() - t0) / 1000;
     if (settleMs) await sleep(settleMs);

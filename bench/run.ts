@@ -64,6 +64,7 @@ const { values } = parseArgs({
     levels: { type: 'string' },
     'node-args': { type: 'string' },
     'turns-per-slot': { type: 'string' },
+    bursts: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
   },
@@ -87,6 +88,8 @@ flags:
                        /v1/ui conversations (default 100,1000)
   --node-args="F …"    stream: flags for node itself on both sides of the CPU comparison alike
                        (workers and bare loop), e.g. --node-args=--no-memory-reducer; Node's defaults otherwise
+  --bursts             stream: each level's conversations all at once, in rounds with pauses
+                       between them (the method until 2026-11-28), not kept in flight
   --turns-per-slot N   overhead: turns per measurement = N × level (default 2); more turns, less spread
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
@@ -121,6 +124,10 @@ if (nodeArgs && only !== undefined && only !== 'stream') {
   process.stderr.write(`bench: --node-args applies to the stream benchmark only, not to ${only}\n`);
   process.exit(2);
 }
+if (values.bursts && only !== 'stream') {
+  process.stderr.write('bench: --bursts applies to the stream benchmark only: add --only stream\n');
+  process.exit(2);
+}
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
 const smoke = values.smoke === true;
 // --tracing: the chatlane processes of ingress and overhead export every span (100 % sampled,
@@ -141,6 +148,7 @@ const SMOKE = {
     levels: [10, 40],
     warmupChats: 5,
     minRepliesPerLevel: 20,
+    leadIn: 5,
     settleMs: 1000,
     costReplies: 10,
     memoryStreams: 50,
@@ -259,6 +267,7 @@ for (const name of selected) {
         ...(smoke && SMOKE.stream),
         ...(levels && { levels }),
         ...(nodeArgs && { nodeArgs }),
+        bursts: values.bursts === true,
         runs,
       });
     } else if (name === 'memory') {

@@ -1,20 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { hostBusyPct, hostCpuTimes } from './fleet.js';
-import { clock, type UiTurn, uiTurn } from './stream-client.js';
+import { clock, type UiTurn, type UiTurnHandle, uiTurn } from './stream-client.js';
 import type { OwnRedis, Stack } from './stream-stack.js';
 import { webTokens } from './stream-stack.js';
 import { percentile, processCpuSeconds, progress, redisCpuSeconds, round, sleep } from './util.js';
 
 /**
  * Time from the model's first token to the client's first `text-delta`: N conversations
- * opened at once over `/v1/ui`, spread round-robin over the ingresses, each with its own
- * browser token. The mock stamps the moment it writes a reply's first content event
+ * in flight over `/v1/ui` (a closed loop: each one that ends opens the next, until a round's
+ * replies), spread round-robin over the ingresses, each with its own browser token. The mock stamps the moment it writes a reply's first content event
  * (`/first-content`), the client the moment its first `text-delta` arrives, on one clock
  * (`performance.timeOrigin + performance.now()`, same host).
  */
 
 export interface LatencyLevel {
+  /** Conversations in flight. */
   level: number;
+  /** Replies asked for (conversations opened). */
+  replies: number;
   /** Replies that completed with the expected text. */
   complete: number;
   /** Replies with a latency (a first content stamp and a first text-delta). */
@@ -61,7 +64,10 @@ function peakOverlap(intervals: Array<[number, number]>): number {
   return peak;
 }
 
-/** `level` conversations at once; every reply read to its end (or `timeoutMs`). */
+/**
+ * `replies` conversations, `level` in flight (all at once when they are equal); every reply
+ * read to its end (or `timeoutMs`).
+ */
 export async function measureLatency(
   stack: Stack,
   redis: OwnRedis,
@@ -70,9 +76,10 @@ export async function measureLatency(
   timeoutMs: number,
   label: string,
   settleMs = 0,
+  replies = level,
 ): Promise<LatencyLevel> {
   const tag = `${stack.prefix}-l${level}-${randomBytes(3).toString('hex')}`;
-  const keys = Array.from({ length: level }, (_, i) => `${tag}-${i}`);
+  const keys = Array.from({ length: replies }, (_, i) => `${tag}-${i}`);
   const tokens = await webTokens(keys);
   const pids = [...stack.ingresses, ...stack.workers, stack.mock].map((p) => p.pid);
   const cpu0 = pids.map((pid) => processCpuSeconds(pid) ?? 0);
@@ -81,24 +88,32 @@ export async function measureLatency(
   const self0 = process.cpuUsage();
   const t0 = clock();
 
-  const handles = keys.map((chatKey, i) =>
-    uiTurn(
-      stack.ingresses[i % stack.ingresses.length]!.url!,
-      chatKey,
-      tokens.get(chatKey)!,
-      `m-${chatKey}`,
-      text,
-    ),
-  );
+  const handles: UiTurnHandle[] = [];
+  let next = 0;
+  let stopped = false;
+  const open = (i: number) => {
+    const chatKey = keys[i]!;
+    const url = stack.ingresses[i % stack.ingresses.length]!.url!;
+    const handle = uiTurn(url, chatKey, tokens.get(chatKey)!, `m-${chatKey}`, text);
+    handles.push(handle);
+    return handle.result;
+  };
+  const all = Promise.all(
+    Array.from({ length: Math.min(level, replies) }, async () => {
+      const mine: UiTurn[] = [];
+      while (next < replies && !stopped) mine.push(await open(next++));
+      return mine;
+    }),
+  ).then((lanes) => lanes.flat());
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), timeoutMs);
   });
-  const all = Promise.all(handles.map((h) => h.result));
   const outcome = await Promise.race([all, timedOut]);
   clearTimeout(timer);
   if (outcome === 'timeout') {
     progress(`${label}: not every reply ended within ${timeoutMs} ms; cancelling the rest`);
+    stopped = true;
     for (const h of handles) h.cancel();
   }
   const turns: UiTurn[] = await all;
@@ -128,10 +143,11 @@ export async function measureLatency(
     if (modelAt !== undefined && t.firstDeltaAt !== undefined) latencies.push(t.firstDeltaAt - modelAt);
     if (t.firstDeltaAt !== undefined && t.doneAt !== undefined) streaming.push([t.firstDeltaAt, t.doneAt]);
   }
-  const failed = level - complete;
-  if (failed > 0) failures.unshift(`${failed} of ${level} replies incomplete or wrong`);
+  const failed = replies - complete;
+  if (failed > 0) failures.unshift(`${failed} of ${replies} replies incomplete or wrong`);
   const result: LatencyLevel = {
     level,
+    replies,
     complete,
     measured: latencies.length,
     failures,
@@ -152,10 +168,10 @@ export async function measureLatency(
     redisCpuS: round(redis1 - redis0),
     samples: latencies,
   };
-  result.workerCpuMsPerReply = round((result.workerCpuS.reduce((a, b) => a + b, 0) * 1000) / level, 2);
+  result.workerCpuMsPerReply = round((result.workerCpuS.reduce((a, b) => a + b, 0) * 1000) / replies, 2);
   progress(
     `${label}: first token → first text-delta p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms ` +
-      `(${result.measured}/${level} measured, ${complete} complete, peak ${result.peakConcurrentStreams} streaming, ` +
+      `(${result.measured}/${replies} measured, ${complete} complete, peak ${result.peakConcurrentStreams} streaming, ` +
       `client ${result.clientCpuPct} % CPU, host ${busy} % busy)`,
   );
   return result;
@@ -169,13 +185,14 @@ const sumOf = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
  */
 export function pooledLatency(rounds: LatencyLevel[]): LatencyLevel {
   const samples = rounds.flatMap((r) => r.samples ?? []);
-  const replies = sumOf(rounds.map((r) => r.level));
+  const replies = sumOf(rounds.map((r) => r.replies));
   const perProcess = (pick: (r: LatencyLevel) => number[]) =>
     pick(rounds[0]!).map((_, i) => round(sumOf(rounds.map((r) => pick(r)[i] ?? 0))));
   const workerCpuS = perProcess((r) => r.workerCpuS);
   const mean = (pick: (r: LatencyLevel) => number) => round(sumOf(rounds.map(pick)) / rounds.length, 1);
   return {
     level: rounds[0]!.level,
+    replies,
     rounds: rounds.length,
     complete: sumOf(rounds.map((r) => r.complete)),
     measured: samples.length,
@@ -197,7 +214,7 @@ export function pooledLatency(rounds: LatencyLevel[]): LatencyLevel {
 }
 
 /** Conversations run to their end before a measurement, so no cold path is measured. */
-export async function warmUp(stack: Stack, count: number, text: string): Promise<void> {
+export async function warmUp(stack: Stack, count: number, text: string, pauseMs = 1000): Promise<void> {
   const keys = Array.from(
     { length: count },
     (_, i) => `${stack.prefix}-warm-${randomBytes(3).toString('hex')}-${i}`,
@@ -211,5 +228,5 @@ export async function warmUp(stack: Stack, count: number, text: string): Promise
   );
   const bad = turns.filter((t) => !t.done);
   if (bad.length > 0) throw new Error(`warm-up: ${bad.length} of ${count} replies failed: ${bad[0]!.error}`);
-  await sleep(1000);
+  await sleep(pauseMs);
 }

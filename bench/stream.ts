@@ -22,12 +22,19 @@ import {
  * benchmark's own, with real `dist/cli.js` processes and the mock model streaming its chunks
  * `chunkMs` apart:
  * 1. latency: model's first token → the client's first `text-delta`, at each level of
- *    concurrent `/v1/ui` conversations spread over the ingresses (stream-latency.ts);
+ *    concurrent `/v1/ui` conversations spread over the ingresses, kept in flight (a closed
+ *    loop) until the level's replies are in (stream-latency.ts);
  * 2. Redis commands and bytes per streamed reply, worker and ingress apart (stream-redis.ts);
  * 3. ingress memory per open stream (stream-memory.ts).
  * At each level the anchor runs too: the bare AI SDK `streamText` loop (bench/bare-loop.mjs),
  * one process per worker holding as many turns at once, the same message, on the same pacing
  * mock, so the workers' CPU per reply is weighed against it in the same run (BareAnchor).
+ *
+ * Why a closed loop and not bursts with pauses between them (`bursts`, the method until
+ * 2026-11-28): on this benchmark's VM a process is charged several µs of user CPU for each
+ * memory page it touches again after sleeping (16,384 pages: 3.5 ms right away, 55 ms after 1 s
+ * asleep, 117 ms after 10 s), so a burst after a pause charges each side for its working set,
+ * not for its turns: the larger the process, the more. docs/benchmarks.md, "Streamed replies".
  */
 
 export interface StreamOptions {
@@ -42,10 +49,20 @@ export interface StreamOptions {
   textChars: number;
   warmupChats: number;
   /**
-   * Replies each side measures at a level, at least: a level below this runs in rounds of
-   * `level` conversations, the two sides alternating round by round.
+   * Replies each side measures at a level, at least: a level below this keeps `level`
+   * conversations in flight until this many are in (with `bursts`: runs in rounds of `level`
+   * conversations, the two sides alternating round by round).
    */
   minRepliesPerLevel: number;
+  /** The level's conversations all at once, in rounds with pauses between them, not a closed loop. */
+  bursts: boolean;
+  /**
+   * Conversations each side runs, unmeasured, right before each of its measured rounds (not
+   * with `bursts`): the side that measures second would otherwise start after the other's
+   * round and pause, its pages cold (see above), and the side that goes first right after the
+   * warm-up, its pages warm.
+   */
+  leadIn: number;
   /**
    * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
    * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies).
@@ -71,6 +88,8 @@ export const STREAM_DEFAULTS: StreamOptions = {
   textChars: 300,
   warmupChats: 200,
   minRepliesPerLevel: 300,
+  bursts: false,
+  leadIn: 50,
   settleMs: 10_000,
   costReplies: 100,
   memoryStreams: 1000,
@@ -150,11 +169,13 @@ class BareAnchor {
     }
   }
 
-  async round(level: number, settleMs: number): Promise<Side> {
+  /** `replies` turns split between the processes, `level` in flight in all. */
+  async round(level: number, settleMs: number, replies = level): Promise<Side> {
     const n = this.members.length;
+    const share = (total: number, i: number) => Math.floor((total + i) / n);
     const sides = await Promise.all(
       this.members.map(async ({ bare, idle }, i) => ({
-        ...(await bare.round(Math.floor((level + i) / n), settleMs)),
+        ...(await bare.round(share(replies, i), settleMs, share(level, i))),
         ...idle,
       })),
     );
@@ -191,12 +212,15 @@ export async function benchStream(o: StreamOptions) {
       try {
         const [, bareAnchor] = await Promise.all([warmUp(stack, o.warmupChats, text), anchorStarted]);
         for (const level of o.levels) {
-          const rounds = Math.max(1, Math.ceil(o.minRepliesPerLevel / level));
+          const rounds = o.bursts ? Math.max(1, Math.ceil(o.minRepliesPerLevel / level)) : 1;
+          const replies = o.bursts ? level : Math.max(level, o.minRepliesPerLevel);
           const measured: LatencyLevel[] = [];
           const bare: Side[] = [];
           for (let r = 0; r < rounds; r++) {
             for (const side of orderFor(run + r, 'chatlane', 'bare')) {
+              const leadIn = o.bursts ? 0 : o.leadIn;
               if (side === 'chatlane') {
+                if (leadIn > 0) await warmUp(stack, leadIn, text, 0);
                 measured.push(
                   await measureLatency(
                     stack,
@@ -206,10 +230,12 @@ export async function benchStream(o: StreamOptions) {
                     o.timeoutMs,
                     `${label} latency ${level}${rounds > 1 ? ` round ${r + 1}/${rounds}` : ''}`,
                     o.settleMs,
+                    replies,
                   ),
                 );
               } else {
-                bare.push(await bareAnchor.round(level, o.settleMs));
+                if (leadIn > 0) await bareAnchor.round(leadIn, 0);
+                bare.push(await bareAnchor.round(level, o.settleMs, replies));
               }
               await sleep(2000);
             }
@@ -290,8 +316,10 @@ export async function benchStream(o: StreamOptions) {
       `latency: ${o.ingresses} ingress and ${o.workers} worker processes (dist/cli.js) on a redis-server of the ` +
       `benchmark's own; the mock model answers each call after ${o.latencyMs[0]}–${o.latencyMs[1]} ms and streams ` +
       `its chunks ${o.chunkMs} ms apart (a ${o.textChars}-character reply through chat_send, 16 characters per chunk); ` +
-      `N conversations opened at once over POST /v1/ui (per-chat browser tokens), round-robin over the ingresses, in rounds ` +
-      `of N until each side has ${o.minRepliesPerLevel} replies at the level, ` +
+      `N conversations over POST /v1/ui (per-chat browser tokens), round-robin over the ingresses, ` +
+      (o.bursts
+        ? `opened at once in rounds of N until each side has ${o.minRepliesPerLevel} replies at the level, `
+        : `N kept in flight (each that ends opens the next) until max(N, ${o.minRepliesPerLevel}) replies, `) +
       `after ${o.warmupChats} warm-up conversations; latency = client's first text-delta − the mock's write of the ` +
       `reply's first content chunk (both performance.timeOrigin + performance.now(), same host). The client is ` +
       `this process (raw HTTP, hand-parsed SSE) on the same 2 cores as every server process: its CPU and the ` +
@@ -300,8 +328,8 @@ export async function benchStream(o: StreamOptions) {
       `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
       `warmed up with the workers and kept through every round of the run, each round's turns split ` +
-      `between them and all at once, the same message, the two sides alternating ` +
-      `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
+      `between them, ${o.bursts ? 'all at once' : 'N in flight in all'}, the same message, the two sides alternating ` +
+      `round by round${o.bursts ? '' : `, each round right after ${o.leadIn} unmeasured conversations of its side`}; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
       `last reply included${o.nodeArgs.length > 0 ? `; both sides ran node with ${o.nodeArgs.join(' ')}` : ''}. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,

@@ -47,6 +47,30 @@ describe('the benchmarks’ bare-loop anchor', () => {
     }
   });
 
+  it('runs a round of n turns k at a time when given k (the stream benchmark keeps k in flight)', async () => {
+    // Calls long enough for the 200 ms in-flight sampler to see each turn's.
+    const slow = await startMock(300);
+    try {
+      const bare = await BareProcess.start({
+        mockUrl: slow.url!,
+        concurrency: 1,
+        turns: 1,
+        warmup: 1,
+        timeoutMs: 30_000,
+        statsOf: (p) => mockStats(slow, `${p}-`),
+      });
+      try {
+        const round = await bare.round(6, 0, 2);
+        expect([round.turns, round.modelCalls]).toEqual([6, 12]);
+        expect(round.peakInFlight).toBe(2);
+      } finally {
+        await bare.stop();
+      }
+    } finally {
+      await slow.kill('SIGKILL');
+    }
+  });
+
   it('starts node itself with the flags it is given (the stream benchmark gives both sides the same)', async () => {
     const bare = await startBare(1, { nodeArgs: ['--no-memory-reducer'] });
     try {

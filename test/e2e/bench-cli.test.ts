@@ -19,4 +19,11 @@ describe('bench/run.ts flags', () => {
     expect(res.stderr).toContain('--node-args applies to the stream benchmark only, not to overhead');
     expect(res.stdout).toBe('');
   });
+
+  it('refuses --bursts without --only stream, before it starts anything', () => {
+    const res = bench('--only', 'overhead', '--bursts');
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain('--bursts applies to the stream benchmark only');
+    expect(res.stdout).toBe('');
+  });
 });
