@@ -148,7 +148,6 @@ const SMOKE = {
     levels: [10, 40],
     warmupChats: 5,
     minRepliesPerLevel: 20,
-    leadIn: 5,
     settleMs: 1000,
     costReplies: 10,
     memoryStreams: 50,

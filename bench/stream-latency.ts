@@ -214,7 +214,7 @@ export function pooledLatency(rounds: LatencyLevel[]): LatencyLevel {
 }
 
 /** Conversations run to their end before a measurement, so no cold path is measured. */
-export async function warmUp(stack: Stack, count: number, text: string, pauseMs = 1000): Promise<void> {
+export async function warmUp(stack: Stack, count: number, text: string): Promise<void> {
   const keys = Array.from(
     { length: count },
     (_, i) => `${stack.prefix}-warm-${randomBytes(3).toString('hex')}-${i}`,
@@ -228,5 +228,5 @@ export async function warmUp(stack: Stack, count: number, text: string, pauseMs 
   );
   const bad = turns.filter((t) => !t.done);
   if (bad.length > 0) throw new Error(`warm-up: ${bad.length} of ${count} replies failed: ${bad[0]!.error}`);
-  await sleep(pauseMs);
+  await sleep(1000);
 }

@@ -34,7 +34,10 @@ import {
  * 2026-11-28): on this benchmark's VM a process is charged several µs of user CPU for each
  * memory page it touches again after sleeping (16,384 pages: 3.5 ms right away, 55 ms after 1 s
  * asleep, 117 ms after 10 s), so a burst after a pause charges each side for its working set,
- * not for its turns: the larger the process, the more. docs/benchmarks.md, "Streamed replies".
+ * not for its turns: the larger the process, the more. A closed loop charges that once per
+ * level, not once per 100 replies. It still matters which side goes first: the second starts
+ * after the first's round and its 10 s, cold, and 50 conversations right before it (tried) did
+ * not warm it back; read the runs with their `order`. docs/benchmarks.md, "Streamed replies".
  */
 
 export interface StreamOptions {
@@ -56,13 +59,7 @@ export interface StreamOptions {
   minRepliesPerLevel: number;
   /** The level's conversations all at once, in rounds with pauses between them, not a closed loop. */
   bursts: boolean;
-  /**
-   * Conversations each side runs, unmeasured, right before each of its measured rounds (not
-   * with `bursts`): the side that measures second would otherwise start after the other's
-   * round and pause, its pages cold (see above), and the side that goes first right after the
-   * warm-up, its pages warm.
-   */
-  leadIn: number;
+
   /**
    * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
    * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies).
@@ -89,7 +86,6 @@ export const STREAM_DEFAULTS: StreamOptions = {
   warmupChats: 200,
   minRepliesPerLevel: 300,
   bursts: false,
-  leadIn: 50,
   settleMs: 10_000,
   costReplies: 100,
   memoryStreams: 1000,
@@ -218,9 +214,7 @@ export async function benchStream(o: StreamOptions) {
           const bare: Side[] = [];
           for (let r = 0; r < rounds; r++) {
             for (const side of orderFor(run + r, 'chatlane', 'bare')) {
-              const leadIn = o.bursts ? 0 : o.leadIn;
               if (side === 'chatlane') {
-                if (leadIn > 0) await warmUp(stack, leadIn, text, 0);
                 measured.push(
                   await measureLatency(
                     stack,
@@ -234,7 +228,6 @@ export async function benchStream(o: StreamOptions) {
                   ),
                 );
               } else {
-                if (leadIn > 0) await bareAnchor.round(leadIn, 0);
                 bare.push(await bareAnchor.round(level, o.settleMs, replies));
               }
               await sleep(2000);
@@ -329,7 +322,7 @@ export async function benchStream(o: StreamOptions) {
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
       `warmed up with the workers and kept through every round of the run, each round's turns split ` +
       `between them, ${o.bursts ? 'all at once' : 'N in flight in all'}, the same message, the two sides alternating ` +
-      `round by round${o.bursts ? '' : `, each round right after ${o.leadIn} unmeasured conversations of its side`}; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
+      `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
       `last reply included${o.nodeArgs.length > 0 ? `; both sides ran node with ${o.nodeArgs.join(' ')}` : ''}. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,
