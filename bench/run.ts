@@ -65,6 +65,7 @@ const { values } = parseArgs({
     'node-args': { type: 'string' },
     'turns-per-slot': { type: 'string' },
     bursts: { type: 'boolean', default: false },
+    apart: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
   },
@@ -89,7 +90,9 @@ flags:
   --node-args="F …"    stream: flags for node itself on both sides of the CPU comparison alike
                        (workers and bare loop), e.g. --node-args=--no-memory-reducer; Node's defaults otherwise
   --bursts             stream: each level's conversations all at once, in rounds with pauses
-                       between them (the method until 2026-11-28), not kept in flight
+                       between them, the sides apart (the method until 2026-11-28)
+  --apart              stream: the chatlane side and the bare loop one after the other,
+                       alternating which goes first, not at the same time
   --turns-per-slot N   overhead: turns per measurement = N × level (default 2); more turns, less spread
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
@@ -124,8 +127,8 @@ if (nodeArgs && only !== undefined && only !== 'stream') {
   process.stderr.write(`bench: --node-args applies to the stream benchmark only, not to ${only}\n`);
   process.exit(2);
 }
-if (values.bursts && only !== 'stream') {
-  process.stderr.write('bench: --bursts applies to the stream benchmark only: add --only stream\n');
+if ((values.bursts || values.apart) && only !== 'stream') {
+  process.stderr.write('bench: --bursts and --apart apply to the stream benchmark only: add --only stream\n');
   process.exit(2);
 }
 const selected: Name[] = only ? [only as Name] : [...BENCHMARKS];
@@ -267,6 +270,7 @@ for (const name of selected) {
         ...(levels && { levels }),
         ...(nodeArgs && { nodeArgs }),
         bursts: values.bursts === true,
+        apart: values.apart === true,
         runs,
       });
     } else if (name === 'memory') {

@@ -35,9 +35,10 @@ import {
  * memory page it touches again after sleeping (16,384 pages: 3.5 ms right away, 55 ms after 1 s
  * asleep, 117 ms after 10 s), so a burst after a pause charges each side for its working set,
  * not for its turns: the larger the process, the more. A closed loop charges that once per
- * level, not once per 100 replies. It still matters which side goes first: the second starts
- * after the first's round and its 10 s, cold, and 50 conversations right before it (tried) did
- * not warm it back; read the runs with their `order`. docs/benchmarks.md, "Streamed replies".
+ * level, not once per 100 replies. And the two sides run at the same time (`apart` runs them
+ * one after the other): apart, the second starts after the first's round and its 10 s, cold,
+ * and which side went first moved the ratio at 100 by ×0.4 (50 conversations right before each
+ * round did not warm it back). docs/benchmarks.md, "Streamed replies".
  */
 
 export interface StreamOptions {
@@ -57,8 +58,15 @@ export interface StreamOptions {
    * conversations, the two sides alternating round by round).
    */
   minRepliesPerLevel: number;
-  /** The level's conversations all at once, in rounds with pauses between them, not a closed loop. */
+  /** The level's conversations all at once, in rounds with pauses between them, not a closed loop (implies `apart`). */
   bursts: boolean;
+  /**
+   * The two sides one after the other, alternating which goes first, not both at once. The
+   * second then starts after the first's round and its 10 s, cold (see above), and the first
+   * right after the warm-up or its own last round: the order moved the ratio at 100 from
+   * ×1.06–1.22 to ×1.50–1.63.
+   */
+  apart: boolean;
 
   /**
    * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
@@ -86,6 +94,7 @@ export const STREAM_DEFAULTS: StreamOptions = {
   warmupChats: 200,
   minRepliesPerLevel: 300,
   bursts: false,
+  apart: false,
   settleMs: 10_000,
   costReplies: 100,
   memoryStreams: 1000,
@@ -185,6 +194,7 @@ class BareAnchor {
 
 export async function benchStream(o: StreamOptions) {
   const text = messageText(o.textChars);
+  const together = !o.apart && !o.bursts;
   const redis = await ownRedis();
   progress(`stream: own redis-server on port ${redis.port}`);
   const runs: StreamRun[] = [];
@@ -212,24 +222,29 @@ export async function benchStream(o: StreamOptions) {
           const replies = o.bursts ? level : Math.max(level, o.minRepliesPerLevel);
           const measured: LatencyLevel[] = [];
           const bare: Side[] = [];
+          const chatlaneRound = (r: number) =>
+            measureLatency(
+              stack,
+              redis,
+              level,
+              text,
+              o.timeoutMs,
+              `${label} latency ${level}${rounds > 1 ? ` round ${r + 1}/${rounds}` : ''}`,
+              o.settleMs,
+              replies,
+            );
+          const bareRound = () => bareAnchor.round(level, o.settleMs, replies);
           for (let r = 0; r < rounds; r++) {
+            if (together) {
+              const [m, b] = await Promise.all([chatlaneRound(r), bareRound()]);
+              measured.push(m);
+              bare.push(b);
+              await sleep(2000);
+              continue;
+            }
             for (const side of orderFor(run + r, 'chatlane', 'bare')) {
-              if (side === 'chatlane') {
-                measured.push(
-                  await measureLatency(
-                    stack,
-                    redis,
-                    level,
-                    text,
-                    o.timeoutMs,
-                    `${label} latency ${level}${rounds > 1 ? ` round ${r + 1}/${rounds}` : ''}`,
-                    o.settleMs,
-                    replies,
-                  ),
-                );
-              } else {
-                bare.push(await bareAnchor.round(level, o.settleMs, replies));
-              }
+              if (side === 'chatlane') measured.push(await chatlaneRound(r));
+              else bare.push(await bareRound());
               await sleep(2000);
             }
           }
@@ -240,7 +255,7 @@ export async function benchStream(o: StreamOptions) {
           anchor.push({
             level,
             rounds,
-            order: orderFor(run, 'chatlane', 'bare'),
+            order: together ? ['together'] : orderFor(run, 'chatlane', 'bare'),
             bare: pooledBare,
             cpuRatio,
           });
@@ -321,8 +336,8 @@ export async function benchStream(o: StreamOptions) {
       `anchor: bench/bare-loop.mjs (the AI SDK streamText tool loop, same provider package and chat_send ` +
       `schema, no queue, no store, no reply stream) against the same mock, as many processes as workers, ` +
       `warmed up with the workers and kept through every round of the run, each round's turns split ` +
-      `between them, ${o.bursts ? 'all at once' : 'N in flight in all'}, the same message, the two sides alternating ` +
-      `round by round; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
+      `between them, ${o.bursts ? 'all at once' : 'N in flight in all'}, the same message, ` +
+      `${together ? 'both sides at the same time' : 'the two sides alternating round by round'}; CPU per turn from /proc over all of them, each side's ${o.settleMs / 1000} s after its ` +
       `last reply included${o.nodeArgs.length > 0 ? `; both sides ran node with ${o.nodeArgs.join(' ')}` : ''}. ` +
       `memory: ${o.memoryStreams} /v1/ui responses on one ingress following replies whose model call waits ` +
       `10 min; RSS and heap used from /metrics (least of 8 samples), after − before, per stream.`,

@@ -23,7 +23,7 @@ describe('bench/run.ts flags', () => {
   it('refuses --bursts without --only stream, before it starts anything', () => {
     const res = bench('--only', 'overhead', '--bursts');
     expect(res.status).toBe(2);
-    expect(res.stderr).toContain('--bursts applies to the stream benchmark only');
+    expect(res.stderr).toContain('--bursts and --apart apply to the stream benchmark only');
     expect(res.stdout).toBe('');
   });
 });
