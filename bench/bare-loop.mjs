@@ -7,10 +7,11 @@
 //
 // BARE_TEXT, when set, is every turn's message (the stream benchmark's anchor).
 // Protocol (stdin/stdout lines): prints `ready` after its warm-up turns, then for every `go`
-// runs BARE_TURNS turns with BARE_CONCURRENCY at once, and for every `go <n> [<k>]` a round of n
-// turns, k at a time (all at once without k; the stream benchmark keeps one process through its
-// rounds, as its workers live through theirs); after each it prints `done <turns> <modelSteps>`. It exits when stdin
-// ends. The parent reads this process's CPU and memory from /proc.
+// runs BARE_TURNS turns with BARE_CONCURRENCY at once, and for every `go <n> [<k>]` a round of
+// n turns, k at a time (all at once without k; the stream benchmark keeps one process through
+// its rounds, as its workers live through theirs); after each it prints `done <turns>
+// <modelSteps>`. It exits when stdin ends. The parent reads this process's CPU and memory from
+// /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { isStepCount, streamText, tool, zodSchema } from 'ai';

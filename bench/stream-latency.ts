@@ -8,9 +8,10 @@ import { percentile, processCpuSeconds, progress, redisCpuSeconds, round, sleep 
 /**
  * Time from the model's first token to the client's first `text-delta`: N conversations
  * in flight over `/v1/ui` (a closed loop: each one that ends opens the next, until a round's
- * replies), spread round-robin over the ingresses, each with its own browser token. The mock stamps the moment it writes a reply's first content event
- * (`/first-content`), the client the moment its first `text-delta` arrives, on one clock
- * (`performance.timeOrigin + performance.now()`, same host).
+ * replies), spread round-robin over the ingresses, each with its own browser token. The mock
+ * stamps the moment it writes a reply's first content event (`/first-content`), the client
+ * the moment its first `text-delta` arrives, on one clock (`performance.timeOrigin +
+ * performance.now()`, same host).
  */
 
 export interface LatencyLevel {

@@ -30,15 +30,13 @@ import {
  * one process per worker holding as many turns at once, the same message, on the same pacing
  * mock, so the workers' CPU per reply is weighed against it in the same run (BareAnchor).
  *
- * Why a closed loop and not bursts with pauses between them (`bursts`, the method until
- * 2026-11-28): on this benchmark's VM a process is charged several µs of user CPU for each
- * memory page it touches again after sleeping (16,384 pages: 3.5 ms right away, 55 ms after 1 s
- * asleep, 117 ms after 10 s), so a burst after a pause charges each side for its working set,
- * not for its turns: the larger the process, the more. A closed loop charges that once per
- * level, not once per 100 replies. And the two sides run at the same time (`apart` runs them
- * one after the other): apart, the second starts after the first's round and its 10 s, cold,
- * and which side went first moved the ratio at 100 by ×0.4 (50 conversations right before each
- * round did not warm it back). docs/benchmarks.md, "Streamed replies".
+ * Why a closed loop with both sides at the same time, not bursts with pauses (`bursts`, the
+ * method until 2026-11-28) or one side after the other (`apart`): on this benchmark's VM a
+ * process is charged user CPU for each memory page it touches again after sleeping
+ * (bench/page-touch.mjs: 16,384 pages 0.6 ms at once, 58 ms after 1 s, 120 ms after 10 s). Apart,
+ * the second side starts after the first's round and its 10 s, cold, and which side went first
+ * moved the ratio at 100 by ×0.4 (50 conversations right before each round did not warm it
+ * back); together, neither waits. docs/benchmarks.md, "Streamed replies".
  */
 
 export interface StreamOptions {
@@ -67,7 +65,6 @@ export interface StreamOptions {
    * ×1.06–1.22 to ×1.50–1.63.
    */
   apart: boolean;
-
   /**
    * Time after each side's last reply whose CPU still counts as that side's: V8 finishes a
    * burst's garbage collection in it (two workers spent 80–320 ms there after 100 replies).
