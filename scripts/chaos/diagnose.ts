@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { ChatState } from '../../src/loadtest/chat-state.js';
+import { createQueue, QUEUES } from '../../src/shared/jobs.js';
 import { chatKeys } from '../../src/shared/keys.js';
 import { fieldsOf } from '../../src/shared/store/records.js';
 
@@ -99,11 +100,36 @@ export async function diagnoseChat(
   lines.push(
     `  ${await read(
       'meta',
-      () => redis.hmget(k.meta, 'deliveredTo', 'fence', 'turns'),
-      ([deliveredTo, fence, turns]) => `deliveredTo ${deliveredTo} fence ${fence} turns ${turns}`,
+      () => redis.hmget(k.meta, 'deliveredTo', 'fence', 'turns', 'owner', 'leaseUntil'),
+      ([deliveredTo, fence, turns, owner, leaseUntil]) =>
+        `deliveredTo ${deliveredTo} fence ${fence} turns ${turns} owner ${owner} leaseUntil ${leaseUntil}`,
+    )}`,
+  );
+  lines.push(
+    `  ${await read(
+      'turn job',
+      () => turnJobOf(redis, prefix, chat.key),
+      (s) => s,
     )}`,
   );
   return lines;
+}
+
+/**
+ * The chat's turn job as the sweeper sees it (its deduplication key, then the job's state):
+ * a chat left pending is re-enqueued only when no job of it is in a live state.
+ */
+async function turnJobOf(redis: Redis | Cluster, prefix: string, chatKey: string): Promise<string> {
+  const turns = createQueue(prefix, QUEUES.turns, redis);
+  try {
+    const id = await turns.getDeduplicationJobId(chatKey);
+    if (!id) return 'none (no deduplication key)';
+    const [state, job] = await Promise.all([turns.getJobState(id), turns.getJob(id)]);
+    const failed = job?.failedReason ? ` failed "${job.failedReason.slice(0, 80)}"` : '';
+    return `${id} ${state} attempts ${job?.attemptsMade ?? '?'} delay ${job?.delay ?? '?'} processedOn ${job?.processedOn ?? '-'}${failed}`;
+  } finally {
+    await turns.close();
+  }
 }
 
 /**

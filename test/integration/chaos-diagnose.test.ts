@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { diagnoseChat } from '../../scripts/chaos/diagnose.js';
 import { ChatState } from '../../src/loadtest/chat-state.js';
+import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { chatKeys } from '../../src/shared/keys.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
@@ -51,6 +52,21 @@ describe('chaos diagnosis of one chat', () => {
     expect(text).toMatch(new RegExp(`outbox: \\d+-\\d+:${runId}\\n`));
     expect(text).toMatch(new RegExp(`turn\\.committed:${runId}\\[id-hello\\]`));
     expect(text).toMatch(/inbox: \d+-\d+:id-later\n/);
+    // The lease the turn released, and the turn job the sweeper would look for (none enqueued here).
+    expect(text).toMatch(/meta: deliveredTo \S+ fence 1 turns 1 owner null leaseUntil \S+\n/);
+    expect(text).toContain('turn job: none (no deduplication key)');
+  });
+
+  it("shows the chat's turn job with its state, as the sweeper finds it", async () => {
+    const prefix = randomPrefix('diagnose');
+    const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
+    try {
+      await enqueueTurn(turns, 'c3');
+      const lines = await diagnoseChat(redis, prefix, new ChatState(0, 'c3'));
+      expect(lines.join('\n')).toMatch(/turn job: \S+ waiting attempts 0 delay 0 processedOn -/);
+    } finally {
+      await turns.close();
+    }
   });
 
   it('says which read failed rather than throwing', async () => {
