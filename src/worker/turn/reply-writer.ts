@@ -18,6 +18,8 @@ interface Batch {
   entries: Entry[];
   event?: ReplyEvent;
   close?: boolean;
+  /** Holds a chunk a reader waits for (see `chunk`): the batch is for the first tick. */
+  urgent?: boolean;
 }
 
 export interface ReplyWriterHooks {
@@ -94,17 +96,14 @@ export class ReplyWriter {
   private handed: { done: () => void; sendStart: boolean } | undefined;
   /** Text parts that have shown text: their further deltas wait for the steady tick. */
   private readonly texts = new Set<string>();
-  /** What waits unwritten holds a chunk for the first tick (see `chunk`). */
-  private urgent = false;
 
   /** Whether what waits unwritten is for the first tick: an urgent chunk, an event or the close. */
   private get dueFirst(): boolean {
-    return this.urgent || this.batches.some((b) => b.event || b.close);
+    return this.batches.some((b) => b.urgent || b.event || b.close);
   }
 
   /** Every entry that waits unwritten, taken for one write. */
   private takeAll(): Entry[] {
-    this.urgent = false;
     return this.batches.splice(0).flatMap((b) => b.entries);
   }
 
@@ -172,7 +171,7 @@ export class ReplyWriter {
     // A part's first text is what a reader waits for; the rest of it only grows what is shown.
     if (chunk.type !== 'text-delta' || !this.texts.has(String(chunk.id))) {
       if (chunk.type === 'text-delta') this.texts.add(String(chunk.id));
-      this.urgent = true;
+      batch.urgent = true;
     }
     this.schedule();
   }
@@ -322,7 +321,6 @@ export class ReplyWriter {
       // What gathered during a write: a part's further text waits for its tick (inFlight).
       if (n > 0 && !this.closed && !this.dueFirst) return;
       const batch = this.batches.shift()!;
-      if (this.batches.length === 0) this.urgent = false;
       const mode: ReplyWriteMode =
         batch.event?.type === 'reply.started' ? 'open' : batch.close ? 'close' : 'append';
       const fields = fieldsOf(batch.entries);
