@@ -1,8 +1,8 @@
 // `node bench/page-touch.mjs`: what touching memory again after a pause costs a process on this
 // machine, as JSON. It writes one byte in each 4 KiB page of a 64 MiB buffer, sleeps, writes
 // them again and times that second pass (wall and the process's user + system CPU), for each
-// pause several times. On a machine where pages stay mapped the pass costs the same after any
-// pause; on the benchmarks' VM it grows with the pause (docs/benchmarks.md, "Streamed
+// pause several times. Where pages stay mapped the pass should cost the same after any pause
+// (not measured elsewhere); on the benchmarks' VM it grows with the pause (docs/benchmarks.md, "Streamed
 // replies"), so a process that works in bursts with pauses between them is charged for the
 // pages each burst touches, whatever work it does there.
 const PAGE = 4096;

@@ -32,7 +32,7 @@ import {
  *
  * Why a closed loop with both sides at the same time, not bursts with pauses (`bursts`, the
  * method until 2026-11-28) or one side after the other (`apart`): on this benchmark's VM a
- * process is charged user CPU for each memory page it touches again after sleeping
+ * process is charged CPU for each memory page it touches again after sleeping
  * (bench/page-touch.mjs: 16,384 pages 0.6 ms at once, 58 ms after 1 s, 120 ms after 10 s). Apart,
  * the second side starts after the first's round and its 10 s, cold, and which side went first
  * moved the ratio at 100 by ×0.4 (50 conversations right before each round did not warm it
@@ -237,12 +237,12 @@ export async function benchStream(o: StreamOptions) {
               measured.push(m);
               bare.push(b);
               await sleep(2000);
-              continue;
-            }
-            for (const side of orderFor(run + r, 'chatlane', 'bare')) {
-              if (side === 'chatlane') measured.push(await chatlaneRound(r));
-              else bare.push(await bareRound());
-              await sleep(2000);
+            } else {
+              for (const side of orderFor(run + r, 'chatlane', 'bare')) {
+                if (side === 'chatlane') measured.push(await chatlaneRound(r));
+                else bare.push(await bareRound());
+                await sleep(2000);
+              }
             }
           }
           const pooled = pooledLatency(measured);
