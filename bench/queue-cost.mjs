@@ -83,9 +83,14 @@ if (role === 'worker') {
           onReady = undefined;
         }
       });
-      p.on('exit', (code) =>
-        code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`${args[0]} exited ${code}`)),
-      );
+      p.on('exit', (code) => {
+        try {
+          if (code !== 0) throw new Error(`exited ${code}`);
+          resolve(JSON.parse(out));
+        } catch (err) {
+          reject(new Error(`queue-cost ${args[0]}: ${err.message}; its output: ${out.trim() || '(none)'}`));
+        }
+      });
     });
   const admin = connection();
   const runs = [];

@@ -2,9 +2,9 @@
 // JSON. Each iteration sleeps (a timer of `sleepMs`; 0 = setImmediate, which never leaves the
 // loop), then does the same small piece of work over a working set (objects read and a counter
 // written, spread over `workingSetKiB`). The process's user + system CPU per iteration, less the
-// no-sleep iteration's, is what waking after that sleep costs. On a dedicated core it should
-// be a few microseconds whatever the sleep (not measured elsewhere); on the benchmarks' VM it
-// grows with the sleep and with the working set (docs/benchmarks.md, "Streamed replies"): a
+// no-sleep iteration's, is what waking after that sleep costs. Where an idle core charges
+// nothing for it, the rows should differ by a few microseconds (no such machine measured); on
+// the benchmarks' VM the cost grows with the sleep, and a little with the working set (docs/benchmarks.md, "Streamed replies"): a
 // process that waits on many small replies pays it for each one that arrives while it sleeps.
 const sleeps = [0, 1, 2, 5, 10];
 const workingSetsKiB = [64, 4096];
@@ -13,7 +13,7 @@ const fixed = Number(process.env.WAKE_COST_ITERATIONS ?? 0);
 const iterations = (sleepMs) => fixed || (sleepMs <= 2 ? 2000 : 600);
 const repeats = 3;
 
-/** About `kib` KiB of small objects, and a function that touches `touches` of them spread over all. */
+/** About `kib` KiB of small objects, and a function that reads and writes 256 of them spread over all. */
 function workingSet(kib) {
   const objects = Array.from({ length: Math.max(1, (kib * 1024) / 64) }, (_, i) => ({ i, n: 0, s: `x${i}` }));
   const stride = Math.max(1, Math.floor(objects.length / 256));
