@@ -5,6 +5,8 @@
 // (not measured elsewhere); on the benchmarks' VM it grows with the pause (docs/benchmarks.md, "Streamed
 // replies"), so a process that works in bursts with pauses between them is charged for the
 // pages each burst touches, whatever work it does there.
+import { median, round1 } from './probe-stats.mjs';
+
 const PAGE = 4096;
 const buffer = Buffer.alloc(64 * 1024 * 1024);
 const pauses = [0, 100, 1000, 3000, 10_000];
@@ -18,9 +20,6 @@ function touch() {
   return { wallMs: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const round = (x) => Math.round(x * 10) / 10;
-
 touch();
 const results = [];
 for (const pauseMs of pauses) {
@@ -32,9 +31,9 @@ for (const pauseMs of pauses) {
   }
   results.push({
     pauseMs,
-    wallMs: round(median(passes.map((p) => p.wallMs))),
-    cpuMs: round(median(passes.map((p) => p.cpuMs))),
-    cpuUsPerPage: round((median(passes.map((p) => p.cpuMs)) * 1000) / (buffer.length / PAGE)),
+    wallMs: round1(median(passes.map((p) => p.wallMs))),
+    cpuMs: round1(median(passes.map((p) => p.cpuMs))),
+    cpuUsPerPage: round1((median(passes.map((p) => p.cpuMs)) * 1000) / (buffer.length / PAGE)),
   });
 }
 process.stdout.write(`${JSON.stringify({ pages: buffer.length / PAGE, repeats, results }, null, 2)}\n`);

@@ -1,9 +1,10 @@
 // `node bench/queue-cost.mjs`: what BullMQ's job lifecycle costs the process that works the
 // jobs, as JSON, against the same pacing without a queue. A producer (this process) adds a job
 // every 1000/RATE ms, each a new chat; a worker process (this file with `worker`) takes them
-// with the turn worker's BullMQ options (src/worker/turn/turn-worker.ts: concurrency, 10 s lock,
-// 1 s stall check, BullMQ's metrics; the turns queue's removeOnComplete and deduplication by
-// chat key, src/shared/jobs.ts) and holds each for HOLD_MS, as a turn holds its job through
+// with the turn worker's BullMQ options at their defaults (src/worker/turn/turn-worker.ts: a 10 s
+// lock renewed every 2 s, a 1 s stall check, BullMQ's metrics; the turns queue's
+// removeOnComplete and deduplication by chat key, src/shared/jobs.ts) and concurrency 200,
+// room for every job held at once, and holds each for HOLD_MS, as a turn holds its job through
 // the model's calls. The anchor process (`bare`) starts as many timers of HOLD_MS at the same
 // pace and nothing else. Each child reports its own user + system CPU from its WARMUP-th job to
 // its (WARMUP + MEASURED)-th; the difference per job is the queue's: fetch (the blocking pop and
@@ -17,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { MetricsTime, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { median } from './probe-stats.mjs';
 
 const env = process.env;
 // Smaller sizes only prove the script works (test/e2e/bench-probes.test.ts); never a figure.
@@ -56,6 +58,7 @@ if (role === 'worker') {
     prefix,
     concurrency: 200,
     lockDuration: 10_000,
+    lockRenewTime: 2000,
     stalledInterval: 1000,
     maxStalledCount: 3,
     metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
@@ -127,7 +130,6 @@ if (role === 'worker') {
     } while (cursor !== '0');
   }
   await admin.quit();
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const queueUs = median(runs.map((r) => r.queueUsPerJob));
   const bareUs = median(runs.map((r) => r.bareUsPerJob));
   process.stdout.write(

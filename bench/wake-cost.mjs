@@ -6,6 +6,8 @@
 // nothing for it, the rows should differ by a few microseconds (no such machine measured); on
 // the benchmarks' VM the cost grows with the sleep, and a little with the working set (docs/benchmarks.md, "Streamed replies"): a
 // process that waits on many small replies pays it for each one that arrives while it sleeps.
+import { median, round1 } from './probe-stats.mjs';
+
 const sleeps = [0, 1, 2, 5, 10];
 const workingSetsKiB = [64, 4096];
 // WAKE_COST_ITERATIONS only proves the script works (test/e2e/bench-probes.test.ts): never a figure.
@@ -41,9 +43,6 @@ async function run(sleepMs, work) {
   return { total: (cpu.user + cpu.system) / n, user: cpu.user / n, system: cpu.system / n };
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const round = (x) => Math.round(x * 10) / 10;
-
 const results = [];
 for (const kib of workingSetsKiB) {
   const work = workingSet(kib);
@@ -54,13 +53,13 @@ for (const kib of workingSetsKiB) {
     for (let r = 0; r < repeats; r++) runs.push(await run(sleepMs, work));
     rows.push({
       sleepMs,
-      cpuUsPerWake: round(median(runs.map((x) => x.total))),
-      userUs: round(median(runs.map((x) => x.user))),
-      systemUs: round(median(runs.map((x) => x.system))),
+      cpuUsPerWake: round1(median(runs.map((x) => x.total))),
+      userUs: round1(median(runs.map((x) => x.user))),
+      systemUs: round1(median(runs.map((x) => x.system))),
     });
   }
   const base = rows[0].cpuUsPerWake;
-  for (const row of rows) row.overNoSleepUs = round(row.cpuUsPerWake - base);
+  for (const row of rows) row.overNoSleepUs = round1(row.cpuUsPerWake - base);
   results.push({ workingSetKiB: kib, rows });
 }
 process.stdout.write(
