@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { ensureRedis } from '../src/dev-redis.js';
+import { ensureRedis } from '../src/demo/dev-redis.js';
 import { allChatKeys } from '../src/shared/keys.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../src/shared/retention.js';

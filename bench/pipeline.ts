@@ -6,7 +6,7 @@ import { closeRedis, createRedis } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { countTextTokens } from '../src/shared/tokens.js';
 import type { RuntimeContext } from '../src/worker/pipeline/types.js';
-import { turnDepsFromConfig } from '../src/worker/process/main.js';
+import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import { echoModel } from './echo-model.js';
 import {
   adminRedis,

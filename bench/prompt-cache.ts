@@ -4,8 +4,8 @@ import { silentLogger } from '../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { countTextTokens } from '../src/shared/tokens.js';
-import { turnDepsFromConfig } from '../src/worker/process/main.js';
 import { runTurn } from '../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import {
   adminRedis,
   deletePrefix,

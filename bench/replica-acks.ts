@@ -9,8 +9,8 @@ import { silentLogger } from '../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { replicaAcks } from '../src/shared/replica-acks.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { turnDepsFromConfig } from '../src/worker/process/main.js';
 import { runTurn } from '../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import { echoModel } from './echo-model.js';
 import {
   freePort,

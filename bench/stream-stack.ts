@@ -1,6 +1,6 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
-import { ensureRedis } from '../src/dev-redis.js';
+import { ensureRedis } from '../src/demo/dev-redis.js';
 import { lazyChatKeys } from '../src/shared/keys.js';
 import { mintWebToken } from '../src/shared/web-token.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';

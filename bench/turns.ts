@@ -3,12 +3,12 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../src/shared/config.js';
 import { createQueue, QUEUES, type TurnJob } from '../src/shared/jobs.js';
 import { queuePrefix } from '../src/shared/keys.js';
+import { bullmqLockRenewTime } from '../src/shared/liveness.js';
 import { silentLogger } from '../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { turnDepsFromConfig } from '../src/worker/process/main.js';
-import { bullmqLockRenewTime } from '../src/worker/turn/liveness.js';
 import type { TurnOutcome } from '../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import { createTurnWorker } from '../src/worker/turn/turn-worker.js';
 import { echoModel } from './echo-model.js';
 import {

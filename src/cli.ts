@@ -2,10 +2,10 @@
 import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
+import { SHUTDOWN_BACKSTOP_MS } from './shared/process/grace.js';
+import type { Prepared } from './shared/process/startup.js';
 import { tracingSettings } from './shared/tracing/settings.js';
 import { startTracing } from './shared/tracing/start.js';
-import { SHUTDOWN_BACKSTOP_MS } from './worker/process/grace.js';
-import type { Prepared } from './worker/process/startup.js';
 
 const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
@@ -29,7 +29,7 @@ interface Closable {
 type PreparedRole = Prepared<Closable>;
 
 /**
- * The startup order for a process of one or more roles (see src/worker/process/startup.ts): every
+ * The startup order for a process of one or more roles (see src/shared/process/startup.ts): every
  * role is prepared — configuration checked, connected, ports bound — before any of them
  * runs, so a failure in any role stops the process before it took a job. On failure, what
  * was prepared is closed again.
@@ -56,17 +56,17 @@ const started = (handle: Closable): PreparedRole => ({
 async function start(role: Role, config: Config, logger: Logger): Promise<Closable[]> {
   switch (role) {
     case 'ingress': {
-      const { startIngress } = await import('./ingress/main.js');
+      const { startIngress } = await import('./roles/ingress.js');
       return [await startIngress(config, logger)];
     }
     case 'worker': {
-      const { prepareWorker } = await import('./worker/process/main.js');
+      const { prepareWorker } = await import('./roles/worker.js');
       return startInOrder([() => prepareWorker(config, logger)]);
     }
     case 'all': {
-      const { prepareWorker } = await import('./worker/process/main.js');
-      const { startIngress } = await import('./ingress/main.js');
-      const { prepareCompactor } = await import('./worker/compaction/main.js');
+      const { prepareWorker } = await import('./roles/worker.js');
+      const { startIngress } = await import('./roles/ingress.js');
+      const { prepareCompactor } = await import('./roles/compactor.js');
       return startInOrder([
         () => prepareWorker(config, logger),
         () => prepareCompactor(config, logger, { sideServer: false }),
@@ -74,11 +74,11 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       ]);
     }
     case 'compactor': {
-      const { prepareCompactor } = await import('./worker/compaction/main.js');
+      const { prepareCompactor } = await import('./roles/compactor.js');
       return startInOrder([() => prepareCompactor(config, logger)]);
     }
     case 'delivery': {
-      const { prepareDelivery } = await import('./worker/delivery/main.js');
+      const { prepareDelivery } = await import('./roles/delivery.js');
       return startInOrder([() => prepareDelivery(config, logger)]);
     }
     case 'mock-llm':
@@ -172,10 +172,10 @@ async function main(): Promise<void> {
   }
   if (role === 'demo') {
     if (args.includes('--web')) {
-      const { runWebDemo } = await import('./demo-web-run.js');
+      const { runWebDemo } = await import('./demo/web-run.js');
       process.exit(await runWebDemo());
     }
-    const { runDemo } = await import('./demo.js');
+    const { runDemo } = await import('./demo/demo.js');
     process.exit(await runDemo());
   }
   const config = loadConfig();

@@ -12,10 +12,10 @@ import { silentLogger } from '../../src/shared/logger.js';
 import { closeRedis, createRedis, waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import type { CompactionResult } from '../../src/worker/compaction/compact.js';
+import { compactionDepsFromConfig } from '../../src/worker/compaction/compaction-deps.js';
 import { createCompactionWorker } from '../../src/worker/compaction/compactor.js';
-import { compactionDepsFromConfig } from '../../src/worker/compaction/main.js';
-import { turnDepsFromConfig } from '../../src/worker/process/main.js';
 import type { TurnDeps, TurnOutcome } from '../../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
 import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { echoModel } from '../echo-model.js';
 import {
@@ -189,7 +189,7 @@ export async function measureLatency(
       model,
       ...(mode === 'on'
         ? {
-            // As src/worker/process/main.ts wires it.
+            // As src/roles/worker.ts wires it.
             afterCommit: async (chatKey: string, historyTokens: number) => {
               if (historyTokens >= config.COMPACT_AT_TOKENS) {
                 compactionsEnqueued++;

@@ -77,7 +77,7 @@ export async function turnLatency(opts: CompactionOptions) {
       `previous turn's outcome is reported). createTurnWorker (concurrency ${opts.concurrency}, echo model with ` +
       `${opts.turnModelLatencyMs} ms per call, 2 calls per turn) and, in mode on, createCompactionWorker ` +
       `(concurrency ${opts.compactionConcurrency}, summariser ${opts.summariserLatencyMs} ms) in the same process, ` +
-      'afterCommit enqueueing compactions as src/worker/process/main.ts does. Latency = job processedOn → turn outcome. ' +
+      'afterCommit enqueueing compactions as src/roles/worker.ts does. Latency = job processedOn → turn outcome. ' +
       `Modes alternate order per run; a discarded warm-up (${opts.warmupChats} chats × ${opts.warmupMessages} ` +
       'messages, both modes) precedes run 1.',
     runs,

@@ -3,9 +3,9 @@ import { closeRedis, createRedis, waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { countTextTokens } from '../../src/shared/tokens.js';
 import { type CompactionResult, compactChat } from '../../src/worker/compaction/compact.js';
-import { compactionDepsFromConfig } from '../../src/worker/compaction/main.js';
-import { turnDepsFromConfig } from '../../src/worker/process/main.js';
+import { compactionDepsFromConfig } from '../../src/worker/compaction/compaction-deps.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
 import { echoModel } from '../echo-model.js';
 import {
   adminRedis,
@@ -149,7 +149,7 @@ export async function conversation(
       model,
       afterCommit: async (_chatKey, tokens) => {
         historyTokens.push(tokens);
-        // As src/worker/process/main.ts decides it; the compaction itself runs below, between turns.
+        // As src/roles/worker.ts decides it; the compaction itself runs below, between turns.
         if (mode === 'compactionOn' && tokens >= config.COMPACT_AT_TOKENS) due = true;
       },
     };
@@ -238,7 +238,7 @@ export async function tokensPerTurn(opts: CompactionOptions) {
       'chat_send with an echo, then stop) before the next message. Tokens = what the model receives on each ' +
       "turn's first step (system prompt + messages; text, tool-call input and tool-result output JSON through " +
       'gpt-tokenizer, + 4 per message; tool definitions not counted). compactionOn: afterCommit flags the chat ' +
-      'when the history total ≥ COMPACT_AT_TOKENS (as src/worker/process/main.ts) and compactChat then runs synchronously ' +
+      'when the history total ≥ COMPACT_AT_TOKENS (as src/roles/worker.ts) and compactChat then runs synchronously ' +
       'before the next message (a compactor that always keeps up), with a zero-latency mock summariser. ' +
       'hardCutOnly: no compaction, the TokenBudgetCompressor cuts. unbounded: MAX_INPUT_TOKENS 10,000,000 and ' +
       `HISTORY_WINDOW_MESSAGES ${opts.unboundedWindowMessages}; unboundedDefaultWindow: the same budget with the ` +

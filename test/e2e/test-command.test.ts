@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ensureRedis, pings } from '../../src/dev-redis.js';
+import { ensureRedis, pings } from '../../src/demo/dev-redis.js';
 import { REDIS_URL } from '../helpers/redis.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));

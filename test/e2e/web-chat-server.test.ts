@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startWebChatServer, type WebChatServer } from '../../src/demo-web.js';
+import { startWebChatServer, type WebChatServer } from '../../src/demo/web.js';
 import { webTokenKey } from '../../src/shared/web-token.js';
 import { rawHttp } from '../helpers/raw-http.js';
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startWebChatServer, type WebChatServer } from '../../src/demo-web.js';
+import { startWebChatServer, type WebChatServer } from '../../src/demo/web.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
 import type { RoleProcess } from '../helpers/processes.js';
 import { useStack } from '../helpers/stack.js';

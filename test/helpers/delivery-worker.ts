@@ -7,10 +7,10 @@ import type { RedisClient } from '../../src/shared/redis.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
+import { writeOutbox } from '../../src/worker/agent/tools/outbox.js';
 import type { DeliverySettings } from '../../src/worker/delivery/deliver.js';
 import { createDeliveryWorker } from '../../src/worker/delivery/delivery-worker.js';
 import type { StreamingSettings } from '../../src/worker/delivery/stream-posts.js';
-import { writeOutbox } from '../../src/worker/turn/outbox.js';
 
 export interface TestDelivery {
   queue: Queue<DeliveryJob>;

@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import { ensureRedis } from '../../src/dev-redis.js';
+import { ensureRedis } from '../../src/demo/dev-redis.js';
 import { loadConfig } from '../../src/shared/config.js';
 
 /**

@@ -3,7 +3,7 @@ import type { MockLanguageModelV4 } from 'ai/test';
 import type { ModelConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics } from '../../src/shared/metrics.js';
-import { roleModel } from '../../src/worker/process/models.js';
+import { roleModel } from '../../src/worker/agent/role-model.js';
 
 /**
  * A role's model chain as a process builds it (roleModel: the observed models, the fallback

@@ -1,11 +1,11 @@
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockLlm } from '../../src/mock-llm/server.js';
+import { startWorker, type WorkerHandle } from '../../src/roles/worker.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { startWorker, type WorkerHandle } from '../../src/worker/process/main.js';
 import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, REDIS_ENV, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 

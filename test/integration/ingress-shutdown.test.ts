@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startIngress } from '../../src/ingress/main.js';
+import { startIngress } from '../../src/roles/ingress.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { deletePrefix, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';

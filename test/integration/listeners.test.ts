@@ -4,9 +4,9 @@ import { loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics } from '../../src/shared/metrics.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { turnDepsFromConfig } from '../../src/worker/process/main.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
+import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
 import { userMessage } from '../helpers/messages.js';
 import { deletePrefix, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';
 

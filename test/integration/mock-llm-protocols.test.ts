@@ -6,7 +6,7 @@ import { APICallError, generateText, isStepCount, type LanguageModel, streamText
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEFAULT_FAIL_MESSAGE, type MockLlmState, startMockLlm } from '../../src/mock-llm/server.js';
-import { isOutage } from '../../src/worker/turn/failure.js';
+import { isOutage } from '../../src/worker/agent/failure.js';
 
 /**
  * The mock model's other wire protocols, each through its real AI SDK provider package:

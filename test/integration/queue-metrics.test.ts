@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { startIngress } from '../../src/ingress/main.js';
+import { startIngress } from '../../src/roles/ingress.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { sampleValue } from '../helpers/prom.js';

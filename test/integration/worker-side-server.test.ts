@@ -3,14 +3,14 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
-import { waitReady } from '../../src/shared/redis.js';
-import type { ChatStore } from '../../src/shared/store/chat-store.js';
-import { meteredModel } from '../../src/worker/process/instrument.js';
 import {
   type SideServerHandle,
   sideServerRoutes,
   startSideServer,
-} from '../../src/worker/process/side-server.js';
+} from '../../src/shared/process/side-server.js';
+import { waitReady } from '../../src/shared/redis.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { meteredModel } from '../../src/worker/agent/model-metrics.js';
 import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';

@@ -2,9 +2,10 @@ import { tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { countTextTokens } from '../../src/shared/tokens.js';
-import { type ChatToolName, ChatTools, offeredTools } from '../../src/worker/agent/tools/chat-tools.js';
+import { ChatTools, offeredTools } from '../../src/worker/agent/tools/chat-tools.js';
 import { turnOf } from '../../src/worker/agent/tools/tool-turn.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
+import type { ChatToolName } from '../../src/worker/pipeline/chat-tool-names.js';
 import { BUDGET_LINE } from '../../src/worker/pipeline/sections.js';
 
 const fresh = { archived: 0, contexts: 0 };

@@ -1,8 +1,8 @@
 import { APICallError, RetryError } from 'ai';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/shared/messages.js';
+import { isContextOverflowError } from '../../src/worker/agent/overflow.js';
 import { compactionThreshold, selectCut } from '../../src/worker/compaction/cut.js';
-import { isContextOverflowError } from '../../src/worker/compaction/overflow.js';
 import { serialise, TOOL_OUTPUT_MAX_CHARS, updatePrompt } from '../../src/worker/compaction/prompt.js';
 
 const msg = (

@@ -2,8 +2,8 @@ import { APICallError, DownloadError, RetryError, StreamProviderError } from 'ai
 import { ReplyError } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { FileRefusedError } from '../../src/shared/errors.js';
-import { classifyTurnError } from '../../src/worker/turn/failure.js';
-import { ModelHealth, modelRetryDelay } from '../../src/worker/turn/model-health.js';
+import { classifyTurnError } from '../../src/worker/agent/failure.js';
+import { ModelHealth, modelRetryDelay } from '../../src/worker/agent/model-health.js';
 
 const apiError = (statusCode: number | undefined, message = 'error', cause?: unknown) =>
   new APICallError({

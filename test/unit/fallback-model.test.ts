@@ -2,9 +2,9 @@ import { APICallError, generateText } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/shared/metrics.js';
+import { isOutage, isRateLimit } from '../../src/worker/agent/failure.js';
 import { FallbackModel, type FallbackPolicy } from '../../src/worker/agent/fallback-model.js';
-import { isOutage, isRateLimit } from '../../src/worker/turn/failure.js';
-import { ModelHealth } from '../../src/worker/turn/model-health.js';
+import { ModelHealth } from '../../src/worker/agent/model-health.js';
 import { sampleValue } from '../helpers/prom.js';
 import { untilAborted } from '../helpers/scripted-model.js';
 

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { maxRenewalGap, renewalInterval } from '../../src/shared/liveness.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore, LeaseRenewal } from '../../src/shared/store/chat-store.js';
 import { Lane } from '../../src/worker/turn/lane.js';
-import { maxRenewalGap, renewalInterval } from '../../src/worker/turn/liveness.js';
 import { RunningTurns } from '../../src/worker/turn/running-turns.js';
 
 const LEASE_MS = 10_000;

@@ -5,7 +5,7 @@ import {
   maxRenewalGap,
   renewAfter,
   renewalInterval,
-} from '../../src/worker/turn/liveness.js';
+} from '../../src/shared/liveness.js';
 
 /**
  * The arithmetic of docs/design.md "Recovery" on the default settings: the e2e tests

@@ -11,7 +11,8 @@ import {
   recordDeliveryFailure,
 } from '../../src/shared/metrics.js';
 import { parsePriceFile } from '../../src/shared/prices.js';
-import { instrumentTurnProcessor, meteredModel } from '../../src/worker/process/instrument.js';
+import { meteredModel } from '../../src/worker/agent/model-metrics.js';
+import { instrumentTurnProcessor } from '../../src/worker/turn/instrument.js';
 import { duplicateFamilies, sampleValue } from '../helpers/prom.js';
 import { scriptedModel, usage } from '../helpers/scripted-model.js';
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/shared/config.js';
-import { SHUTDOWN_BACKSTOP_MS } from '../../src/worker/process/grace.js';
+import { SHUTDOWN_BACKSTOP_MS } from '../../src/shared/process/grace.js';
 
 describe('sweeper, shutdown and scaling configuration', () => {
   it('has defaults', () => {

@@ -4,7 +4,7 @@ import { readStreamHead } from './stream-head.js';
 // As model.ts has it; declared here too, since model.ts builds this class.
 type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;
 
-/** What the fallback needs to know about errors and time; the worker builds it (process/main.ts). */
+/** What the fallback needs to know about errors and time; role-model.ts builds it. */
 export interface FallbackPolicy {
   /** An outage of the model (5xx, timeout, refused connection, 429): the next model may serve. */
   isOutage(err: unknown): boolean;

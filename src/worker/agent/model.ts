@@ -10,7 +10,7 @@ export type GenerateResult = Awaited<ReturnType<ModelV4['doGenerate']>>;
 type StreamResult = Awaited<ReturnType<ModelV4['doStream']>>;
 export type StreamPart = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
 
-/** How one model call ended, for the call metrics (process/instrument.ts). */
+/** How one model call ended, for the call metrics (model-metrics.ts). */
 export interface ModelCallEnd {
   /** The configured `provider:model` that took the call. */
   model: string;

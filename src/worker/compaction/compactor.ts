@@ -1,10 +1,10 @@
 import type { Job } from 'bullmq';
 import { MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js';
 import { type CompactionJob, compactionJobSchema, QUEUES, queueOptions } from '../../shared/jobs.js';
+import { bullmqLockRenewTime } from '../../shared/liveness.js';
 import { type Metrics, recordCompactionRun } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
 import { inSpan } from '../../shared/tracing/spans.js';
-import { bullmqLockRenewTime } from '../turn/liveness.js';
 import { type CompactionDeps, type CompactionResult, compactChat, StaleCompactionError } from './compact.js';
 
 export interface CompactorOptions {

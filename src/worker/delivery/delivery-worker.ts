@@ -7,9 +7,9 @@ import {
   QUEUES,
   queueOptions,
 } from '../../shared/jobs.js';
+import { bullmqLockRenewTime } from '../../shared/liveness.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
-import { bullmqLockRenewTime } from '../turn/liveness.js';
 import { type DeliveryDeps, type DeliveryOutcome, deliverChat } from './deliver.js';
 
 export interface DeliveryWorkerOptions {
@@ -55,7 +55,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, opts: DeliveryWorkerOpt
     ...queueOptions(opts.prefix, QUEUES.deliveries, opts.connection),
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
-    // Renewed like every job lock (../turn/liveness.ts): a dead worker's deliveries resume soon.
+    // Renewed like every job lock (shared/liveness.ts): a dead worker's deliveries resume soon.
     lockRenewTime: bullmqLockRenewTime(opts.lockDurationMs),
     stalledInterval: opts.stalledIntervalMs,
     maxStalledCount: 3,

@@ -1,7 +1,7 @@
 import { convertToModelMessages, type ModelMessage, type SystemModelMessage, type ToolSet } from 'ai';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
 import { countTextTokens } from '../../shared/tokens.js';
-import type { ChatToolName } from '../agent/tools/chat-tools.js';
+import type { ChatToolName } from './chat-tool-names.js';
 import { CACHE_POINT, contextBlock } from './request-cache.js';
 import { BUDGET_LINE, memorySection, profileSection, skillsSection } from './sections.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';

@@ -1,7 +1,7 @@
 import type { ModelMessage, SystemModelMessage } from 'ai';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { InboxEntry, TurnInput, TurnReads } from '../../shared/store/chat-store.js';
-import type { ChatToolName } from '../agent/tools/chat-tools.js';
+import type { ChatToolName } from './chat-tool-names.js';
 
 /**
  * The context pipeline of one turn (DESIGN §6): Provider → Compressor → Assembler.

@@ -1,4 +1,5 @@
 import { TurnAbortedError } from '../../shared/errors.js';
+import { renewAfter, renewalInterval } from '../../shared/liveness.js';
 import type { Logger } from '../../shared/logger.js';
 import type { WriteMark } from '../../shared/replica-acks.js';
 import type {
@@ -10,7 +11,6 @@ import type {
 } from '../../shared/store/chat-store.js';
 import type { CallUsage } from '../../shared/usage.js';
 import { TurnAbort } from '../agent/turn-abort.js';
-import { renewAfter, renewalInterval } from './liveness.js';
 
 /** What a renewal check that sends nothing answers. */
 const NOTHING_SENT: Promise<void> = Promise.resolve();

@@ -1,6 +1,6 @@
+import { renewalInterval } from '../../shared/liveness.js';
 import type { ChatStore, LeaseRenewal } from '../../shared/store/chat-store.js';
 import type { Lane } from './lane.js';
-import { renewalInterval } from './liveness.js';
 
 /**
  * The turns running in this process, so that a shutdown whose grace ran out can stop them

@@ -3,8 +3,8 @@ import type { Logger } from '../../shared/logger.js';
 import { checkBudget } from '../../shared/store/budget.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { TurnMessages } from '../agent/earlier-sends.js';
+import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import type { Lane } from './lane.js';
-import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 
 /** CHAT_DAILY_TOKEN_BUDGET and its notice (the day is the store's clock's UTC day). */
 export interface TurnBudget {

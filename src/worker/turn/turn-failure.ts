@@ -5,10 +5,10 @@ import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { failBatch, markFailed } from '../../shared/store/failures.js';
 import { withTokens } from '../../shared/tokens.js';
 import type { UsageTally } from '../../shared/usage.js';
-import { classifyTurnError, errorDetail } from './failure.js';
+import { classifyTurnError, errorDetail } from '../agent/failure.js';
+import type { ModelHealth } from '../agent/model-health.js';
+import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import type { Lane } from './lane.js';
-import type { ModelHealth } from './model-health.js';
-import { type DeliveryTrigger, triggerDelivery } from './outbox.js';
 
 /** docs/agent.md "When a message fails": FAILURE_NOTICE's default. */
 export const DEFAULT_FAILURE_NOTICE = "Sorry — I couldn't process your last message. Please send it again.";

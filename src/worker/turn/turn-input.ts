@@ -4,7 +4,7 @@ import { compareStreamIds } from '../../shared/stream-id.js';
 import { withTokens } from '../../shared/tokens.js';
 import { addLinks, markSpan, type Span, traceparent } from '../../shared/tracing/spans.js';
 import { seenBeyond } from '../agent/earlier-sends.js';
-import type { ChatToolName } from '../agent/tools/chat-tools.js';
+import type { ChatToolName } from '../pipeline/chat-tool-names.js';
 import type { ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import type { Lane } from './lane.js';
 

@@ -2,11 +2,11 @@ import type { Job, Queue } from 'bullmq';
 import { DelayedError, MetricsTime, UnrecoverableError, Worker } from '../../shared/bullmq.js';
 import { ModelUnavailableError } from '../../shared/errors.js';
 import { enqueueTurn, QUEUES, queueOptions, type TurnJob, turnJobSchema } from '../../shared/jobs.js';
+import { bullmqLockRenewTime } from '../../shared/liveness.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
-import { instrumentTurnProcessor } from '../process/instrument.js';
-import { bullmqLockRenewTime } from './liveness.js';
-import { modelRetryDelay } from './model-health.js';
+import { modelRetryDelay } from '../agent/model-health.js';
+import { instrumentTurnProcessor } from './instrument.js';
 import { runTurn, type TurnDeps, type TurnOutcome } from './turn.js';
 
 export interface TurnWorkerOptions {

@@ -1,7 +1,7 @@
 import { tool } from 'ai';
 import { z } from 'zod';
-import { writeOutbox } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
+import { writeOutbox } from './outbox.js';
 import { sendWrite, type ToolTurn, turnOf } from './tool-turn.js';
 
 export const CHAT_SEND_MAX_CHARS = 8000;

@@ -1,20 +1,11 @@
 import type { Tool, ToolSet } from 'ai';
 import type { ContactBook } from '../../../shared/store/contacts.js';
+import type { ChatToolName } from '../../pipeline/chat-tool-names.js';
 import { chatSendTool } from './chat-send.js';
 import { createContactSendTool } from './contact-send.js';
 import { contextTools } from './context.js';
 import { historySearchTool } from './history-search.js';
 import { createMemoryTool } from './memory.js';
-
-/** chatlane's own tools whose offer depends on the chat (the rest are offered to every turn). */
-export type ChatToolName =
-  | 'chat_send'
-  | 'chat_memory_update'
-  | 'chat_history_search'
-  | 'chat_context_new'
-  | 'chat_context_list'
-  | 'chat_context_load'
-  | 'chat_context_clear_active';
 
 /**
  * What the turn's first read (acquire.lua) says about the chat: enough to know what can act.

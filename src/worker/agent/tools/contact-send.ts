@@ -1,8 +1,8 @@
 import { tool } from 'ai';
 import { z } from 'zod';
 import type { Contact, ContactBook } from '../../../shared/store/contacts.js';
-import { triggerDelivery } from '../../turn/outbox.js';
 import { toolInput } from './input.js';
+import { triggerDelivery } from './outbox.js';
 import { sendWrite, turnOf } from './tool-turn.js';
 
 const INPUT = toolInput(

@@ -1,8 +1,17 @@
 import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
-import type { DeliveryTrigger } from '../../turn/outbox.js';
-import type { ReplyWriter } from '../../turn/reply-writer.js';
+import type { ReplyTail, ReplyWriteResult } from '../../../shared/store/reply-streams.js';
+import type { DeliveryTrigger } from './outbox.js';
+
+/**
+ * The part of the turn's reply writer (turn/reply-writer.ts) a send uses: what waits unwritten
+ * goes into the send's own outbox write, and the write's result comes back.
+ */
+export interface ReplyHandOff {
+  handOff(): ReplyTail | undefined;
+  handedOff(result: ReplyWriteResult | 'failed'): void;
+}
 
 /**
  * What chatlane's tools need of the turn calling them. The tools are built once per process
@@ -38,7 +47,7 @@ export interface ToolTurn {
    * The turn's live reply (reply streams on): a chat_send's outbox write takes what waits
    * unwritten there, its own text part, into the same script.
    */
-  reply?: Pick<ReplyWriter, 'handOff' | 'handedOff'> | undefined;
+  reply?: ReplyHandOff | undefined;
   /** Told when a fenced write is refused (another turn holds the chat): the turn must stop. */
   fencedOut: (reason: string) => void;
   /** Told when a send's write failed, its outcome unknown: the turn ends with `err` (Lane.failWrite). */

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { demoConfig, demoRedis, dropDemoKeys } from './demo-env.js';
-import { startWebChatServer, WEB_CHAT_DIST, webChatBuilt } from './demo-web.js';
-import { startIngress } from './ingress/main.js';
-import { startMockLlm } from './mock-llm/server.js';
-import { loadConfig } from './shared/config.js';
-import { silentLogger } from './shared/logger.js';
-import { startWorker } from './worker/process/main.js';
+import { startMockLlm } from '../mock-llm/server.js';
+import { startIngress } from '../roles/ingress.js';
+import { startWorker } from '../roles/worker.js';
+import { loadConfig } from '../shared/config.js';
+import { silentLogger } from '../shared/logger.js';
+import { demoConfig, demoRedis, dropDemoKeys } from './env.js';
+import { startWebChatServer, WEB_CHAT_DIST, webChatBuilt } from './web.js';
 
 /**
  * `chatlane demo --web`: the web chat page (examples/web-chat, built) against a local

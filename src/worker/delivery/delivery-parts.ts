@@ -6,11 +6,9 @@ import { createSenders } from '../../shared/delivery/senders.js';
 import { createQueue, type DeliveryJob, QUEUES } from '../../shared/jobs.js';
 import type { Logger } from '../../shared/logger.js';
 import { processMetrics } from '../../shared/metrics.js';
-import { checkRedisPolicy, closeRedis, createRedisClient, type RedisClient } from '../../shared/redis.js';
+import type { RedisClient } from '../../shared/redis.js';
 import { DeliveryStore } from '../../shared/store/delivery.js';
 import { ReplyStreams } from '../../shared/store/reply-streams.js';
-import { startRoleSideServer } from '../process/side-server.js';
-import { Opened, type Prepared, runPrepared } from '../process/startup.js';
 import { DELIVERY_DEFAULTS, type DeliverySettings } from './deliver.js';
 import { createDeliveryWorker } from './delivery-worker.js';
 import type { StreamingSettings } from './stream-posts.js';
@@ -109,82 +107,4 @@ export async function buildDeliveryWorker(
     },
     close,
   };
-}
-
-export interface DeliveryHandle {
-  worker: Worker<DeliveryJob>;
-  metricsUrl: string;
-  close(): Promise<void>;
-}
-
-export interface PreparedDelivery extends Prepared<DeliveryHandle> {
-  metricsUrl: string;
-}
-
-/**
- * `chatlane delivery`: only the delivery worker, for operators who keep outbound traffic
- * (platform tokens, webhook egress) apart from the model workers or scale it separately.
- * It needs no model. Steps 1–3 of the startup order (`../process/startup.ts`); jobs after `run()`.
- */
-export async function prepareDelivery(
-  config: Config,
-  logger: Logger,
-  { senders }: { senders?: SenderRegistry } = {},
-): Promise<PreparedDelivery> {
-  // 1. Checks: the senders read their configuration.
-  const registry = senders ?? (await createSenders(config, logger));
-
-  // 2. Connections.
-  const opened = new Opened();
-  opened.add(() => registry.close());
-  const connection = createRedisClient(config, 'worker', 'chatlane:delivery');
-  opened.add(() => closeRedis(connection));
-  const parts = await opened.step(() => buildDeliveryWorker(config, logger, connection, registry));
-  opened.add(() => parts.close());
-  await opened.step(() => checkRedisPolicy(connection, logger));
-
-  // 3. Listeners.
-  const side = await opened.step(() =>
-    startRoleSideServer(config, {
-      role: 'delivery',
-      metrics: processMetrics(),
-      redis: connection,
-      isRunning: () => parts.worker.isRunning() && !parts.worker.closing,
-      logger,
-    }),
-  );
-  opened.add(() => side.close());
-
-  // 4. Run (on `run()`).
-  let closing: Promise<void> | undefined;
-  const handle: DeliveryHandle = {
-    worker: parts.worker,
-    metricsUrl: side.url,
-    close() {
-      closing ??= (async () => {
-        await parts.close();
-        await side.close();
-        await closeRedis(connection);
-      })();
-      return closing;
-    },
-  };
-  let ran = false;
-  return {
-    metricsUrl: side.url,
-    async run() {
-      ran = true;
-      parts.run();
-      logger.info(
-        { concurrency: config.DELIVERY_CONCURRENCY, channels: registry.channels(), metricsUrl: side.url },
-        'delivery started',
-      );
-      return handle;
-    },
-    close: () => (ran ? handle.close() : opened.closeAll()),
-  };
-}
-
-export async function startDelivery(config: Config, logger: Logger): Promise<DeliveryHandle> {
-  return runPrepared(await prepareDelivery(config, logger));
 }

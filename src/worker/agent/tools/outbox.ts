@@ -1,7 +1,7 @@
-import type { Logger } from '../../shared/logger.js';
-import type { WriteMark } from '../../shared/replica-acks.js';
-import type { ChatStore } from '../../shared/store/chat-store.js';
-import { traceparent } from '../../shared/tracing/spans.js';
+import type { Logger } from '../../../shared/logger.js';
+import type { WriteMark } from '../../../shared/replica-acks.js';
+import type { ChatStore } from '../../../shared/store/chat-store.js';
+import { traceparent } from '../../../shared/tracing/spans.js';
 
 /**
  * Asks for the chat's delivery (BullMQ `deliveries`, deduplicated by chatKey). Must not throw

@@ -1,12 +1,12 @@
-import { demoConfig, demoRedis, dropDemoKeys } from './demo-env.js';
-import { demoLoadtest } from './demo-loadtest.js';
-import { demoTelegram, demoTelegramRoundTrip } from './demo-telegram.js';
-import { startIngress } from './ingress/main.js';
-import { startMockLlm } from './mock-llm/server.js';
-import { loadConfig } from './shared/config.js';
-import { silentLogger } from './shared/logger.js';
-import type { ChatMessage } from './shared/messages.js';
-import { startWorker } from './worker/process/main.js';
+import { startMockLlm } from '../mock-llm/server.js';
+import { startIngress } from '../roles/ingress.js';
+import { startWorker } from '../roles/worker.js';
+import { loadConfig } from '../shared/config.js';
+import { silentLogger } from '../shared/logger.js';
+import type { ChatMessage } from '../shared/messages.js';
+import { demoConfig, demoRedis, dropDemoKeys } from './env.js';
+import { demoLoadtest } from './loadtest.js';
+import { demoTelegram, demoTelegramRoundTrip } from './telegram.js';
 
 /**
  * `chatlane demo`: the whole path on one machine — local Redis, the mock model, ingress and

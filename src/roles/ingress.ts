@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
+import { buildIngress, type IngressApp } from '../ingress/app.js';
+import { startPollers } from '../ingress/platforms/poller.js';
 import type { Queue } from '../shared/bullmq.js';
 import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
@@ -21,8 +23,6 @@ import { replicaAcks } from '../shared/replica-acks.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { standardSources } from '../shared/webhooks/standard.js';
-import { buildIngress, type IngressApp } from './app.js';
-import { startPollers } from './platforms/poller.js';
 
 export interface IngressHandle {
   app: IngressApp;

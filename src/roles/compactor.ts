@@ -1,49 +1,16 @@
 import type { Worker } from 'bullmq';
-import { type Config, requireCompactionModel } from '../../shared/config.js';
-import type { CompactionJob } from '../../shared/jobs.js';
-import type { Logger } from '../../shared/logger.js';
-import { processMetrics } from '../../shared/metrics.js';
-import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
-import { storeRetentionOf } from '../../shared/retention.js';
-import { ChatStore } from '../../shared/store/chat-store.js';
-import { loadProviders, type ProviderFactories } from '../agent/providers.js';
-import { roleModel } from '../process/models.js';
-import { startRoleSideServer } from '../process/side-server.js';
-import { Opened, type Prepared, runPrepared } from '../process/startup.js';
-import type { ModelHealth } from '../turn/model-health.js';
-import type { CompactionDeps } from './compact.js';
-import { createCompactionWorker } from './compactor.js';
-
-export function compactionDepsFromConfig(
-  config: Config,
-  store: ChatStore,
-  logger: Logger,
-  providers?: ProviderFactories,
-): CompactionDeps & { modelHealth: ModelHealth } {
-  const models = requireCompactionModel(config);
-  const { model, health } = roleModel(models, {
-    metrics: processMetrics(),
-    logger,
-    timeoutMs: config.LLM_TIMEOUT_MS,
-    providers,
-    prices: config.MODEL_PRICES,
-  });
-  return {
-    store,
-    model,
-    modelName: models.models[0]!.id,
-    modelHealth: health,
-    logger,
-    settings: {
-      keepLast: config.HISTORY_KEEP_LAST_MESSAGES,
-      keepRecentTokens: config.KEEP_RECENT_TOKENS,
-      maxOutputTokens: config.COMPACTION_MAX_TOKENS,
-      archive: config.ARCHIVE_ON_COMPACT,
-      maxEvents: config.EVENTS_MAX_LEN,
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-    },
-  };
-}
+import { type Config, requireCompactionModel } from '../shared/config.js';
+import type { CompactionJob } from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
+import { processMetrics } from '../shared/metrics.js';
+import { startRoleSideServer } from '../shared/process/side-server.js';
+import { Opened, type Prepared } from '../shared/process/startup.js';
+import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { storeRetentionOf } from '../shared/retention.js';
+import { ChatStore } from '../shared/store/chat-store.js';
+import { loadProviders } from '../worker/agent/providers.js';
+import { compactionDepsFromConfig } from '../worker/compaction/compaction-deps.js';
+import { createCompactionWorker } from '../worker/compaction/compactor.js';
 
 export interface CompactorHandle {
   worker: Worker<CompactionJob>;
@@ -57,7 +24,7 @@ export interface PreparedCompactor extends Prepared<CompactorHandle> {
 }
 
 /**
- * `chatlane compactor`, steps 1–3 of the startup order (`../process/startup.ts`): checks (it needs a
+ * `chatlane compactor`, steps 1–3 of the startup order (`../shared/process/startup.ts`): checks (it needs a
  * model like a worker does), connections, side server bound. No job is taken until `run()`.
  */
 export async function prepareCompactor(
@@ -141,13 +108,4 @@ export async function prepareCompactor(
     },
     close: () => (ran ? handle.close() : opened.closeAll()),
   };
-}
-
-/** Starts the compactor: `prepareCompactor`, then run. */
-export async function startCompactor(
-  config: Config,
-  logger: Logger,
-  options: { sideServer?: boolean } = {},
-): Promise<CompactorHandle> {
-  return runPrepared(await prepareCompactor(config, logger, options));
 }

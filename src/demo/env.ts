@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Cluster } from 'ioredis';
+import type { Config } from '../shared/config.js';
+import { createRedisClient } from '../shared/redis.js';
 import { ensureRedis } from './dev-redis.js';
-import type { Config } from './shared/config.js';
-import { createRedisClient } from './shared/redis.js';
 
 /** What `chatlane demo` and `chatlane demo --web` share: their Redis, roles and cleanup. */
 

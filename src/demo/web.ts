@@ -4,8 +4,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join, relative } from 'node:path';
-import { isValidChatKey } from './shared/chat-key.js';
-import { mintWebToken } from './shared/web-token.js';
+import { isValidChatKey } from '../shared/chat-key.js';
+import { mintWebToken } from '../shared/web-token.js';
 
 /**
  * The demo's web server for examples/web-chat: the built page, and `GET /token?chat=…`,

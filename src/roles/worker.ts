@@ -1,9 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import type { Worker } from 'bullmq';
-import { type Config, ConfigError, requireCompactionModel, requireModel } from '../../shared/config.js';
-import { createSenders } from '../../shared/delivery/senders.js';
-import { TypingIndicator } from '../../shared/delivery/typing.js';
+import { type Config, requireCompactionModel, requireModel } from '../shared/config.js';
+import { createSenders } from '../shared/delivery/senders.js';
+import { TypingIndicator } from '../shared/delivery/typing.js';
 import {
   type CompactionJob,
   createQueue,
@@ -12,36 +10,28 @@ import {
   enqueueDelivery,
   QUEUES,
   type TurnJob,
-} from '../../shared/jobs.js';
-import type { Logger } from '../../shared/logger.js';
-import { type Metrics, processMetrics } from '../../shared/metrics.js';
-import { checkRedisPolicy, closeRedis, createRedisClient } from '../../shared/redis.js';
-import { replicaAcks } from '../../shared/replica-acks.js';
-import { DAY_MS, storeRetentionOf } from '../../shared/retention.js';
-import { ChatStore } from '../../shared/store/chat-store.js';
-import { contactBookFromConfig } from '../../shared/store/contacts.js';
-import { ReplyStreams } from '../../shared/store/reply-streams.js';
-import { loadProfile } from '../agent/profile.js';
-import { loadProviders, type ProviderFactories } from '../agent/providers.js';
-import { createSafeDownload } from '../agent/safe-download.js';
-import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
-import { compactChat } from '../compaction/compact.js';
-import { compactionThreshold } from '../compaction/cut.js';
-import { compactionDepsFromConfig } from '../compaction/main.js';
-import { buildDeliveryWorker, type DeliveryParts } from '../delivery/main.js';
-import { loadMcpConfig } from '../mcp/mcp-config.js';
-import { DefaultAssembler } from '../pipeline/assembler.js';
-import { TokenBudgetCompressor } from '../pipeline/compressor.js';
-import { RedisProvider } from '../pipeline/provider.js';
-import { contextBlockTokens } from '../pipeline/request-cache.js';
-import { RunningTurns } from '../turn/running-turns.js';
-import type { TurnDeps } from '../turn/turn.js';
-import { createTurnWorker } from '../turn/turn-worker.js';
-import { prepareSweeper } from '../upkeep/sweeper.js';
-import { settleWithin } from './grace.js';
-import { roleModel } from './models.js';
-import { startRoleSideServer } from './side-server.js';
-import { Opened, type Prepared, runPrepared } from './startup.js';
+} from '../shared/jobs.js';
+import type { Logger } from '../shared/logger.js';
+import { processMetrics } from '../shared/metrics.js';
+import { settleWithin } from '../shared/process/grace.js';
+import { startRoleSideServer } from '../shared/process/side-server.js';
+import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
+import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { replicaAcks } from '../shared/replica-acks.js';
+import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
+import { ChatStore } from '../shared/store/chat-store.js';
+import { contactBookFromConfig } from '../shared/store/contacts.js';
+import { loadProviders } from '../worker/agent/providers.js';
+import { compactChat } from '../worker/compaction/compact.js';
+import { compactionDepsFromConfig } from '../worker/compaction/compaction-deps.js';
+import { compactionThreshold } from '../worker/compaction/cut.js';
+import { buildDeliveryWorker, type DeliveryParts } from '../worker/delivery/delivery-parts.js';
+import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
+import { RunningTurns } from '../worker/turn/running-turns.js';
+import type { TurnDeps } from '../worker/turn/turn.js';
+import { loadCapabilities, readOperatorPrompt, turnDepsFromConfig } from '../worker/turn/turn-deps.js';
+import { createTurnWorker } from '../worker/turn/turn-worker.js';
+import { prepareSweeper } from '../worker/upkeep/sweeper.js';
 
 export interface WorkerHandle {
   worker: Worker<TurnJob>;
@@ -57,107 +47,9 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
 const STOP_WAIT_MS = 3000;
 
-/**
- * The hard token cut (a chat compaction has not shortened in time) drops messages in steps of
- * this many, not one per turn: the turns in between keep their cached prefix.
- */
-const CUT_STEP_MESSAGES = 8;
-
-/** Tool schemas and message framing the tokenizer does not see in the messages. */
-const RESERVE_TOKENS = 400;
-
-function readOperatorPrompt(path: string | undefined): string | undefined {
-  if (!path) return undefined;
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`SYSTEM_PROMPT_FILE: cannot read ${path}: ${(err as Error).message}`);
-  }
-}
-
-/** PROFILE_DIR and SKILLS_DIR, read once at start; an unreadable directory is a ConfigError. */
-export interface Capabilities {
-  profile: string | undefined;
-  skills: Skill[];
-}
-
-export function loadCapabilities(config: Config, logger: Logger): Capabilities {
-  return { profile: loadProfile(config.PROFILE_DIR), skills: loadSkills(config.SKILLS_DIR, logger) };
-}
-
-export function turnDepsFromConfig(
-  config: Config,
-  store: ChatStore,
-  logger: Logger,
-  metrics: Metrics = processMetrics(),
-  capabilities: Capabilities = loadCapabilities(config, logger),
-  providers?: ProviderFactories,
-): TurnDeps {
-  const { model, health, stepTimeoutMs } = roleModel(requireModel(config), {
-    metrics,
-    logger,
-    timeoutMs: config.LLM_TIMEOUT_MS,
-    providers,
-    prices: config.MODEL_PRICES,
-  });
-  const { profile, skills } = capabilities;
-  return {
-    store,
-    model,
-    provider: new RedisProvider(store, {
-      windowMessages: config.HISTORY_WINDOW_MESSAGES,
-      maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-    }),
-    compressor: new TokenBudgetCompressor({
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-      overheadTokens: contextBlockTokens,
-      cutStep: CUT_STEP_MESSAGES,
-    }),
-    assembler: new DefaultAssembler({
-      operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
-      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
-      profile,
-      skills,
-    }),
-    ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
-    settings: {
-      leaseMs: config.TURN_LEASE_MS,
-      maxSteps: config.MAX_STEPS,
-      maxMerges: config.MAX_MERGES_PER_TURN,
-      maxInputTokens: config.MAX_INPUT_TOKENS,
-      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-      reserveTokens: RESERVE_TOKENS,
-      stepTimeoutMs,
-      memoryMaxTokens: config.MEMORY_MAX_TOKENS,
-    },
-    workerId: `${hostname()}:${process.pid}`,
-    logger,
-    // Every turn streams its reply (the live view /v1/ui serves) on the store's connection.
-    replies: new ReplyStreams(store.redis, {
-      prefix: config.CHATLANE_PREFIX,
-      maxEvents: config.EVENTS_MAX_LEN,
-      maxLen: config.REPLY_STREAM_MAX_LEN,
-      ttlMs: config.REPLY_STREAM_TTL_MS,
-    }),
-    platformStreaming: config.PLATFORM_STREAMING === 'on',
-    failureNotice: config.FAILURE_NOTICE,
-    ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
-      budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },
-    }),
-    download: createSafeDownload({
-      maxBytes: config.FILE_FETCH_MAX_BYTES,
-      timeoutMs: config.FILE_FETCH_TIMEOUT_MS,
-    }),
-    modelHealth: health,
-    metrics,
-  };
-}
-
 /** `@ai-sdk/mcp` (and its own copy of the provider utilities) is imported only when MCP_CONFIG is set. */
 async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
-  const { McpTools } = await import('../mcp/mcp-tools.js');
+  const { McpTools } = await import('../worker/mcp/mcp-tools.js');
   const metrics = processMetrics();
   const mcp = new McpTools(
     file,
@@ -175,7 +67,7 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
 }
 
 /**
- * Steps 1–3 of the startup order (`./startup.ts`): checks, connections, side server bound.
+ * Steps 1–3 of the startup order (`../shared/process/startup.ts`): checks, connections, side server bound.
  * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
  * connections to tool servers, ...) go into the matching step below.
  */

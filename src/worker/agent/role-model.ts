@@ -3,11 +3,11 @@ import type { ModelConfig } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { PriceTable } from '../../shared/prices.js';
-import { createModel } from '../agent/model.js';
-import { BUILT_IN_PROVIDERS, type ProviderFactories } from '../agent/providers.js';
-import { errorDetail, isOutage, isRateLimit } from '../turn/failure.js';
-import { ModelHealth } from '../turn/model-health.js';
-import { modelCallMetrics } from './instrument.js';
+import { errorDetail, isOutage, isRateLimit } from './failure.js';
+import { createModel } from './model.js';
+import { ModelHealth } from './model-health.js';
+import { modelCallMetrics } from './model-metrics.js';
+import { BUILT_IN_PROVIDERS, type ProviderFactories } from './providers.js';
 
 export interface RoleModel {
   /** The observed model (a FallbackModel over the chain when there are fallback models). */

@@ -1,6 +1,6 @@
-import { BOT, FakeTelegram, messageUpdate } from './fake-telegram/server.js';
-import type { EnabledPlatform } from './shared/platforms/platform.js';
-import { platformsFromEnv } from './shared/platforms/registry.js';
+import { BOT, FakeTelegram, messageUpdate } from '../fake-telegram/server.js';
+import type { EnabledPlatform } from '../shared/platforms/platform.js';
+import { platformsFromEnv } from '../shared/platforms/registry.js';
 
 const SECRET = 'demo-secret';
 

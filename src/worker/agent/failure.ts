@@ -9,7 +9,7 @@ import {
 } from 'ai';
 import { FileRefusedError, type MessageFailureCode } from '../../shared/errors.js';
 import { isRedisUnavailable } from '../../shared/redis-errors.js';
-import { isContextOverflowError } from '../compaction/overflow.js';
+import { isContextOverflowError } from './overflow.js';
 
 /**
  * What a failed turn says about its messages (docs/agent.md "When a message fails"):

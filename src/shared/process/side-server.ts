@@ -1,17 +1,17 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Queue } from 'bullmq';
-import { type Config, ConfigError, DEFAULT_METRICS_PORT } from '../../shared/config.js';
-import { watchQueues } from '../../shared/jobs.js';
-import type { Logger } from '../../shared/logger.js';
+import { type Config, ConfigError, DEFAULT_METRICS_PORT } from '../config.js';
+import { watchQueues } from '../jobs.js';
+import type { Logger } from '../logger.js';
 import {
   exportsQueueMetrics,
   type Metrics,
   type MetricsRole,
   metricsContentType,
   renderMetrics,
-} from '../../shared/metrics.js';
-import type { RedisClient } from '../../shared/redis.js';
+} from '../metrics.js';
+import type { RedisClient } from '../redis.js';
 
 /**
  * The small HTTP server beside a worker (or compactor) process: `/metrics`, `/healthz` and

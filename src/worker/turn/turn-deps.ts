@@ -1,0 +1,115 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { type Config, ConfigError, requireModel } from '../../shared/config.js';
+import type { Logger } from '../../shared/logger.js';
+import { type Metrics, processMetrics } from '../../shared/metrics.js';
+import type { ChatStore } from '../../shared/store/chat-store.js';
+import { ReplyStreams } from '../../shared/store/reply-streams.js';
+import { loadProfile } from '../agent/profile.js';
+import type { ProviderFactories } from '../agent/providers.js';
+import { roleModel } from '../agent/role-model.js';
+import { createSafeDownload } from '../agent/safe-download.js';
+import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
+import { DefaultAssembler } from '../pipeline/assembler.js';
+import { TokenBudgetCompressor } from '../pipeline/compressor.js';
+import { RedisProvider } from '../pipeline/provider.js';
+import { contextBlockTokens } from '../pipeline/request-cache.js';
+import type { TurnDeps } from './turn.js';
+
+/**
+ * The hard token cut (a chat compaction has not shortened in time) drops messages in steps of
+ * this many, not one per turn: the turns in between keep their cached prefix.
+ */
+const CUT_STEP_MESSAGES = 8;
+
+/** Tool schemas and message framing the tokenizer does not see in the messages. */
+const RESERVE_TOKENS = 400;
+
+export function readOperatorPrompt(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`SYSTEM_PROMPT_FILE: cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** PROFILE_DIR and SKILLS_DIR, read once at start; an unreadable directory is a ConfigError. */
+export interface Capabilities {
+  profile: string | undefined;
+  skills: Skill[];
+}
+
+export function loadCapabilities(config: Config, logger: Logger): Capabilities {
+  return { profile: loadProfile(config.PROFILE_DIR), skills: loadSkills(config.SKILLS_DIR, logger) };
+}
+
+export function turnDepsFromConfig(
+  config: Config,
+  store: ChatStore,
+  logger: Logger,
+  metrics: Metrics = processMetrics(),
+  capabilities: Capabilities = loadCapabilities(config, logger),
+  providers?: ProviderFactories,
+): TurnDeps {
+  const { model, health, stepTimeoutMs } = roleModel(requireModel(config), {
+    metrics,
+    logger,
+    timeoutMs: config.LLM_TIMEOUT_MS,
+    providers,
+    prices: config.MODEL_PRICES,
+  });
+  const { profile, skills } = capabilities;
+  return {
+    store,
+    model,
+    provider: new RedisProvider(store, {
+      windowMessages: config.HISTORY_WINDOW_MESSAGES,
+      maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+    }),
+    compressor: new TokenBudgetCompressor({
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      overheadTokens: contextBlockTokens,
+      cutStep: CUT_STEP_MESSAGES,
+    }),
+    assembler: new DefaultAssembler({
+      operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
+      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+      profile,
+      skills,
+    }),
+    ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
+    settings: {
+      leaseMs: config.TURN_LEASE_MS,
+      maxSteps: config.MAX_STEPS,
+      maxMerges: config.MAX_MERGES_PER_TURN,
+      maxInputTokens: config.MAX_INPUT_TOKENS,
+      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      reserveTokens: RESERVE_TOKENS,
+      stepTimeoutMs,
+      memoryMaxTokens: config.MEMORY_MAX_TOKENS,
+    },
+    workerId: `${hostname()}:${process.pid}`,
+    logger,
+    // Every turn streams its reply (the live view /v1/ui serves) on the store's connection.
+    replies: new ReplyStreams(store.redis, {
+      prefix: config.CHATLANE_PREFIX,
+      maxEvents: config.EVENTS_MAX_LEN,
+      maxLen: config.REPLY_STREAM_MAX_LEN,
+      ttlMs: config.REPLY_STREAM_TTL_MS,
+    }),
+    platformStreaming: config.PLATFORM_STREAMING === 'on',
+    failureNotice: config.FAILURE_NOTICE,
+    ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
+      budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },
+    }),
+    download: createSafeDownload({
+      maxBytes: config.FILE_FETCH_MAX_BYTES,
+      timeoutMs: config.FILE_FETCH_TIMEOUT_MS,
+    }),
+    modelHealth: health,
+    metrics,
+  };
+}
