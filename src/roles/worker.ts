@@ -115,7 +115,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, processMetrics(), capabilities, providers),
+    ...turnDepsFromConfig(config, store, logger, { metrics: processMetrics(), capabilities, providers }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);

@@ -44,7 +44,10 @@ describe('many turns at once', () => {
       });
       const store = new ChatStore(redis, { prefix, maxEvents: 100 });
       const running = new RunningTurns();
-      const deps = { ...turnDepsFromConfig(config, store, silentLogger(), createMetrics()), running };
+      const deps = {
+        ...turnDepsFromConfig(config, store, silentLogger(), { metrics: createMetrics() }),
+        running,
+      };
       const chats = Array.from({ length: 50 }, (_, i) => `c${i}`);
       for (const chatKey of chats) {
         await store.ingest(chatKey, userMessage(chatKey, 'm1', `hello ${chatKey}`), {

@@ -44,14 +44,26 @@ export function loadCapabilities(config: Config, logger: Logger): Capabilities {
   return { profile: loadProfile(config.PROFILE_DIR), skills: loadSkills(config.SKILLS_DIR, logger) };
 }
 
+/**
+ * What a turn is built from besides the environment's configuration: the parts a process
+ * already made (metrics registry, capabilities, provider factories) and what a program
+ * using chatlane as a library gives in code. Each is optional; absent, the configuration's.
+ */
+export interface TurnParts {
+  metrics?: Metrics;
+  capabilities?: Capabilities;
+  providers?: ProviderFactories;
+}
+
 export function turnDepsFromConfig(
   config: Config,
   store: ChatStore,
   logger: Logger,
-  metrics: Metrics = processMetrics(),
-  capabilities: Capabilities = loadCapabilities(config, logger),
-  providers?: ProviderFactories,
+  parts: TurnParts = {},
 ): TurnDeps {
+  const metrics = parts.metrics ?? processMetrics();
+  const { providers } = parts;
+  const capabilities = parts.capabilities ?? loadCapabilities(config, logger);
   const { model, health, stepTimeoutMs } = roleModel(requireModel(config), {
     metrics,
     logger,
