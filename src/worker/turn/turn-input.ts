@@ -5,7 +5,7 @@ import { withTokens } from '../../shared/tokens.js';
 import { addLinks, markSpan, type Span, traceparent } from '../../shared/tracing/spans.js';
 import { seenBeyond } from '../agent/earlier-sends.js';
 import type { ChatToolName } from '../pipeline/chat-tool-names.js';
-import type { ProviderResult, RuntimeContext } from '../pipeline/types.js';
+import type { ChatInstructions, ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import type { Lane } from './lane.js';
 
 // What a turn reads and builds around its input: helpers of turn.ts.
@@ -65,4 +65,33 @@ export function runtimeContext(
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
   };
+}
+
+/**
+ * The Provider's pending messages, each with its token count: a Provider that added to a
+ * message (retrieved documents) dropped its count, and it is counted here, by the tokenizer
+ * that counted the rest, so the Compressor fits what was added. Counted ones are kept as they are.
+ */
+export function countedPending(pending: InboxEntry[], maxCharsPerMessage: number): Promise<InboxEntry[]> {
+  return Promise.all(
+    pending.map(async (e) => {
+      const message = await withTokens(e.message, maxCharsPerMessage);
+      return message === e.message ? e : { streamId: e.streamId, message };
+    }),
+  );
+}
+
+/** `context` with the operator's instructions for this chat, when they are a function of it. */
+export async function withChatInstructions(
+  context: RuntimeContext,
+  instructions: ChatInstructions | undefined,
+): Promise<RuntimeContext> {
+  if (!instructions) return context;
+  const { chatKey, channel, chatId } = context;
+  const text = await instructions({
+    chatKey,
+    ...(channel !== undefined && { channel }),
+    ...(chatId !== undefined && { chatId }),
+  });
+  return typeof text === 'string' && text.trim() ? { ...context, instructions: text } : context;
 }
