@@ -39,6 +39,11 @@ export interface ProviderResult {
   contexts: number;
   /** The chat's memory document, if any. */
   memory?: string | undefined;
+  /**
+   * The operator's instructions for this chat, if any: the chat's part of the system prompt
+   * (`instructions` given in code as a function of the chat puts them here).
+   */
+  instructions?: string | undefined;
 }
 
 /**

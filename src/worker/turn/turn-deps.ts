@@ -12,6 +12,7 @@ import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
+import { withChatInstructions } from '../pipeline/instructions.js';
 import { RedisProvider } from '../pipeline/provider.js';
 import { contextBlockTokens } from '../pipeline/request-cache.js';
 import { applyStages, type Stages } from '../pipeline/stages.js';
@@ -126,7 +127,10 @@ export function turnDepsFromConfig(
     store,
     model,
     ...stages,
-    ...(typeof instructions === 'function' && { chatInstructions: instructions }),
+    // Outermost: the chat's instructions come with whatever Provider the stages made.
+    ...(typeof instructions === 'function' && {
+      provider: withChatInstructions(stages.provider, instructions),
+    }),
     ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
     settings: {
       leaseMs: config.TURN_LEASE_MS,

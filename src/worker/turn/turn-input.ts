@@ -5,7 +5,7 @@ import { withTokens } from '../../shared/tokens.js';
 import { addLinks, markSpan, type Span, traceparent } from '../../shared/tracing/spans.js';
 import { seenBeyond } from '../agent/earlier-sends.js';
 import type { ChatToolName } from '../pipeline/chat-tool-names.js';
-import type { ChatInstructions, ProviderResult, RuntimeContext } from '../pipeline/types.js';
+import type { ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import type { Lane } from './lane.js';
 
 // What a turn reads and builds around its input: helpers of turn.ts.
@@ -62,6 +62,7 @@ export function runtimeContext(
     offered,
     ...(first && isSummary(first) && { summarized: true }),
     ...(loaded.memory && { memory: loaded.memory }),
+    ...(loaded.instructions && { instructions: loaded.instructions }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
   };
@@ -79,19 +80,4 @@ export function countedPending(pending: InboxEntry[], maxCharsPerMessage: number
       return message === e.message ? e : { streamId: e.streamId, message };
     }),
   );
-}
-
-/** `context` with the operator's instructions for this chat, when they are a function of it. */
-export async function withChatInstructions(
-  context: RuntimeContext,
-  instructions: ChatInstructions | undefined,
-): Promise<RuntimeContext> {
-  if (!instructions) return context;
-  const { chatKey, channel, chatId } = context;
-  const text = await instructions({
-    chatKey,
-    ...(channel !== undefined && { channel }),
-    ...(chatId !== undefined && { chatId }),
-  });
-  return typeof text === 'string' && text.trim() ? { ...context, instructions: text } : context;
 }

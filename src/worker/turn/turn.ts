@@ -21,20 +21,14 @@ import { UiChunker } from '../agent/ui-chunks.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
-import type { Assembler, ChatInstructions, Compressor, Provider } from '../pipeline/types.js';
+import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
-import {
-  countedPending,
-  linkMerged,
-  reachEarlierSends,
-  runtimeContext,
-  withChatInstructions,
-} from './turn-input.js';
+import { countedPending, linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -59,8 +53,6 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   provider: Provider;
   compressor: Compressor;
   assembler: Assembler;
-  /** `instructions` given in code as a function of the chat: computed per turn, in the chat's part. */
-  chatInstructions?: ChatInstructions;
   model: LanguageModel;
   settings: TurnSettings;
   workerId: string;
@@ -338,10 +330,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
 
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
   const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
-  const context = await withChatInstructions(
-    runtimeContext(chatKey, pendingMessages, loaded, offer.offered),
-    deps.chatInstructions,
-  );
+  const context = runtimeContext(chatKey, pendingMessages, loaded, offer.offered);
   // The compressed input is the history's kept tail, then this turn's messages (always kept).
   const historyCount = (kept: number) => Math.max(0, kept - turn.messages.length);
   // Everything of the input that is not a message: system prompt (memory included), tool
