@@ -62,7 +62,9 @@ export interface AssemblerOptions {
    * the same for every chat: in the static part.
    */
   operatorPrompt?: string | undefined;
+  /** CHAT_SEND_MAX_PER_TURN, as the output rules tell the model. */
   maxSendsPerTurn: number;
+  /** Tools whose results are converted by their own `toModelOutput` when history is shown (none: as stored). */
   tools?: ToolSet;
   /** PROFILE_DIR's Primary.md and other.md, read once at boot; placed right after the identity line. */
   profile?: string | undefined;
