@@ -6,7 +6,9 @@ import { writeMemory } from '../../src/shared/store/memory.js';
 import { createModel } from '../../src/worker/agent/model.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { windowStart, windowStep } from '../../src/worker/pipeline/provider.js';
+import { applyStages } from '../../src/worker/pipeline/stages.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
+import { retrieving } from '../helpers/rag.js';
 import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 import { mockModelConfig } from '../helpers/worker-config.js';
@@ -90,6 +92,26 @@ describe('requests a prompt cache can reuse', () => {
     const last = bodyOf(turns.at(-1)![0]!).messages.at(-1) as { role: string; content: string };
     expect(last.role).toBe('user');
     expect(last.content).toMatch(/^\[sent \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]\nthanks$/);
+  });
+
+  it("keeps the prefix with a Provider that adds retrieved documents: each turn's document rides on its message, after the history, and stays there", async () => {
+    const rag = retrieving((query) => [{ text: `Notes found for "${query}".`, source: 'notes.md' }]);
+    const d = deps();
+    Object.assign(d, applyStages(d, { provider: rag.wrap }));
+    const turns: RecordedRequest[][] = [];
+    for (const text of ['hello', 'where is my order', 'and the invoice?', 'thanks'])
+      turns.push(await turn(d, 'c1', text));
+    for (let t = 1; t < turns.length; t++) {
+      const before = turns[t - 1]!.at(-1)!;
+      const first = turns[t]![0]!;
+      expect(isPrefix(before, first), `turn ${t + 1}`).toBe(true);
+      expect(first.cachedTokens).toBe(before.promptTokens);
+    }
+    // Every turn's question carries its own document, the newest one last in the request.
+    const body = JSON.stringify(bodyOf(turns.at(-1)![0]!).messages);
+    for (const text of ['hello', 'where is my order', 'and the invoice?', 'thanks'])
+      expect(body).toContain(JSON.stringify(`Notes found for "${text}".`).slice(1, -1));
+    expect(rag.queries).toEqual(['hello', 'where is my order', 'and the invoice?', 'thanks']);
   });
 
   it('keeps the prefix across a lane merge: the next turn starts with the merging turn, merged message included', async () => {

@@ -12,8 +12,11 @@ import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
+import { withChatInstructions } from '../pipeline/instructions.js';
 import { RedisProvider } from '../pipeline/provider.js';
 import { contextBlockTokens } from '../pipeline/request-cache.js';
+import { applyStages, type Stages } from '../pipeline/stages.js';
+import type { Instructions } from '../pipeline/types.js';
 import type { TurnDeps } from './turn.js';
 
 /**
@@ -53,6 +56,32 @@ export interface TurnParts {
   metrics?: Metrics;
   capabilities?: Capabilities;
   providers?: ProviderFactories;
+  /** The pipeline's stages given in code, each a replacement or a wrapper of the default (stages.ts). */
+  stages?: Stages;
+  /**
+   * The operator's prompt given in code, instead of SYSTEM_PROMPT_FILE's text: a string in the
+   * static part, a function of the chat in the chat's part (see `Instructions`).
+   */
+  instructions?: Instructions;
+}
+
+/**
+ * The operator's prompt: `instructions` given in code, else SYSTEM_PROMPT_FILE's text. Given
+ * both, the code's win and the file is not read (said once at start).
+ */
+function operatorInstructions(
+  config: Config,
+  logger: Logger,
+  instructions: Instructions | undefined,
+): Instructions | undefined {
+  if (instructions === undefined) return readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
+  if (config.SYSTEM_PROMPT_FILE) {
+    logger.warn(
+      { file: config.SYSTEM_PROMPT_FILE },
+      'SYSTEM_PROMPT_FILE ignored: instructions are given in code',
+    );
+  }
+  return instructions;
 }
 
 export function turnDepsFromConfig(
@@ -72,24 +101,35 @@ export function turnDepsFromConfig(
     prices: config.MODEL_PRICES,
   });
   const { profile, skills } = capabilities;
+  const instructions = operatorInstructions(config, logger, parts.instructions);
+  const stages = applyStages(
+    {
+      provider: new RedisProvider(store, {
+        windowMessages: config.HISTORY_WINDOW_MESSAGES,
+        maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
+        maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      }),
+      compressor: new TokenBudgetCompressor({
+        maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+        overheadTokens: contextBlockTokens,
+        cutStep: CUT_STEP_MESSAGES,
+      }),
+      assembler: new DefaultAssembler({
+        operatorPrompt: typeof instructions === 'string' ? instructions : undefined,
+        maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+        profile,
+        skills,
+      }),
+    },
+    parts.stages,
+  );
   return {
     store,
     model,
-    provider: new RedisProvider(store, {
-      windowMessages: config.HISTORY_WINDOW_MESSAGES,
-      maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-    }),
-    compressor: new TokenBudgetCompressor({
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-      overheadTokens: contextBlockTokens,
-      cutStep: CUT_STEP_MESSAGES,
-    }),
-    assembler: new DefaultAssembler({
-      operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
-      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
-      profile,
-      skills,
+    ...stages,
+    // Outermost: the chat's instructions come with whatever Provider the stages made.
+    ...(typeof instructions === 'function' && {
+      provider: withChatInstructions(stages.provider, instructions),
     }),
     ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
     settings: {

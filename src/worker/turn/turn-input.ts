@@ -62,7 +62,22 @@ export function runtimeContext(
     offered,
     ...(first && isSummary(first) && { summarized: true }),
     ...(loaded.memory && { memory: loaded.memory }),
+    ...(loaded.instructions && { instructions: loaded.instructions }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
   };
+}
+
+/**
+ * The Provider's pending messages, each with its token count: a Provider that added to a
+ * message (retrieved documents) dropped its count, and it is counted here, by the tokenizer
+ * that counted the rest, so the Compressor fits what was added. Counted ones are kept as they are.
+ */
+export function countedPending(pending: InboxEntry[], maxCharsPerMessage: number): Promise<InboxEntry[]> {
+  return Promise.all(
+    pending.map(async (e) => {
+      const message = await withTokens(e.message, maxCharsPerMessage);
+      return message === e.message ? e : { streamId: e.streamId, message };
+    }),
+  );
 }

@@ -18,18 +18,17 @@ import { ChatTools } from '../agent/tools/chat-tools.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
-import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
-import type { Compressor, Provider } from '../pipeline/types.js';
+import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
-import { linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
+import { countedPending, linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -53,7 +52,7 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   store: ChatStore;
   provider: Provider;
   compressor: Compressor;
-  assembler: DefaultAssembler;
+  assembler: Assembler;
   model: LanguageModel;
   settings: TurnSettings;
   workerId: string;
@@ -310,7 +309,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
   deps.typing?.start(chatKey, lane.route);
-  const pending = await reachEarlierSends(deps, lane, loaded.pending);
+  const counted = await countedPending(loaded.pending, settings.maxCharsPerMessage);
+  const pending = await reachEarlierSends(deps, lane, counted);
   batch.splice(0, batch.length, ...pending);
   if (run.span)
     addLinks(
