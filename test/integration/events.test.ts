@@ -31,15 +31,14 @@ function feedOf(prefix: string, handler: (e: ChatlaneEvent) => void | Promise<vo
 
 /** A turn's deps (store and reply streams) whose events go to `feed`. */
 function depsWithFeed(prefix: string, feed: EventFeed) {
-  const deps = turnDeps(redis, prefix, scriptedModel().model, {}, { events: feed.sink });
-  deps.replies = new ReplyStreams(redis, {
+  const replies = new ReplyStreams(redis, {
     prefix,
     maxEvents: 500,
     maxLen: 1000,
     ttlMs: 60_000,
     events: feed.sink,
   });
-  return deps;
+  return { ...turnDeps(redis, prefix, scriptedModel().model, {}, { events: feed.sink }), replies };
 }
 
 /** Every event of the chat's stream, parsed by its schema (a failure names the event). */
