@@ -34,6 +34,17 @@ const CHAT_KEY_NAMES = [
 
 export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
 
+/**
+ * The chatKey of a chat's events key (`<prefix>:{c:<chatKey>}:events`), or undefined for any
+ * other key. A chatKey holds no braces, so the tag ends at the first `}` after `{c:`.
+ */
+export function chatKeyOfEventsKey(prefix: string, key: string): string | undefined {
+  const head = `${prefix}:{c:`;
+  if (!key.startsWith(head) || !key.endsWith('}:events')) return undefined;
+  const chatKey = key.slice(head.length, -'}:events'.length);
+  return chatKey.length > 0 && !chatKey.includes('}') ? chatKey : undefined;
+}
+
 /** The hash tag every key of a chat shares: one Cluster slot per chat. */
 function chatTag(prefix: string, chatKey: string): string {
   return `${prefix}:{c:${chatKey}}`;

@@ -138,10 +138,11 @@ describe('context endpoints', () => {
 
 describe('events and archive endpoints', () => {
   it('pages through the event stream with cursors', async () => {
-    for (let i = 0; i < 5; i++) await ing.store.appendEvent('c1', 'test.event', { i });
+    for (let i = 0; i < 5; i++)
+      await ing.store.appendEvent('c1', 'turn.aborted', { runId: 'r', reason: 'test', i });
     const first = (await ing.app.inject({ method: 'GET', url: '/v1/chats/c1/events?limit=3' })).json();
     expect(first.items.map((e: { data: { i: number } }) => e.data.i)).toEqual([0, 1, 2]);
-    expect(first.items[0]).toMatchObject({ type: 'test.event' });
+    expect(first.items[0]).toMatchObject({ type: 'turn.aborted' });
     const rest = (
       await ing.app.inject({ method: 'GET', url: `/v1/chats/c1/events?after=${first.next}` })
     ).json();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { decodeRoute, type ReplyRoute } from '../delivery/route.js';
+import type { EventSink } from '../events.js';
 import { lazyChatKeys } from '../keys.js';
 import { type OutboxItem, outboxItemOf, type StreamEntry } from './chat-store.js';
 import { type RedisClient, scripts } from './scripts.js';
@@ -93,6 +94,8 @@ export class DeliveryStore {
     readonly maxEvents: number,
     /** PLATFORM_STREAMING=on: claims and cursor moves carry the chat's posts hash. */
     readonly streaming = false,
+    /** A program's onEvent: `delivery.failed` as the cursor move records it. */
+    readonly events?: EventSink,
   ) {}
 
   /** Take the delivery lease and read up to `max` items after the cursor. */
@@ -164,6 +167,7 @@ export class DeliveryStore {
         this.redis,
         this.streaming ? [k.meta, k.events, k.posts] : [k.meta, k.events],
         this.streaming ? [...args, item.runId, item.part ?? ''] : args,
+        this.events,
       ),
     );
     if (raw[0] === 'ok') return { ok: true };

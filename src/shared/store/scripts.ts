@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { EventSink, WrittenEvent } from '../events.js';
 import { type RedisClient, refreshSlotsOnRedirect } from '../redis.js';
 
 export type { RedisClient };
@@ -17,13 +18,28 @@ export function resolveLua(name: string, seen = new Set<string>(), dir = LUA_DIR
   });
 }
 
+/** A script's text and its SHA1, as EVALSHA names it. */
+interface ScriptText {
+  source: string;
+  sha: string;
+}
+
+const sha1 = (source: string) => createHash('sha1').update(source).digest('hex');
+
 /**
  * One Lua script file. Runs by EVALSHA and falls back to EVAL once when the server has
  * not seen it (restart, failover, new Cluster node).
+ *
+ * Each script comes in two variants. The plain one declares `__events` false. The collecting
+ * one (for a process that hands events to code: `run` with an event sink) declares it a
+ * table, runs the script's body as a function and answers `{ events, reply }`: every event
+ * the script appended (includes/events.lua) comes back with the reply, so no read follows.
+ * Both put their declaration on the first line, so Lua's line numbers stay the file's.
  */
 export class LuaScript {
   readonly source: string;
   readonly sha: string;
+  private collectingText: ScriptText | undefined;
 
   /** variadic: `numberOfKeys` named keys, then any number more (listed in the script header). */
   readonly variadic: boolean;
@@ -34,24 +50,74 @@ export class LuaScript {
     opts: { variadic?: boolean } = {},
   ) {
     this.variadic = opts.variadic ?? false;
-    this.source = resolveLua(name);
-    this.sha = createHash('sha1').update(this.source).digest('hex');
+    const body = resolveLua(name);
+    this.source = `local __events = false; ${body}`;
+    this.sha = sha1(this.source);
   }
 
-  async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
+  /** The collecting variant, built on first use (only processes with an event sink use it). */
+  private get collecting(): ScriptText {
+    if (!this.collectingText) {
+      const body = this.source.slice('local __events = false; '.length);
+      const source = `local __events = {}; local __reply = (function() ${body}\nend)()\nreturn { __events, __reply }`;
+      this.collectingText = { source, sha: sha1(source) };
+    }
+    return this.collectingText;
+  }
+
+  /**
+   * Runs the script. With `events`, the collecting variant runs and the sink gets the events
+   * the script appended, in order, before the reply is returned.
+   */
+  async run(
+    redis: RedisClient,
+    keys: string[],
+    args: Array<string | number>,
+    events?: EventSink,
+  ): Promise<unknown> {
     if (this.variadic ? keys.length < this.numberOfKeys : keys.length !== this.numberOfKeys) {
       const takes = `${this.variadic ? 'at least ' : ''}${this.numberOfKeys}`;
       throw new Error(`${this.name}.lua takes ${takes} keys, got ${keys.length}`);
     }
+    if (events) return this.runCollecting(redis, keys, args, events);
     try {
       return await (redis.evalsha as Script).call(redis, this.sha, keys.length, keys, args);
     } catch (err) {
-      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
-        return (redis.eval as Script).call(redis, this.source, keys.length, keys, args);
-      }
-      refreshSlotsOnRedirect(redis, err);
-      throw err;
+      return this.fallback(redis, this, keys, args, err);
     }
+  }
+
+  private async runCollecting(
+    redis: RedisClient,
+    keys: string[],
+    args: Array<string | number>,
+    events: EventSink,
+  ): Promise<unknown> {
+    const text = this.collecting;
+    let answer: unknown;
+    try {
+      answer = await (redis.evalsha as Script).call(redis, text.sha, keys.length, keys, args);
+    } catch (err) {
+      answer = await this.fallback(redis, text, keys, args, err);
+    }
+    const [written, reply] = answer as [WrittenEvent[], unknown?];
+    if (written.length > 0) events(written);
+    return reply ?? null;
+  }
+
+  /** A server that has not seen the script (restart, failover, new Cluster node) gets its source once. */
+  private fallback(
+    redis: RedisClient,
+    text: ScriptText,
+    keys: string[],
+    args: Array<string | number>,
+    err: unknown,
+  ): Promise<unknown> {
+    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
+      return (redis.eval as Script).call(redis, text.source, keys.length, keys, args);
+    }
+    refreshSlotsOnRedirect(redis, err);
+    throw err;
   }
 }
 
