@@ -64,8 +64,8 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=e2e',
     };
     ingress = await stack.start('ingress', otel);
-    // debug: the turn's own line ('turn committed') is written inside its spans.
-    worker = await stack.start('worker', { ...otel, LOG_LEVEL: 'debug' });
+    // At the default level: the turn's own line ('turn ended') is written inside its span.
+    worker = await stack.start('worker', otel);
     await stack.start('delivery', otel);
   }, 60_000);
 
@@ -165,7 +165,7 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
     const traced = worker.logs.filter((l) => l.trace_id === traceId);
     expect(traced.length).toBeGreaterThan(0);
     // The turn's bindings stay beside the trace fields.
-    const committed = traced.find((l) => l.msg === 'turn committed');
+    const committed = traced.find((l) => l.msg === 'turn ended' && l.outcome === 'done');
     expect(committed).toMatchObject({ chatKey: 'traced', runId: turn?.attributes['chatlane.run_id'] });
     expect(trace.some((s) => s.spanId === committed?.span_id)).toBe(true);
   }, 60_000);

@@ -30,6 +30,7 @@ import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 import { linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
+import { logTurnEnd, type TurnTally } from './turn-log.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -160,6 +161,7 @@ async function leasedTurn(
     opts.jobId === undefined ? { chatKey, runId } : { jobId: opts.jobId, chatKey, runId },
   );
   const { store, settings } = deps;
+  const started = Date.now();
   const acquired = await Lane.acquire(store, {
     chatKey,
     owner: `${deps.workerId}:${runId}`,
@@ -183,6 +185,8 @@ async function leasedTurn(
     sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
+    merged: 0,
+    started,
     usage: new UsageTally(),
     span,
     reply: deps.replies
@@ -209,7 +213,17 @@ async function leasedTurn(
   // hold its registers and await closures through every model call): the rest of the turn
   // starts once it has settled.
   const first = turnBody(run, 1);
-  const settle = () => settleTurn(run, first, finalAttempt);
+  const settle = () =>
+    settleTurn(run, first, finalAttempt).then(
+      (outcome) => {
+        logTurnEnd(run, outcome);
+        return outcome;
+      },
+      (err: unknown) => {
+        logTurnEnd(run, undefined, err);
+        throw err;
+      },
+    );
   return first.then(settle, settle);
 }
 
@@ -219,7 +233,7 @@ function streamsToPlatform(deps: TurnDeps, route: string | undefined): boolean {
 }
 
 /** A turn that holds its chat's lane. */
-interface TurnRun {
+interface TurnRun extends TurnTally {
   deps: TurnDeps;
   lane: Lane;
   logger: Logger;
@@ -438,6 +452,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
         used += tokens;
       }
       mergeRoom.take(used);
+      run.merged += fitting.length;
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
       linkMerged(run.span, fitting);
       return fitting;
