@@ -18,7 +18,7 @@ import {
   secretValues,
   validate,
 } from '../helpers/kubernetes.js';
-import { allowedAggregations, exportedNames, selectors } from '../helpers/promql.js';
+import { allowedAggregations, documentedExpressions, exportedNames, selectors } from '../helpers/promql.js';
 
 /**
  * deploy/kubernetes: the base and both overlays render with `kubectl kustomize`, every object
@@ -158,6 +158,8 @@ describe.each(DIRS)('kubectl kustomize %s', (dir) => {
     expect(query).toMatch(/queue="turns"/);
     expect(query).toMatch(/state=~"waiting\|active"/);
     expect(/namespace="([^"]+)"/.exec(query)?.[1]).toBe(scaled!.metadata.namespace);
+    // docs/kubernetes.md shows the query the manifests hold.
+    expect(documentedExpressions('docs/kubernetes.md')).toContain(query);
     // One worker per WORKER_CONCURRENCY waiting or active turns, not fewer slots than turns.
     const concurrency = loadConfig(envOf(worker.container)).WORKER_CONCURRENCY;
     expect(Number(trigger?.metadata.threshold)).toBeLessThanOrEqual(concurrency);
