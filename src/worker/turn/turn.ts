@@ -319,6 +319,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
+  // A retry after a compaction reads the pending messages anew, earlier merges among them.
+  run.merged = 0;
 
   // The read taken with the lease on the first pass; a retry after a compaction reads anew.
   const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
