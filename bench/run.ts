@@ -68,6 +68,7 @@ const { values } = parseArgs({
     apart: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
+    'log-level': { type: 'string' },
   },
   strict: true,
 });
@@ -99,6 +100,8 @@ flags:
   --chart-label TEXT   title of those charts
   --tracing            ingress, overhead: chatlane exports every span (OTLP/HTTP, 100 % sampled) to a
                        local sink; compare with a run without it (docs/tracing.md, "Cost")
+  --log-level L        overhead: the worker's LOG_LEVEL (default info: one line per turn); warn
+                       writes none, so the pair prices the per-turn line
 
 Figures, targets and what limits each: docs/benchmarks.md.
 `);
@@ -137,6 +140,18 @@ const smoke = values.smoke === true;
 // the default sampler) as OTLP/HTTP protobuf to a local sink; compare with a run without it.
 const sink = values.tracing ? await startOtlpSink() : undefined;
 const tracingEnv = sink && { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url };
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const logLevel = values['log-level'];
+if (
+  logLevel !== undefined &&
+  (!LOG_LEVELS.includes(logLevel) || (only !== undefined && only !== 'overhead'))
+) {
+  process.stderr.write(
+    `bench: --log-level applies to overhead only and is one of ${LOG_LEVELS.join(', ')}\n`,
+  );
+  process.exit(2);
+}
+const workerEnv = { ...tracingEnv, ...(logLevel && { LOG_LEVEL: logLevel }) };
 // Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
 const SMOKE = {
   compaction: { conversationTurns: 120, chats: 40, warmupChats: 8 },
@@ -234,7 +249,7 @@ for (const name of selected) {
           turnsPerSlot: Math.floor(positive('turns-per-slot', values['turns-per-slot'])),
         }),
         ...(values.profile && { profileDir: values.profile }),
-        ...(tracingEnv && { env: tracingEnv }),
+        ...(Object.keys(workerEnv).length > 0 && { env: workerEnv }),
         runs,
       });
     } else if (name === 'concurrency') {
@@ -294,6 +309,7 @@ for (const name of selected) {
 report.benchmarks = results;
 report.smoke = smoke;
 report.tracing = sink ? { sampler: 'parentbased_always_on', exported: sink.stats() } : false;
+report.workerLogLevel = logLevel ?? 'info';
 await sink?.close();
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
 if (values.charts) {

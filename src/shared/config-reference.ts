@@ -58,6 +58,7 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   METRICS_PORT: [W, C, D],
   QUEUE_METRICS: every,
   LOG_LEVEL: every,
+  OTEL_SDK_DISABLED: every,
   OTEL_EXPORTER_OTLP_ENDPOINT: every,
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: every,
   OTEL_EXPORTER_OTLP_PROTOCOL: every,
@@ -67,6 +68,11 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   OTEL_RESOURCE_ATTRIBUTES: every,
   OTEL_TRACES_SAMPLER: every,
   OTEL_TRACES_SAMPLER_ARG: every,
+  OTEL_PROPAGATORS: every,
+  OTEL_BSP_SCHEDULE_DELAY: every,
+  OTEL_BSP_EXPORT_TIMEOUT: every,
+  OTEL_BSP_MAX_QUEUE_SIZE: every,
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: every,
   LLM_BASE_URL: [W, C],
   LLM_API_KEY: [W, C],
   LLM_MODEL: [W, C],
@@ -198,6 +204,7 @@ const LIST_TYPES: Record<string, string> = {
   GENERIC_WEBHOOK_REPLY_HOSTS: 'list of hosts',
   FILE_MEDIA_TYPES: 'list of media types',
   MOCK_LLM_LATENCY_MS: 'n or min-max',
+  OTEL_PROPAGATORS: 'list of propagators',
 };
 
 /** One schema's properties as JSON Schema: its input (bounds, defaults) and output (pipes' bounds). */

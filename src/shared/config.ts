@@ -1,15 +1,8 @@
 import { z } from 'zod';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
+import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
-import {
-  clusterNodes,
-  flag,
-  int,
-  latencyRange,
-  nameList,
-  optionalString,
-  otelPairs,
-} from './config-values.js';
+import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
@@ -132,50 +125,8 @@ export const configSchema = () =>
       .default('info')
       .describe('pino log level'),
 
-    // OpenTelemetry tracing (docs/tracing.md): the standard OTEL_* variables, read here only.
-    // With neither endpoint set tracing is off and no tracing SDK module is loaded.
-    OTEL_EXPORTER_OTLP_ENDPOINT: optionalString
-      .pipe(z.string().url().optional())
-      .describe(
-        'OTLP/HTTP collector base URL; traces go to <url>/v1/traces. Unset (and the next one unset): tracing off',
-      ),
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString
-      .pipe(z.string().url().optional())
-      .describe('Full OTLP/HTTP URL for traces, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT'),
-    OTEL_EXPORTER_OTLP_PROTOCOL: z
-      .enum(['http/protobuf', 'http/json'])
-      .default('http/protobuf')
-      .describe('OTLP encoding over HTTP: http/protobuf or http/json (grpc is not supported)'),
-    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z
-      .enum(['http/protobuf', 'http/json'])
-      .optional()
-      .describe('OTLP encoding for traces only; wins over OTEL_EXPORTER_OTLP_PROTOCOL'),
-    OTEL_EXPORTER_OTLP_HEADERS: otelPairs.describe(
-      'Headers sent with every OTLP export, key=value pairs separated by commas (values URL-encoded)',
-    ),
-    OTEL_SERVICE_NAME: optionalString.describe(
-      'service.name of every span of this process (default: chatlane-<role>, e.g. chatlane-worker)',
-    ),
-    OTEL_RESOURCE_ATTRIBUTES: otelPairs.describe(
-      'Extra resource attributes on every span, key=value pairs separated by commas (e.g. deployment.environment=prod)',
-    ),
-    OTEL_TRACES_SAMPLER: z
-      .enum([
-        'always_on',
-        'always_off',
-        'traceidratio',
-        'parentbased_always_on',
-        'parentbased_always_off',
-        'parentbased_traceidratio',
-      ])
-      .default('parentbased_always_on')
-      .describe('Which traces are recorded: always_on, always_off, traceidratio or their parentbased_ forms'),
-    OTEL_TRACES_SAMPLER_ARG: z.coerce
-      .number()
-      .min(0)
-      .max(1)
-      .optional()
-      .describe('The ratio (0..1) of the traceidratio samplers (default 1)'),
+    // OpenTelemetry (docs/tracing.md): the standard OTEL_* variables (config-otel.ts).
+    ...otelShape(),
 
     LLM_BASE_URL: httpUrl.describe(
       'endpoint of the openai-compatible provider (models with no provider prefix); a worker or compactor that needs it and lacks it stops naming it',
@@ -579,8 +530,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
-  const redisProblems = redisTopologyProblems(config);
-  if (redisProblems.length > 0) throw new ConfigError(`invalid configuration:\n${redisProblems.join('\n')}`);
+  const problems = [...redisTopologyProblems(config), ...otelProblems(config)];
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(

@@ -236,7 +236,8 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
         const moved = await store.advance(chatKey, owner, cursor, item, leaseMs, event);
         if (!moved.ok) return lostWith(logger, moved, delivered, failed);
         if (deps.metrics) recordDeliveryFailure(deps.metrics, channel);
-        logger.warn(event, 'delivery failed; item skipped');
+        // One warn line per failed attempt: this last one, or 'delivery will be retried' above.
+        logger.warn({ ...event, attempt }, 'delivery failed; item skipped');
         cursor = item.id;
         waiting = undefined;
         failed += 1;

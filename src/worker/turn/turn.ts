@@ -29,6 +29,7 @@ import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 import { countedPending, linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
+import { logTurnEnd, type TurnTally } from './turn-log.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -159,6 +160,7 @@ async function leasedTurn(
     opts.jobId === undefined ? { chatKey, runId } : { jobId: opts.jobId, chatKey, runId },
   );
   const { store, settings } = deps;
+  const started = Date.now();
   const acquired = await Lane.acquire(store, {
     chatKey,
     owner: `${deps.workerId}:${runId}`,
@@ -182,6 +184,8 @@ async function leasedTurn(
     sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
+    merged: 0,
+    started,
     usage: new UsageTally(),
     span,
     reply: deps.replies
@@ -208,7 +212,17 @@ async function leasedTurn(
   // hold its registers and await closures through every model call): the rest of the turn
   // starts once it has settled.
   const first = turnBody(run, 1);
-  const settle = () => settleTurn(run, first, finalAttempt);
+  const settle = () =>
+    settleTurn(run, first, finalAttempt).then(
+      (outcome) => {
+        logTurnEnd(run, outcome);
+        return outcome;
+      },
+      (err: unknown) => {
+        logTurnEnd(run, undefined, err);
+        throw err;
+      },
+    );
   return first.then(settle, settle);
 }
 
@@ -218,7 +232,7 @@ function streamsToPlatform(deps: TurnDeps, route: string | undefined): boolean {
 }
 
 /** A turn that holds its chat's lane. */
-interface TurnRun {
+interface TurnRun extends TurnTally {
   deps: TurnDeps;
   lane: Lane;
   logger: Logger;
@@ -304,6 +318,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
+  // A retry after a compaction reads the pending messages anew, earlier merges among them.
+  run.merged = 0;
 
   // The read taken with the lease on the first pass; a retry after a compaction reads anew.
   const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
@@ -438,6 +454,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
         used += tokens;
       }
       mergeRoom.take(used);
+      run.merged += fitting.length;
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
       linkMerged(run.span, fitting);
       return fitting;
