@@ -7,7 +7,7 @@ import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import type { IConfigMap, IContainer, IService } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, requireCompactionModel, requireModel } from '../../src/shared/config.js';
-import { SHUTDOWN_BACKSTOP_MS } from '../../src/worker/process/grace.js';
+import { SHUTDOWN_BACKSTOP_MS } from '../../src/shared/process/grace.js';
 import {
   containerEnv,
   type K8sObject,
