@@ -15,7 +15,7 @@ import { freePort, inBatches, randomPrefix } from './util.js';
  */
 
 export const WEB_SECRET = 'stream-bench-web-token-secret-of-32-chars-or-more';
-export const API_TOKEN = 'stream-bench-api-token';
+export const API_TOKEN = 'stream-bench-api-token-of-32-chars-or-more';
 
 export interface OwnRedis {
   url: string;
