@@ -21,6 +21,7 @@ import { replicaAcks } from '../shared/replica-acks.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { standardSources } from '../shared/webhooks/standard.js';
+import { apiAccessOf } from './api-access.js';
 import { buildIngress, type IngressApp } from './app.js';
 import { startPollers } from './platforms/poller.js';
 
@@ -34,6 +35,9 @@ export interface IngressHandle {
 const QUEUE_SETUP_TIMEOUT_MS = 30_000;
 
 export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
+  // Before anything connects or binds: an ingress that would serve an open API in production stops here.
+  const access = apiAccessOf(config);
+  if (access.open) logger.warn(access.warning);
   const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
   await waitReady(redis, 10_000);
@@ -60,7 +64,21 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     store,
     turns,
     apiToken: config.API_TOKEN,
-    web: { tokenSecret: config.WEB_TOKEN_SECRET, origins: config.WEB_ORIGINS, waitMs: config.UI_WAIT_MS },
+    web: {
+      tokenSecret: config.WEB_TOKEN_SECRET,
+      tokenRules: {
+        maxTtlS: config.WEB_TOKEN_MAX_TTL_S,
+        audience: config.WEB_TOKEN_AUDIENCE,
+        issuer: config.WEB_TOKEN_ISSUER,
+      },
+      origins: config.WEB_ORIGINS,
+      waitMs: config.UI_WAIT_MS,
+    },
+    security: {
+      metricsToken: config.METRICS_TOKEN,
+      trustProxy: config.TRUST_PROXY,
+      authFailures: { limit: config.AUTH_FAILURE_LIMIT, windowMs: config.AUTH_FAILURE_WINDOW_MS },
+    },
     logger,
     queues,
     metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues : [],
