@@ -90,7 +90,7 @@ export async function registerAdmin(
     options: { uiConfig: { boardTitle: 'chatlane queues' } },
   });
   await app.register(async (scope) => {
-    await securityHeaders(scope, 'board');
+    securityHeaders(scope, 'board');
     scope.addHook('onRequest', basicAuth(user, password, failures));
     await scope.register(serverAdapter.registerPlugin(), { prefix: BOARD_PATH });
   });

@@ -346,7 +346,7 @@ export async function buildIngress(deps: IngressDeps) {
     done(app.lifecycle.shuttingDown ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down') : undefined);
   };
   await app.register(async (hooks) => {
-    await securityHeaders(hooks, 'api');
+    securityHeaders(hooks, 'api');
     hooks.addHook('onRequest', refuseWhenShuttingDown);
     await hooks.register(
       genericWebhookRoutes,
@@ -367,7 +367,7 @@ export async function buildIngress(deps: IngressDeps) {
   }
   await app.register(
     async (api) => {
-      await securityHeaders(api, 'api');
+      securityHeaders(api, 'api');
       api.addHook('onRequest', refuseWhenShuttingDown);
       // Auth is this scope's own hook, on its own routes: never the root's (an app that mounts
       // chatlane keeps its other routes as they are).

@@ -240,6 +240,20 @@ describe('security headers', () => {
     }
   });
 
+  it('a hijacked event stream carries them too', async () => {
+    const ing = await ingress({ apiToken: API_TOKEN });
+    const base = await ing.app.listen({ host: '127.0.0.1', port: 0 });
+    const controller = new AbortController();
+    const res = await fetch(`${base}/v1/chats/hdr/stream`, {
+      headers: bearer(API_TOKEN),
+      signal: controller.signal,
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(res.headers.get('content-security-policy')).toBe("default-src 'none';frame-ancestors 'none'");
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    controller.abort();
+  });
+
   it("Bull Board's pages may not be framed and run only the board's own scripts", async () => {
     const ing = await ingress({ admin: { user: 'ops', password: 'a-board-password' } });
     for (const authorization of [
