@@ -55,6 +55,12 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   ADMIN_USER: [I],
   ADMIN_PASSWORD: [I],
   ADMIN_READ_ONLY: [I],
+  NODE_ENV: [I],
+  API_AUTH: [I],
+  METRICS_TOKEN: every,
+  TRUST_PROXY: [I],
+  AUTH_FAILURE_LIMIT: [I],
+  AUTH_FAILURE_WINDOW_MS: [I],
   METRICS_PORT: [W, C, D],
   QUEUE_METRICS: every,
   LOG_LEVEL: every,
@@ -139,6 +145,9 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   SSE_POLL_MS: [I],
   SSE_POLL_MAX_MS: [I],
   WEB_TOKEN_SECRET: [I],
+  WEB_TOKEN_MAX_TTL_S: [I],
+  WEB_TOKEN_AUDIENCE: [I],
+  WEB_TOKEN_ISSUER: [I],
   WEB_ORIGINS: [I],
   REPLY_STREAM_MAX_LEN: [W],
   REPLY_STREAM_TTL_MS: [W],
@@ -205,6 +214,7 @@ const LIST_TYPES: Record<string, string> = {
   FILE_MEDIA_TYPES: 'list of media types',
   MOCK_LLM_LATENCY_MS: 'n or min-max',
   OTEL_PROPAGATORS: 'list of propagators',
+  TRUST_PROXY: 'true, hop count or list of addresses',
 };
 
 /** One schema's properties as JSON Schema: its input (bounds, defaults) and output (pipes' bounds). */
@@ -245,6 +255,8 @@ function describeVariable(
     bounds.push(`${min}–${max}`);
   else if (Number.isFinite(min)) bounds.push(`≥ ${min}`);
   else if (Number.isFinite(max) && max < Number.MAX_SAFE_INTEGER) bounds.push(`≤ ${max}`);
+  const minLength = input.minLength ?? out.minLength;
+  if (minLength !== undefined) bounds.push(`at least ${minLength} characters`);
   const maxLength = input.maxLength ?? out.maxLength;
   if (maxLength !== undefined) bounds.push(`at most ${maxLength} characters`);
   const pattern = input.pattern ?? out.pattern;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { accessShape, secretOf, webTokenShape } from './config-auth.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
@@ -10,6 +11,7 @@ import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
 import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
 
+export type { TrustProxy } from './config-auth.js';
 export {
   type ModelConfig,
   type ModelSpec,
@@ -87,17 +89,20 @@ export const configSchema = () =>
     PORT: int(3000)
       .pipe(z.number().max(65535))
       .describe('ingress HTTP port; a taken port stops the process with a message naming PORT'),
-    API_TOKEN: optionalString.describe(
-      'bearer token required by /v1/* when set (the load test sends it too)',
+    API_TOKEN: secretOf(32).describe(
+      'bearer token of /v1/* (every route, every chat), at least 32 characters; set, /v1 refuses requests without a valid token (the load test sends it too)',
     ),
     // Bull Board at /admin/queues: mounted only when both are set (basic auth).
     ADMIN_USER: optionalString.describe(
       'Bull Board basic-auth user; the board at /admin/queues is mounted only when ADMIN_USER and ADMIN_PASSWORD are both set',
     ),
-    ADMIN_PASSWORD: optionalString.describe('Bull Board basic-auth password (see ADMIN_USER)'),
+    ADMIN_PASSWORD: secretOf(12).describe(
+      'Bull Board basic-auth password, at least 12 characters (see ADMIN_USER)',
+    ),
     ADMIN_READ_ONLY: flag('false').describe(
       'Bull Board shows queues and jobs but refuses every action (405)',
     ),
+    ...accessShape(),
     // Worker / compactor side port for /metrics, /healthz, /readyz. Unset: DEFAULT_METRICS_PORT
     // if it is free, else any free port (so several processes share a host with no setup).
     // Set: exactly that port (0 = any free port); a taken one stops the process.
@@ -362,11 +367,10 @@ export const configSchema = () =>
       'Redis Cluster only: the read interval a quiet chat backs off to',
     ),
 
-    WEB_TOKEN_SECRET: optionalString
-      .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters')
-      .describe(
-        "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream; unset: no browser tokens",
-      ),
+    WEB_TOKEN_SECRET: secretOf(32).describe(
+      "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream, at least 32 characters; set, /v1 refuses requests without a valid token; unset: no browser tokens",
+    ),
+    ...webTokenShape(),
     WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
       'comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
     ),

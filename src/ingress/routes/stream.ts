@@ -34,7 +34,8 @@ export async function streamRoutes(app: FastifyInstance): Promise<void> {
       }
     }
     assertStreamRoom(clients);
-    const open = await withRedis(() => clients.open(chatKey, from));
+    const view = request.webChat === undefined ? 'api' : 'browser';
+    const open = await withRedis(() => clients.open(chatKey, from, view));
 
     const res = hijackStream(reply, {
       'content-type': 'text/event-stream; charset=utf-8',

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { HttpError } from '../errors.js';
 import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
+import { browserMessage } from '../ui/browser-view.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
 import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
@@ -109,7 +110,9 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const [history, pending] = await withRedis(() =>
       Promise.all([store.readHistory(chatKey), store.readAllPending(chatKey)]),
     );
-    return { chatKey, messages: [...history, ...pending].map(toWebMessage) };
+    const messages = [...history, ...pending].map(toWebMessage);
+    // A browser token reads a failure's code and a generic sentence; the API token, the detail.
+    return { chatKey, messages: request.webChat === undefined ? messages : messages.map(browserMessage) };
   });
 
   app.post('/ui/:id/stop', async (request, reply) => {

@@ -4,7 +4,7 @@ import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
 import { formatCursor, type StreamCursor } from './cursor.js';
 import { StreamHub, type Subscription } from './hub.js';
-import { sseMessage } from './sse.js';
+import { type StreamView, sseMessage } from './sse.js';
 
 export interface StreamSettings {
   /** A comment line to every client this often, so proxies and clients see a live connection. */
@@ -132,7 +132,7 @@ export class StreamClients {
     return this.hub;
   }
 
-  async open(chatKey: string, from: StreamCursor | undefined): Promise<OpenStream> {
+  async open(chatKey: string, from: StreamCursor | undefined, view: StreamView = 'api'): Promise<OpenStream> {
     const hub = this.sharedHub;
     let startCursor: StreamCursor | undefined = from;
     const stream = new OpenStream(this, chatKey, () => startCursor ?? { outbox: '0-0', events: '0-0' });
@@ -140,7 +140,7 @@ export class StreamClients {
     this.metrics?.sseClients.set(this.streams.size);
     try {
       stream.subscription = await hub.subscribe(chatKey, from, (item, cursor) =>
-        stream.write(sseMessage(item, cursor)),
+        stream.write(sseMessage(item, cursor, view)),
       );
     } catch (err) {
       stream.close();
