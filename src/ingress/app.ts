@@ -2,6 +2,7 @@ import cors from '@fastify/cors';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import { Redis } from 'ioredis';
+import type { ResolveAll } from '../shared/address-policy.js';
 import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -88,6 +89,11 @@ export interface IngressDeps {
   contacts?: ContactBook;
   /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
   files?: FilePolicy;
+  /**
+   * How ingest resolves the host names of URLs a user names (reply URLs, file parts) for the
+   * address policy; default the system resolver. Tests map names to addresses.
+   */
+  resolve?: ResolveAll;
   /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
   memoryMaxTokens?: number;
   /** Browsers (docs/streaming.md): per-chat tokens, CORS origins, how long POST /v1/ui waits. */
@@ -297,10 +303,10 @@ export async function buildIngress(deps: IngressDeps) {
   };
   await app.register(async (hooks) => {
     hooks.addHook('onRequest', refuseWhenShuttingDown);
-    await hooks.register(
-      genericWebhookRoutes,
-      deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } },
-    );
+    await hooks.register(genericWebhookRoutes, {
+      ...(deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } }),
+      ...(deps.resolve && { resolve: deps.resolve }),
+    });
     await hooks.register(platformWebhookRoutes, {
       runtime: deps.platforms?.runtime,
       metrics: deps.metrics ?? processMetrics(),

@@ -1,13 +1,14 @@
-import { isIP } from 'node:net';
-import { isPrivateAddress } from './webhooks/reply-url.js';
+import { hostProblem, type ResolveAll, resolvedHostProblem } from './address-policy.js';
 
 /**
  * Which file parts a user message may carry (checked at ingest, the one path every entry
  * point takes). A file part is fetched later by the worker for the model, so an accepted
  * URL is a promise that it can be fetched safely: `https:` only (never `http:`, `file:`,
  * `ftp:` ...), or inline `data:` up to a size cap, with a media type the operator allows.
- * Host names are judged again after DNS resolution when the worker fetches (safe-fetch.ts);
- * here only what needs no DNS is refused (IP literals and `localhost`).
+ * The host must be public by the one address policy (`address-policy.ts`): an IP literal or a
+ * `localhost` name is refused without DNS (`fileProblem`), a name by what it resolves to
+ * (`messageFileHostProblem`), and the worker judges the addresses it connects to again when it
+ * fetches (safe-download.ts).
  */
 export interface FilePolicy {
   /** FILE_MEDIA_TYPES: exact types (`application/pdf`) or a family (`image/*`), lowercase. */
@@ -71,15 +72,6 @@ function dataUrl(url: string): { mediaType: string; bytes: number } | undefined 
   }
 }
 
-/** Why a host literal in an https URL cannot be fetched, if it is one. */
-function privateHost(url: URL): string | undefined {
-  const host = url.hostname.toLowerCase();
-  const literal = host.replace(/^\[|\]$/g, '');
-  if (isIP(literal) && isPrivateAddress(literal)) return `${literal} is a private address`;
-  if (host === 'localhost' || host.endsWith('.localhost')) return 'localhost is a private address';
-  return undefined;
-}
-
 /** The first reason a file part is refused, or undefined when it may be stored. */
 export function fileProblem(
   part: { url?: unknown; mediaType?: unknown },
@@ -125,7 +117,7 @@ export function fileProblem(
   if (url.username || url.password) {
     return { code: 'FILE_URL_NOT_ALLOWED', message: 'url: must not carry credentials' };
   }
-  const host = privateHost(url);
+  const host = hostProblem(url.hostname);
   if (host) return { code: 'FILE_URL_NOT_ALLOWED', message: `url: ${host}` };
   return undefined;
 }
@@ -141,4 +133,28 @@ export function messageFileProblem(
     if (problem) return { code: problem.code, message: `message part ${i}: ${problem.message}` };
   }
   return undefined;
+}
+
+/**
+ * The first file part whose https host name resolves to an address that is not public. Runs
+ * after `messageFileProblem` (every https URL parses); each distinct host is resolved once.
+ */
+export async function messageFileHostProblem(
+  parts: ReadonlyArray<{ type: string }>,
+  resolve?: ResolveAll,
+): Promise<FileProblem | undefined> {
+  const hosts = new Map<string, Promise<string | undefined>>();
+  const checks = parts.flatMap((part, i) => {
+    const url = part.type === 'file' ? (part as { url?: unknown }).url : undefined;
+    if (typeof url !== 'string' || !/^https:/i.test(url)) return [];
+    const host = new URL(url).hostname;
+    let check = hosts.get(host);
+    if (!check) {
+      check = resolvedHostProblem(host, resolve);
+      hosts.set(host, check);
+    }
+    return [check.then((problem) => problem && `message part ${i}: url: ${problem}`)];
+  });
+  const message = (await Promise.all(checks)).find((p) => p !== undefined);
+  return message === undefined ? undefined : { code: 'FILE_URL_NOT_ALLOWED', message };
 }

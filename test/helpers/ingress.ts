@@ -38,6 +38,8 @@ export interface TestIngressOptions {
   /** REDIS_REPLICA_ACKS for the store's writes. */
   replicaAcks?: ReplicaAcks;
   web?: IngressDeps['web'];
+  /** How ingest resolves host names for the address policy (default: the system resolver). */
+  resolve?: IngressDeps['resolve'];
 }
 
 export async function testIngress(
@@ -64,6 +66,7 @@ export async function testIngress(
     ...(opts.metrics && { metrics: opts.metrics }),
     ...(opts.usage && { usage: opts.usage }),
     ...(opts.web && { web: opts.web }),
+    ...(opts.resolve && { resolve: opts.resolve }),
   });
   return {
     app,

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { type ResolveAll, resolvedHostProblem } from '../../shared/address-policy.js';
 import { chatKeySchema } from '../../shared/chat-key.js';
 import { GENERIC_CHANNEL } from '../../shared/delivery/generic-sender.js';
 import type { ReplyRoute } from '../../shared/delivery/route.js';
@@ -12,6 +13,8 @@ import { bodyTooDeep, parseOrThrow } from '../validation.js';
 export interface GenericWebhookOptions {
   sources: ReadonlyMap<string, StandardWebhookSource>;
   replyPolicy: ReplyUrlPolicy;
+  /** How reply URL hosts are resolved at ingest (default: the system resolver). */
+  resolve?: ResolveAll;
 }
 
 /** The route whose outcomes `chatlane_messages_total` counts beside the HTTP API's. */
@@ -99,7 +102,13 @@ export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWe
       const body = parseOrThrow(genericWebhookBody, json, 'body');
       let route: ReplyRoute | undefined;
       if (body.replyTo) {
-        const problem = replyUrlProblem(body.replyTo.url, opts.replyPolicy);
+        const problem =
+          replyUrlProblem(body.replyTo.url, opts.replyPolicy) ??
+          // An allowlist names every host it accepts, resolved or not; without one the name
+          // must resolve to public addresses only.
+          (opts.replyPolicy.hosts.length === 0
+            ? await resolvedHostProblem(new URL(body.replyTo.url).hostname, opts.resolve)
+            : undefined);
         if (problem) throw new HttpError('REPLY_URL_NOT_ALLOWED', `replyTo.url: ${problem}`);
         route = { channel: GENERIC_CHANNEL, source: source.name, url: body.replyTo.url };
       }
