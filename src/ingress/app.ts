@@ -221,6 +221,21 @@ export async function buildIngress(deps: IngressDeps) {
   );
   const origins = deps.web?.origins ?? [];
   if (origins.length > 0) {
+    // @fastify/cors answers an OPTIONS that is not a preflight with a text/plain 400 of its
+    // own; this hook runs first and answers it in the documented shape (itself: the plugin's
+    // OPTIONS route is registered before the app's error handler, so it would not apply).
+    app.addHook('onRequest', (request, reply, done) => {
+      const preflight = request.headers.origin && request.headers['access-control-request-method'];
+      if (request.method !== 'OPTIONS' || preflight) return done();
+      reply
+        .code(ERROR_CODES.BAD_REQUEST)
+        .send(
+          errorBody(
+            'BAD_REQUEST',
+            'OPTIONS answers CORS preflights only: Origin and Access-Control-Request-Method are required',
+          ),
+        );
+    });
     await app.register(cors, {
       origin: [...origins],
       methods: ['GET', 'POST'],

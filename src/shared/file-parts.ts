@@ -52,24 +52,33 @@ export function mediaTypeAllowed(mediaType: string, allowed: readonly string[]):
   return allowed.some((a) => a === type || (a.endsWith('/*') && type.startsWith(a.slice(0, -1))));
 }
 
-/** Decoded size of a data: URL's payload, or undefined when it is not a well-formed data: URL. */
+/**
+ * Base64 (RFC 4648's alphabet) that decodes: padded to a multiple of 4, or unpadded with a
+ * length that is not 1 more than one (no 6-bit remainder can be a byte).
+ */
+function isBase64(payload: string): boolean {
+  const m = /^([A-Za-z0-9+/]*)(={0,2})$/.exec(payload);
+  if (!m) return false;
+  const data = m[1]!.length;
+  const pad = m[2]!.length;
+  return pad > 0 ? (data + pad) % 4 === 0 : data % 4 !== 1;
+}
+
+/**
+ * Decoded size of a data: URL's payload, or undefined when it is not a well-formed base64
+ * data: URL (`data:<type>;base64,<payload>`). Only base64: the model request carries a file's
+ * bytes as base64 (the AI SDK reads the payload as such), so a percent-encoded or broken
+ * payload would fail every attempt of the turn instead of being refused here.
+ */
 function dataUrl(url: string): { mediaType: string; bytes: number } | undefined {
   const comma = url.indexOf(',');
   if (comma < 0) return undefined;
   const header = url.slice(5, comma);
   const payload = url.slice(comma + 1);
-  const base64 = /;base64$/i.test(header);
-  const mediaType = (base64 ? header.slice(0, -7) : header) || 'text/plain';
-  if (base64) {
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined;
-    const pad = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
-    return { mediaType, bytes: Math.floor((payload.length * 3) / 4) - pad };
-  }
-  try {
-    return { mediaType, bytes: Buffer.byteLength(decodeURIComponent(payload), 'utf8') };
-  } catch {
-    return undefined;
-  }
+  if (!/;base64$/i.test(header) || !isBase64(payload)) return undefined;
+  const mediaType = header.slice(0, -7) || 'text/plain';
+  const pad = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
+  return { mediaType, bytes: Math.floor((payload.length * 3) / 4) - pad };
 }
 
 /** The first reason a file part is refused, or undefined when it may be stored. */
@@ -87,7 +96,12 @@ export function fileProblem(
   const raw = typeof part.url === 'string' ? part.url : '';
   if (/^data:/i.test(raw)) {
     const data = dataUrl(raw);
-    if (!data) return { code: 'FILE_URL_NOT_ALLOWED', message: 'url: not a well-formed data: URL' };
+    if (!data) {
+      return {
+        code: 'FILE_URL_NOT_ALLOWED',
+        message: 'url: not a well-formed base64 data: URL (data:<media type>;base64,<base64>)',
+      };
+    }
     if (!mediaTypeAllowed(data.mediaType, policy.mediaTypes)) {
       return {
         code: 'FILE_TYPE_NOT_ALLOWED',
