@@ -40,6 +40,8 @@ export interface TestIngressOptions {
   web?: IngressDeps['web'];
   /** How ingest resolves host names for the address policy (default: the system resolver). */
   resolve?: IngressDeps['resolve'];
+  /** Bull Board's credentials (default: not mounted). */
+  admin?: IngressDeps['admin'];
 }
 
 export async function testIngress(
@@ -67,6 +69,7 @@ export async function testIngress(
     ...(opts.usage && { usage: opts.usage }),
     ...(opts.web && { web: opts.web }),
     ...(opts.resolve && { resolve: opts.resolve }),
+    ...(opts.admin && { admin: opts.admin }),
   });
   return {
     app,
