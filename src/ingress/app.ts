@@ -2,6 +2,7 @@ import cors from '@fastify/cors';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import { Redis } from 'ioredis';
+import type { ResolveAll } from '../shared/address-policy.js';
 import type { TrustProxy } from '../shared/config.js';
 import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
@@ -91,6 +92,11 @@ export interface IngressDeps {
   contacts?: ContactBook;
   /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
   files?: FilePolicy;
+  /**
+   * How ingest resolves the host names of URLs a user names (reply URLs, file parts) for the
+   * address policy; default the system resolver. Tests map names to addresses.
+   */
+  resolve?: ResolveAll;
   /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
   memoryMaxTokens?: number;
   /**
@@ -244,6 +250,21 @@ export async function buildIngress(deps: IngressDeps) {
   );
   const origins = deps.web?.origins ?? [];
   if (origins.length > 0) {
+    // @fastify/cors answers an OPTIONS that is not a preflight with a text/plain 400 of its
+    // own; this hook runs first and answers it in the documented shape (itself: the plugin's
+    // OPTIONS route is registered before the app's error handler, so it would not apply).
+    app.addHook('onRequest', (request, reply, done) => {
+      const preflight = request.headers.origin && request.headers['access-control-request-method'];
+      if (request.method !== 'OPTIONS' || preflight) return done();
+      reply
+        .code(ERROR_CODES.BAD_REQUEST)
+        .send(
+          errorBody(
+            'BAD_REQUEST',
+            'OPTIONS answers CORS preflights only: Origin and Access-Control-Request-Method are required',
+          ),
+        );
+    });
     await app.register(cors, {
       origin: [...origins],
       methods: ['GET', 'POST'],
@@ -348,10 +369,10 @@ export async function buildIngress(deps: IngressDeps) {
   await app.register(async (hooks) => {
     securityHeaders(hooks, 'api');
     hooks.addHook('onRequest', refuseWhenShuttingDown);
-    await hooks.register(
-      genericWebhookRoutes,
-      deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } },
-    );
+    await hooks.register(genericWebhookRoutes, {
+      ...(deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } }),
+      ...(deps.resolve && { resolve: deps.resolve }),
+    });
     await hooks.register(platformWebhookRoutes, {
       runtime: deps.platforms?.runtime,
       metrics: deps.metrics ?? processMetrics(),

@@ -95,6 +95,13 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
     files: filePolicy(config),
+    streams: {
+      heartbeatMs: config.SSE_HEARTBEAT_MS,
+      maxClients: config.SSE_MAX_CLIENTS,
+      maxClientsPerChat: config.SSE_MAX_CLIENTS_PER_CHAT,
+      pollMs: config.SSE_POLL_MS,
+      pollMaxMs: config.SSE_POLL_MAX_MS,
+    },
     memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     usage: { prices: config.MODEL_PRICES, dailyTokenBudget: config.CHAT_DAILY_TOKEN_BUDGET },
     limits: {

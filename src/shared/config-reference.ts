@@ -142,6 +142,7 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   GENERIC_WEBHOOK_REPLY_ALLOW_HTTP: [I, W, D],
   SSE_HEARTBEAT_MS: [I],
   SSE_MAX_CLIENTS: [I],
+  SSE_MAX_CLIENTS_PER_CHAT: [I],
   SSE_POLL_MS: [I],
   SSE_POLL_MAX_MS: [I],
   WEB_TOKEN_SECRET: [I],

@@ -352,13 +352,18 @@ export const configSchema = () =>
       'allow http: reply URLs (development); https only otherwise',
     ),
 
-    // Live stream (GET /v1/chats/:chatKey/stream): heartbeat comment interval, streams per
-    // ingress process, and on a Redis Cluster the interval between reads of a chat with news,
-    // backing off to SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one
-    // blocking XREAD instead).
-    SSE_HEARTBEAT_MS: int(15_000, 100).describe('a heartbeat comment goes to every live stream this often'),
+    // Streamed responses (GET /v1/chats/:chatKey/stream, POST /v1/ui, GET /v1/ui/:id/stream):
+    // heartbeat comment interval, how many one ingress process serves in all and per chat, and
+    // on a Redis Cluster the interval between reads of a chat with news, backing off to
+    // SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one blocking XREAD instead).
+    SSE_HEARTBEAT_MS: int(15_000, 100).describe(
+      'a heartbeat comment goes to every streamed response this often',
+    ),
     SSE_MAX_CLIENTS: int(10_000, 1).describe(
-      'live streams one ingress process serves (503 STREAM_CAPACITY beyond)',
+      'streamed responses (live streams, /v1/ui replies and resumes) one ingress process serves at once (503 STREAM_CAPACITY beyond)',
+    ),
+    SSE_MAX_CLIENTS_PER_CHAT: int(10, 1).describe(
+      'streamed responses of one chat one ingress process serves at once, every kind together (429 STREAM_LIMIT beyond): one browser token cannot use up SSE_MAX_CLIENTS',
     ),
     SSE_POLL_MS: int(250, 10).describe(
       "Redis Cluster only: how often a watched chat's streams are read after news",

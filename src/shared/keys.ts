@@ -110,6 +110,15 @@ export function allChatKeys(prefix: string, chatKey: string, contextIds: readonl
   ];
 }
 
+/**
+ * string: the chatKey a signed generic webhook's `webhook-id` was stored in, for the
+ * idempotency window: Standard Webhooks ids are unique per source, not per chat. Source names
+ * and webhook ids carry no braces (config and route check them), so the tag holds.
+ */
+export function webhookIdKey(prefix: string, source: string, webhookId: string): string {
+  return `${prefix}:{w:${source}}:id:${webhookId}`;
+}
+
 /** Best-effort index of chats by last activity (lives in its own slot, by design). */
 export function chatsIndexKey(prefix: string): string {
   return `${prefix}:chats`;

@@ -39,6 +39,9 @@ export interface Metrics {
   deliverySendDuration: Histogram<'channel'>;
   deliveryLag: Histogram<'channel'>;
   sseClients: Gauge;
+  sseMaxClients: Gauge;
+  sseMaxClientsPerChat: Gauge;
+  sseRefused: Counter<'limit'>;
   compactionRuns: Counter<'result'>;
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
@@ -144,6 +147,22 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     sseClients: new Gauge({
       name: 'chatlane_sse_clients',
       help: 'Live stream (SSE) clients connected to this ingress process',
+      registers,
+    }),
+    sseMaxClients: new Gauge({
+      name: 'chatlane_sse_max_clients',
+      help: 'SSE_MAX_CLIENTS: streamed responses (live streams, /v1/ui replies and resumes) this ingress process serves at once',
+      registers,
+    }),
+    sseMaxClientsPerChat: new Gauge({
+      name: 'chatlane_sse_max_clients_per_chat',
+      help: 'SSE_MAX_CLIENTS_PER_CHAT: streamed responses of one chat this ingress process serves at once',
+      registers,
+    }),
+    sseRefused: new Counter({
+      name: 'chatlane_sse_refused_total',
+      help: 'Streamed responses refused at a cap: limit="process" (503 STREAM_CAPACITY) or limit="chat" (429 STREAM_LIMIT)',
+      labelNames: ['limit'],
       registers,
     }),
     deliveryLag: new Histogram({

@@ -39,6 +39,9 @@ export interface TestIngressOptions {
   replicaAcks?: ReplicaAcks;
   web?: IngressDeps['web'];
   security?: IngressDeps['security'];
+  /** How ingest resolves host names for the address policy (default: the system resolver). */
+  resolve?: IngressDeps['resolve'];
+  /** Bull Board's credentials (default: not mounted). */
   admin?: IngressDeps['admin'];
   /** Default: silent. */
   logger?: IngressDeps['logger'];
@@ -69,6 +72,7 @@ export async function testIngress(
     ...(opts.usage && { usage: opts.usage }),
     ...(opts.web && { web: opts.web }),
     ...(opts.security && { security: opts.security }),
+    ...(opts.resolve && { resolve: opts.resolve }),
     ...(opts.admin && { admin: opts.admin }),
   });
   return {

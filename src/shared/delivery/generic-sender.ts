@@ -1,7 +1,8 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { guardedLookup } from '../address-policy.js';
 import { inSpan, propagationHeaders } from '../tracing/spans.js';
-import { guardedLookup, isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
+import { isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
 import type { StandardWebhookSource } from '../webhooks/standard.js';
 import { deliveryId } from './delivery-id.js';
 import type { Sender, SendRequest, SendResult } from './sender.js';

@@ -7,6 +7,7 @@ import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { type ReplicaAcks, ReplicationTimeoutError, type WriteMark } from '../replica-acks.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
+import { rangeStartAfter } from '../stream-id.js';
 import { type CallUsage, usageArgs, usageWrite } from '../usage.js';
 import {
   type AcquireResult,
@@ -445,7 +446,9 @@ export class ChatStore {
    * callers await it, a second suspended frame per read (held until Redis answers) buys nothing.
    */
   private rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
-    return this.redis.xrange(key, after ? `(${after}` : '-', '+', 'COUNT', count) as Promise<StreamEntry[]>;
+    const start = after ? rangeStartAfter(after) : '-';
+    if (start === undefined) return Promise.resolve([]);
+    return this.redis.xrange(key, start, '+', 'COUNT', count) as Promise<StreamEntry[]>;
   }
 
   async readHistory(chatKey: string): Promise<ChatMessage[]> {

@@ -1,6 +1,7 @@
 import { Cluster } from 'ioredis';
 import type { EventSink } from '../events.js';
 import { lazyChatKeys, replyStreamKey } from '../keys.js';
+import { rangeStartAfter } from '../stream-id.js';
 import { replyResultsSchema, type StreamEntry } from './records.js';
 import { type RedisClient, scripts } from './scripts.js';
 
@@ -209,9 +210,11 @@ export class ReplyStreams {
 
   /** Entries after `after` (exclusive), oldest first. */
   async read(chatKey: string, runId: string, after = '0-0', count = 500): Promise<ReplyEntry[]> {
+    const start = rangeStartAfter(after);
+    if (start === undefined) return [];
     const raw = (await this.redis.xrange(
       this.key(chatKey, runId),
-      `(${after}`,
+      start,
       '+',
       'COUNT',
       count,

@@ -163,4 +163,6 @@ export const scripts = {
   replyWrite: new LuaScript('reply-write', 4),
   replyAppendMany: new LuaScript('reply-append-many', 2, { variadic: true }),
   replyStop: new LuaScript('reply-stop', 2),
+  webhookClaim: new LuaScript('webhook-claim', 1),
+  webhookRelease: new LuaScript('webhook-release', 1),
 };
