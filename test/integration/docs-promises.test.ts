@@ -16,6 +16,7 @@ import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
 const CRM = webhookSecret();
 const FORMS = webhookSecret();
 const ORIGIN = 'https://app.example.com';
+const API_TOKEN = 'an-api-token-of-at-least-32-characters-long';
 const redis = testRedis('ingress');
 const prefix = randomPrefix('promises');
 let ing: TestIngress;
@@ -26,6 +27,7 @@ beforeAll(async () => {
   await waitReady(redis);
   let port: number;
   ({ ing, port } = await listeningIngress(redis, prefix, {
+    apiToken: API_TOKEN,
     web: { tokenSecret: 'a-web-token-secret-of-at-least-32-characters', origins: [ORIGIN] },
     genericWebhooks: {
       sources: standardSources([
@@ -128,7 +130,7 @@ describe('a data: file URL', () => {
   const post = (url: string) =>
     fetch(`${base}/v1/chats/files/messages`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_TOKEN}` },
       body: JSON.stringify({ text: 'look', parts: [{ type: 'file', mediaType: 'image/png', url }] }),
     });
 
