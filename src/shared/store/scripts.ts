@@ -92,6 +92,7 @@ export const scripts = {
   contactSend: new LuaScript('contact-send', 3),
   contactReceive: new LuaScript('contact-receive', 4),
   memorySet: new LuaScript('memory-set', 3),
+  once: new LuaScript('once', 4),
   pollerAcquire: new LuaScript('poller-acquire', 2),
   pollerRenew: new LuaScript('poller-renew', 1),
   replyWrite: new LuaScript('reply-write', 4),
