@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { ToolSet } from 'ai';
 import { type Config, ConfigError, requireModel } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import { type Metrics, processMetrics } from '../../shared/metrics.js';
@@ -10,6 +11,7 @@ import type { ProviderFactories } from '../agent/providers.js';
 import { roleModel } from '../agent/role-model.js';
 import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
+import { prepareCustomTools } from '../agent/tools/custom-tools.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { RedisProvider } from '../pipeline/provider.js';
@@ -53,6 +55,12 @@ export interface TurnParts {
   metrics?: Metrics;
   capabilities?: Capabilities;
   providers?: ProviderFactories;
+  /**
+   * The program's own AI SDK tools, offered to every turn after chatlane's, with the chat in
+   * their `options.context` (custom-tools.ts). Check them first (`checkTools`): names are
+   * not checked here.
+   */
+  tools?: ToolSet;
 }
 
 export function turnDepsFromConfig(
@@ -72,6 +80,7 @@ export function turnDepsFromConfig(
     prices: config.MODEL_PRICES,
   });
   const { profile, skills } = capabilities;
+  const tools = parts.tools && Object.keys(parts.tools).length > 0 ? parts.tools : undefined;
   return {
     store,
     model,
@@ -92,6 +101,13 @@ export function turnDepsFromConfig(
       skills,
     }),
     ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
+    ...(tools && {
+      customTools: prepareCustomTools(tools, {
+        timeoutMs: config.TOOL_TIMEOUT_MS,
+        resultMaxChars: config.TOOL_RESULT_MAX_CHARS,
+        metrics,
+      }),
+    }),
     settings: {
       leaseMs: config.TURN_LEASE_MS,
       maxSteps: config.MAX_STEPS,
@@ -102,6 +118,11 @@ export function turnDepsFromConfig(
       reserveTokens: RESERVE_TOKENS,
       stepTimeoutMs,
       memoryMaxTokens: config.MEMORY_MAX_TOKENS,
+      once: {
+        maxBytes: config.ONCE_RESULT_MAX_BYTES,
+        maxKeys: config.ONCE_MAX_KEYS,
+        keepMs: config.ONCE_KEEP_MS,
+      },
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
