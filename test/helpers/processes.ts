@@ -25,14 +25,15 @@ export interface RoleProcess {
 /**
  * Start `node dist/cli.js <role>` as a real process and wait until it says it is up
  * ('ingress listening' / 'worker started' / …). Tests kill only what they started, by pid.
+ * `entry` runs another script in the CLI's place (a test's own worker, built from dist/).
  */
 export async function startRole(
   role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'all' | 'mock-llm',
   env: Record<string, string>,
-  { timeoutMs = 20_000, nodeArgs = [] as string[] } = {},
+  { timeoutMs = 20_000, nodeArgs = [] as string[], entry = CLI } = {},
 ): Promise<RoleProcess> {
   if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
-  const child = spawn(process.execPath, [...nodeArgs, CLI, role], {
+  const child = spawn(process.execPath, [...nodeArgs, entry, role], {
     env: {
       ...process.env,
       REDIS_URL,
