@@ -2,6 +2,9 @@ import { customProvider, type ToolSet, tool } from 'ai';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { prepareWorker } from '../../src/roles/worker.js';
+import { ConfigError } from '../../src/shared/config.js';
+import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import { createMetrics } from '../../src/shared/metrics.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
@@ -96,6 +99,14 @@ async function ingest(store: ChatStore, chatKey: string, id: string, text = 'go'
 }
 
 describe('a tool given in code', () => {
+  it('that breaks the name rules stops the worker at start, before it connects, with an error naming it', async () => {
+    const config = workerConfig(randomPrefix(LABEL), 'http://model.invalid/v1');
+    const impostor = tool({ inputSchema: z.object({}), execute: async () => 'x' });
+    const starting = prepareWorker(config, silentLogger(), { tools: { chat_send: impostor } });
+    await expect(starting).rejects.toThrow(ConfigError);
+    await expect(starting).rejects.toThrow(/"chat_send" clashes with chatlane's own tools/);
+  });
+
   it("gets the chat in options.context: chatKey, runId, the ids of the messages the turn answers (merged ones too), the newest one's sender", async () => {
     const seen: Array<Record<string, unknown>> = [];
     const whoami = tool({
