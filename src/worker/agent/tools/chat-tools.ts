@@ -88,7 +88,7 @@ export class ChatTools {
       ...(opts.contacts ? ['chat_contact_send'] : []),
     ];
     this.alwaysWithTurn = opts.contacts ? ['chat_contact_send'] : [];
-    this.customNames = Object.keys(opts.custom ?? {}).filter((n) => !(n in this.own));
+    this.customNames = Object.keys(opts.custom ?? {}).filter((n) => !Object.hasOwn(this.own, n));
     this.custom = Object.fromEntries(this.customNames.map((n) => [n, opts.custom![n]!]));
   }
 
