@@ -12,7 +12,7 @@ const ENTRY = fileURLToPath(new URL('../fixtures/tools-worker.mjs', import.meta.
 /** Short leases and locks: the takeover comes within a few seconds, not the default ~11 s. */
 const FAST_RECOVERY = { TURN_LEASE_MS: '1500', JOB_LOCK_MS: '1500', STALLED_INTERVAL_MS: '500' };
 /** Every model call of the doomed turns lasts this long: the kill lands inside the one after the tool. */
-const CALL_MS = 3000;
+const CALL_MS = 4000;
 
 /** The world outside the worker: counts each effect the tools cause, and survives the kill. */
 async function effectServer(): Promise<{ url: string; counts: Map<string, number>; server: Server }> {
