@@ -53,6 +53,12 @@ const CHAT_SEND = 'chat_send';
 const SKILLS_LOAD = 'skills_load';
 /** A user asking for a skill by name ("… skill: weather …") makes the mock load it first. */
 const SKILL_REQUEST = /\bskill:\s*([A-Za-z0-9_-]+)/i;
+/**
+ * A user asking for an offered tool by name, with its input as JSON on the same line
+ * ("… tool: lookup {"id":"42"}"; `{}` without one), makes the mock call it first, then say
+ * what it returned through chat_send.
+ */
+const TOOL_REQUEST = /\btool:\s*([A-Za-z0-9_-]+)(?:[ \t]+(\{[^\n]*\}))?/i;
 
 export function chatKeyOf(messages: readonly MockMessage[]): string {
   for (const message of messages) {
@@ -121,6 +127,28 @@ function toolCall(name: string, args: unknown): MockReply {
   return { kind: 'tool', id: nextId('call_'), name, arguments: JSON.stringify(args) };
 }
 
+/** The JSON input of a requested tool call; `{}` when absent or not JSON. */
+function toolInput(json: string | undefined): unknown {
+  try {
+    return json ? (JSON.parse(json) as unknown) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The requested tool (TOOL_REQUEST) the last results answer: its name and what it returned
+ * (the result's text as the request carried it).
+ */
+function requestedToolResult(messages: readonly MockMessage[]): { name: string; result: string } | undefined {
+  const before = messages.findLastIndex((m) => m.role !== 'tool');
+  const call = messages[before]?.toolCalls?.find((c) => c.name !== SKILLS_LOAD && c.name !== CHAT_SEND);
+  if (!call) return undefined;
+  const asked = TOOL_REQUEST.exec(freshUserTexts(messages, before).join('\n'));
+  if (asked?.[1] !== call.name) return undefined;
+  return { name: call.name, result: messages.at(-1)?.text ?? '' };
+}
+
 /**
  * The skill a `skills_load` call just answered: the assistant message with the call, before
  * its result(s).
@@ -146,6 +174,15 @@ export function decideReply(messages: readonly MockMessage[], tools: readonly st
       const fresh = freshUserTexts(messages, callAt);
       return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')} (with skill ${skill})` });
     }
+    // A requested tool answered: say what it returned.
+    const asked = requestedToolResult(messages);
+    if (asked && tools.includes(CHAT_SEND)) {
+      const callAt = messages.findLastIndex((m) => m.role !== 'tool');
+      const fresh = freshUserTexts(messages, callAt);
+      return toolCall(CHAT_SEND, {
+        text: `echo: ${fresh.join(' | ')} (tool ${asked.name}: ${asked.result})`,
+      });
+    }
     // Tool results are back: the model has said what it had to say, the turn ends.
     return { kind: 'text', content: '' };
   }
@@ -154,6 +191,8 @@ export function decideReply(messages: readonly MockMessage[], tools: readonly st
     const fresh = freshUserTexts(messages);
     const skill = tools.includes(SKILLS_LOAD) ? SKILL_REQUEST.exec(fresh.join('\n'))?.[1] : undefined;
     if (skill) return toolCall(SKILLS_LOAD, { name: skill });
+    const asked = TOOL_REQUEST.exec(fresh.join('\n'));
+    if (asked?.[1] && tools.includes(asked[1])) return toolCall(asked[1], toolInput(asked[2]));
     return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')}` });
   }
 

@@ -197,6 +197,24 @@ export const configSchema = () =>
     ),
     MCP_CONNECT_TIMEOUT_MS: int(10_000, 100).describe('time allowed to connect to one MCP server'),
     MCP_RECONNECT_MS: int(10_000, 100).describe('pause between reconnects to an MCP server that is down'),
+    // The program's own tools (startChatlane's `tools`): held to the same rules as MCP tools, with
+    // limits of their own, since code in the worker and a remote server fail in different ways.
+    TOOL_TIMEOUT_MS: int(30_000, 100).describe(
+      "one call of a tool given in code (startChatlane's tools); past it the call is a tool error the model reads",
+    ),
+    TOOL_RESULT_MAX_CHARS: int(20_000, 200).describe(
+      'a result of a tool given in code longer than this (as JSON) is cut with a note',
+    ),
+    // context.once(key, fn): results kept in the chat's slot (docs/design.md, "once").
+    ONCE_RESULT_MAX_BYTES: int(8192, 16).describe(
+      "largest result (as JSON) a tool's context.once(key, fn) stores; fn's result over it is not kept and the call fails, without running fn again",
+    ),
+    ONCE_MAX_KEYS: int(200, 1).describe(
+      'once keys kept per chat (context.once); past it the key written longest ago is forgotten',
+    ),
+    ONCE_KEEP_MS: int(7 * 24 * 3600 * 1000, 1000).describe(
+      'how long a once result is kept after it was written (context.once); the chat also drops it with the chat',
+    ),
     // A directory of skills (<skill>/SKILL.md with name and description front matter).
     SKILLS_DIR: optionalString.describe(
       'directory of skills, each <folder>/SKILL.md with name and description front matter',

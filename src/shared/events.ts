@@ -166,6 +166,16 @@ export const EVENT_DATA = {
     reason: z.enum(['permanent', 'attempts-exhausted']),
     error: z.string(),
   }),
+  /** A tool's `context.once(key, fn)` stored fn's result: later calls with the key get it instead of running fn. */
+  'once.stored': z.looseObject({
+    key: z.string(),
+    runId: z.string(),
+    attempt: z.number(),
+    bytes: z.number(),
+    kept: z.boolean(),
+  }),
+  /** A `context.once` call found its key's result stored and returned it: fn did not run. */
+  'once.reused': z.looseObject({ key: z.string(), runId: z.string(), attempt: z.number() }),
   /** chat_contact_send sent to another chat. */
   'contact.sent': z.looseObject({
     sendId: z.string(),

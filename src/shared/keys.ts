@@ -26,6 +26,11 @@ const CHAT_KEY_NAMES = [
   'memory',
   // hash: model usage by `<day>|<model>|<kind>` and each day's budget total (src/shared/usage.ts)
   'usage',
+  // hash: a tool's context.once key → its record JSON (`run` while fn runs, `done` with the
+  // result); written only by the fenced once.lua (docs/design.md, "once")
+  'once',
+  // zset: once key → time of its record's last write (ms): retention and the per-chat cap
+  'onceAt',
   // hash: delivery's streamed platform post (PLATFORM_STREAMING): `run` + `after` (which reply
   // stream it follows, read up to where), and while a post waits for its outbox item `part`,
   // `msg` (the platform's message id), `text` and `end`. Written only under the delivery lease.
@@ -73,7 +78,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the fourteen, so it builds those rather than all of them every call. The names are
+ * the sixteen, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {

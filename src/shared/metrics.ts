@@ -46,6 +46,8 @@ export interface Metrics {
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
   mcpServerUp: Gauge<'server'>;
+  toolCalls: Counter<'tool' | 'result'>;
+  toolCallDuration: Histogram<'tool'>;
   modelUp: Gauge<'model'>;
   modelFallbacks: Counter<'model'>;
 }
@@ -196,6 +198,19 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       labelNames: ['server'],
       registers,
     }),
+    toolCalls: new Counter({
+      name: 'chatlane_tool_calls_total',
+      help: "Calls of the tools given in code (startChatlane's tools), by tool and result: ok, error (it threw, or the chat's context did not satisfy its contextSchema), timeout (past TOOL_TIMEOUT_MS); an error or timeout is a tool error the model reads",
+      labelNames: ['tool', 'result'],
+      registers,
+    }),
+    toolCallDuration: new Histogram({
+      name: 'chatlane_tool_call_duration_seconds',
+      help: 'One call of a tool given in code, until its result (or error), by tool',
+      labelNames: ['tool'],
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
     modelUp: new Gauge({
       name: 'chatlane_model_up',
       help: "1 while the model (provider:model) answers this process's calls, 0 since a call failed on the endpoint (outage, auth, unknown model) until one succeeds",
@@ -248,6 +263,15 @@ export function recordDelivery(
 /** An item given up on (skipped past): permanent failure or attempts exhausted. */
 export function recordDeliveryFailure(metrics: Metrics, channel: string): void {
   metrics.deliveryFailures.inc({ channel });
+}
+
+/** One call of a tool given in code: its result and duration. */
+export function recordToolCall(
+  metrics: Metrics,
+  call: { tool: string; result: 'ok' | 'error' | 'timeout'; seconds: number },
+): void {
+  metrics.toolCalls.inc({ tool: call.tool, result: call.result });
+  metrics.toolCallDuration.observe({ tool: call.tool }, call.seconds);
 }
 
 /** One model call: its duration and result, and for an answered call its tokens and cost. */

@@ -63,6 +63,23 @@ describe('offered tools', () => {
     expect(withTurn.sort()).toEqual(['chat_contact_send', 'chat_history_search', ...ALWAYS].sort());
   });
 
+  it('offers the tools given in code to every turn, after chatlane’s own in the set, in the order given; none replaces one of ours', () => {
+    const given = tool({ description: 'x', inputSchema: z.object({}), execute: async () => 'x' });
+    const custom = { zeta: given, toString: given, chat_send: given, alpha: given };
+    const chatTools = new ChatTools({ memoryMaxTokens: 100, custom });
+    const first = chatTools.forTurn(fresh, { srv__lookup: given });
+    const names = Object.keys(first.tools);
+    expect(names.slice(0, 1)).toEqual(['srv__lookup']);
+    expect(names.slice(-3)).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.tools.chat_send).not.toBe(given);
+    expect(first.custom).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.active.slice(-3)).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.withTurn).not.toContain('zeta');
+    expect(chatTools.forTurn({ archived: 1, contexts: 1 }, { srv__lookup: given }).custom).toEqual(
+      first.custom,
+    );
+  });
+
   it('fails a tool call that comes without its turn: a wiring bug, not a guess', () => {
     expect(() => turnOf({})).toThrow(/toolsContext/);
     expect(() => turnOf({ context: { chatKey: 'c1' } })).toThrow(/toolsContext/);

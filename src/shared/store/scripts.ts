@@ -36,20 +36,27 @@ const sha1 = (source: string) => createHash('sha1').update(source).digest('hex')
  * the script appended (includes/events.lua) comes back with the reply, so no read follows.
  * Both put their declaration on the first line, so Lua's line numbers stay the file's.
  */
-export class LuaScript {
+export class LuaScript<Events extends boolean = false> {
   readonly source: string;
   readonly sha: string;
   private collectingText: ScriptText | undefined;
 
   /** variadic: `numberOfKeys` named keys, then any number more (listed in the script header). */
   readonly variadic: boolean;
+  /**
+   * The script records events: every call then names where they go (an event sink, or
+   * `undefined` for none), so no store can forget a program's onEvent. Checked against the
+   * Lua by test/unit/lua-events.test.ts.
+   */
+  readonly writesEvents: Events;
 
   constructor(
     readonly name: string,
     readonly numberOfKeys: number,
-    opts: { variadic?: boolean } = {},
+    opts: { variadic?: boolean; events?: Events } = {},
   ) {
     this.variadic = opts.variadic ?? false;
+    this.writesEvents = (opts.events ?? false) as Events;
     const body = resolveLua(name);
     this.source = `local __events = false; ${body}`;
     this.sha = sha1(this.source);
@@ -73,8 +80,9 @@ export class LuaScript {
     redis: RedisClient,
     keys: string[],
     args: Array<string | number>,
-    events?: EventSink,
+    ...sink: Events extends true ? [events: EventSink | undefined] : []
   ): Promise<unknown> {
+    const events: EventSink | undefined = sink[0];
     if (this.variadic ? keys.length < this.numberOfKeys : keys.length !== this.numberOfKeys) {
       const takes = `${this.variadic ? 'at least ' : ''}${this.numberOfKeys}`;
       throw new Error(`${this.name}.lua takes ${takes} keys, got ${keys.length}`);
@@ -136,33 +144,34 @@ type Script = (
 
 export const scripts = {
   ingest: new LuaScript('ingest', 4),
-  acquire: new LuaScript('acquire', 8),
-  renew: new LuaScript('renew', 2),
-  renewMany: new LuaScript('renew-many', 2, { variadic: true }),
-  commit: new LuaScript('commit', 7),
-  fail: new LuaScript('fail', 7),
-  budgetHold: new LuaScript('budget-hold', 7),
-  outbox: new LuaScript('outbox', 6),
-  finish: new LuaScript('finish', 4),
+  acquire: new LuaScript('acquire', 8, { events: true }),
+  renew: new LuaScript('renew', 2, { events: true }),
+  renewMany: new LuaScript('renew-many', 2, { variadic: true, events: true }),
+  commit: new LuaScript('commit', 7, { events: true }),
+  fail: new LuaScript('fail', 7, { events: true }),
+  budgetHold: new LuaScript('budget-hold', 7, { events: true }),
+  outbox: new LuaScript('outbox', 6, { events: true }),
+  finish: new LuaScript('finish', 4, { events: true }),
   sweepCheck: new LuaScript('sweep-check', 4),
-  compact: new LuaScript('compact', 5),
+  compact: new LuaScript('compact', 5, { events: true }),
   archiveRead: new LuaScript('archive-read', 2),
   chatExpire: new LuaScript('chat-expire', 7, { variadic: true }),
   indexForget: new LuaScript('index-forget', 1),
-  contextSwitch: new LuaScript('context-switch', 6, { variadic: true }),
+  contextSwitch: new LuaScript('context-switch', 6, { variadic: true, events: true }),
   deliveryClaim: new LuaScript('delivery-claim', 2, { variadic: true }),
-  deliveryAdvance: new LuaScript('delivery-advance', 2, { variadic: true }),
+  deliveryAdvance: new LuaScript('delivery-advance', 2, { variadic: true, events: true }),
   deliveryPost: new LuaScript('delivery-post', 2),
   deliveryDefer: new LuaScript('delivery-defer', 1),
   deliveryRelease: new LuaScript('delivery-release', 1),
-  contactSend: new LuaScript('contact-send', 3),
-  contactReceive: new LuaScript('contact-receive', 4),
-  memorySet: new LuaScript('memory-set', 3),
+  contactSend: new LuaScript('contact-send', 3, { events: true }),
+  contactReceive: new LuaScript('contact-receive', 4, { events: true }),
+  memorySet: new LuaScript('memory-set', 3, { events: true }),
+  once: new LuaScript('once', 4, { events: true }),
   pollerAcquire: new LuaScript('poller-acquire', 2),
   pollerRenew: new LuaScript('poller-renew', 1),
-  replyWrite: new LuaScript('reply-write', 4),
+  replyWrite: new LuaScript('reply-write', 4, { events: true }),
   replyAppendMany: new LuaScript('reply-append-many', 2, { variadic: true }),
-  replyStop: new LuaScript('reply-stop', 2),
+  replyStop: new LuaScript('reply-stop', 2, { events: true }),
   webhookClaim: new LuaScript('webhook-claim', 1),
   webhookRelease: new LuaScript('webhook-release', 1),
 };

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { ToolSet } from 'ai';
 import { type Config, ConfigError, requireModel } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import { type Metrics, processMetrics } from '../../shared/metrics.js';
@@ -10,6 +11,7 @@ import type { ProviderFactories } from '../agent/providers.js';
 import { roleModel } from '../agent/role-model.js';
 import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
+import { prepareCustomTools } from '../agent/tools/custom-tools.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { withChatInstructions } from '../pipeline/instructions.js';
@@ -63,6 +65,12 @@ export interface TurnParts {
    * static part, a function of the chat in the chat's part (see `Instructions`).
    */
   instructions?: Instructions;
+  /**
+   * The program's own AI SDK tools, offered to every turn after chatlane's, with the chat in
+   * their `options.context` (custom-tools.ts). Check them first (`checkTools`): names are
+   * not checked here.
+   */
+  tools?: ToolSet;
 }
 
 /**
@@ -123,6 +131,7 @@ export function turnDepsFromConfig(
     },
     parts.stages,
   );
+  const tools = parts.tools && Object.keys(parts.tools).length > 0 ? parts.tools : undefined;
   return {
     store,
     model,
@@ -132,6 +141,13 @@ export function turnDepsFromConfig(
       provider: withChatInstructions(stages.provider, instructions),
     }),
     ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
+    ...(tools && {
+      customTools: prepareCustomTools(tools, {
+        timeoutMs: config.TOOL_TIMEOUT_MS,
+        resultMaxChars: config.TOOL_RESULT_MAX_CHARS,
+        metrics,
+      }),
+    }),
     settings: {
       leaseMs: config.TURN_LEASE_MS,
       maxSteps: config.MAX_STEPS,
@@ -142,6 +158,11 @@ export function turnDepsFromConfig(
       reserveTokens: RESERVE_TOKENS,
       stepTimeoutMs,
       memoryMaxTokens: config.MEMORY_MAX_TOKENS,
+      once: {
+        maxBytes: config.ONCE_RESULT_MAX_BYTES,
+        maxKeys: config.ONCE_MAX_KEYS,
+        keepMs: config.ONCE_KEEP_MS,
+      },
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,

@@ -6,6 +6,7 @@ import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
+import { DEFAULT_ONCE_LIMITS, type OnceLimits } from '../../shared/store/once.js';
 import type { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
 import { addLinks, inSpan, inSpanSync, type Span } from '../../shared/tracing/spans.js';
@@ -15,6 +16,7 @@ import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
 import { isContextOverflowError } from '../agent/overflow.js';
 import { ChatTools } from '../agent/tools/chat-tools.js';
+import type { CustomTools } from '../agent/tools/custom-tools.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
@@ -28,7 +30,13 @@ import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
-import { countedPending, linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
+import {
+  countedPending,
+  linkMerged,
+  reachEarlierSends,
+  runtimeContext,
+  toolsContextOf,
+} from './turn-input.js';
 import { logTurnEnd, type TurnTally } from './turn-log.js';
 
 export interface TurnSettings {
@@ -47,6 +55,8 @@ export interface TurnSettings {
   memoryMaxTokens?: number;
   /** How long a chat_send's look at the inbox stands in for the next step's read (default 200 ms). */
   freshInboxMs?: number;
+  /** ONCE_*: what a tool's `context.once` keeps per chat (defaults when absent). */
+  once?: OnceLimits;
 }
 
 export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
@@ -74,6 +84,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   mcp?: { tools(): ToolSet; toolTokens(): number };
   /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
   skillsTool?: Tool;
+  /** The tools given in code (startChatlane's `tools`), wrapped once per process: offered to every turn. */
+  customTools?: CustomTools;
   /** "Typing" on the chat's platform while the turn answers (chats with a route that can show it). */
   typing?: Pick<TypingIndicator, 'start' | 'stop'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
@@ -106,6 +118,7 @@ function chatToolsOf(deps: TurnDeps): ChatTools {
       memoryMaxTokens: deps.settings.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS,
       contacts: deps.contacts,
       skillsTool: deps.skillsTool,
+      custom: deps.customTools?.tools,
     });
     chatTools.set(deps, tools);
   }
@@ -350,12 +363,13 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   // The compressed input is the history's kept tail, then this turn's messages (always kept).
   const historyCount = (kept: number) => Math.max(0, kept - turn.messages.length);
   // Everything of the input that is not a message: system prompt (memory included), tool
-  // definitions the tokenizer does not see, and the operator's MCP tools.
+  // definitions the tokenizer does not see, the operator's MCP tools and the program's own.
   const fixedTokens =
     deps.assembler.systemTokens(context) +
     BUDGET_LINE_TOKENS +
     settings.reserveTokens +
-    (deps.mcp?.toolTokens() ?? 0);
+    (deps.mcp?.toolTokens() ?? 0) +
+    (deps.customTools?.tokens ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
   const compressed = inSpanSync('chatlane.compressor', {}, () =>
     deps.compressor.compress([...loaded.history, ...turn.messages], budget),
@@ -378,6 +392,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
   let lastSeen = pending.at(-1)!.streamId;
+  // The user messages the turn answers: what the tools given in code see as messageIds.
+  const answered = [...pendingMessages];
   // When a chat_send of the step that just ended found no message after lastSeen (which only
   // the next step's merge moves): that look at the inbox, as fresh as a read.
   let quietAt: number | undefined;
@@ -424,8 +440,16 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     providerOptions: cacheKeyOptions(chatKey),
     tools: offer.tools,
     activeTools: offer.active,
-    toolContext: toolTurnState,
-    toolContextFor: offer.withTurn,
+    toolsContext: toolsContextOf(offer, toolTurnState, () => ({
+      store,
+      chatKey,
+      fence,
+      runId,
+      logger,
+      limits: settings.once ?? DEFAULT_ONCE_LIMITS,
+      fencedOut: (reason) => lane.markLost(reason),
+      messages: () => answered,
+    })),
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
@@ -456,6 +480,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       mergeRoom.take(used);
       run.merged += fitting.length;
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
+      for (const e of fitting) answered.push(e.message);
       linkMerged(run.span, fitting);
       return fitting;
     },
