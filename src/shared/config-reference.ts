@@ -139,6 +139,14 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   UI_WAIT_MS: [I],
   CONTACTS_RETENTION_DAYS: [I, W],
   CONTACT_SEND: [W],
+  EXEC_SHELL: [W],
+  EXEC_SHELL_TIMEOUT_MS: [W],
+  EXEC_SHELL_OUTPUT_MAX_BYTES: [W],
+  EXEC_SHELL_MAX_PROCESSES: [W],
+  EXEC_SHELL_MEMORY_MAX_BYTES: [W],
+  EXEC_SHELL_WORKSPACE_MAX_BYTES: [W],
+  EXEC_SHELL_NETWORK: [W],
+  EXEC_SHELL_READONLY_DIRS: [W],
   FILE_MEDIA_TYPES: [I],
   FILE_DATA_URL_MAX_BYTES: [I],
   FILE_FETCH_MAX_BYTES: [W],
@@ -197,6 +205,8 @@ const LIST_TYPES: Record<string, string> = {
   GENERIC_WEBHOOK_SOURCES: 'list of names',
   GENERIC_WEBHOOK_REPLY_HOSTS: 'list of hosts',
   FILE_MEDIA_TYPES: 'list of media types',
+  EXEC_SHELL_NETWORK: 'list of hosts',
+  EXEC_SHELL_READONLY_DIRS: 'list of paths',
   MOCK_LLM_LATENCY_MS: 'n or min-max',
 };
 

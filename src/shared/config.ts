@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { execShellProblems, execShellShape } from './config-exec-shell.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
 import {
@@ -17,6 +18,7 @@ import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
 import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
 
+export type { AllowedHost } from './config-exec-shell.js';
 export {
   type ModelConfig,
   type ModelSpec,
@@ -436,6 +438,8 @@ export const configSchema = () =>
       .enum(['on', 'off'])
       .default('off')
       .describe('on gives the model chat_contact_send (writing to another chat found in the contact book)'),
+    // exec_shell (docs/agent.md "exec_shell"): bash in a bubblewrap sandbox over the chat's workspace.
+    ...execShellShape(),
 
     // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
@@ -579,8 +583,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
-  const redisProblems = redisTopologyProblems(config);
-  if (redisProblems.length > 0) throw new ConfigError(`invalid configuration:\n${redisProblems.join('\n')}`);
+  const problems = [...redisTopologyProblems(config), ...execShellProblems(config)];
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
