@@ -38,7 +38,7 @@ export class LuaScript {
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 
-  async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
+  async run(redis: RedisClient, keys: string[], args: Array<string | number | Buffer>): Promise<unknown> {
     if (this.variadic ? keys.length < this.numberOfKeys : keys.length !== this.numberOfKeys) {
       const takes = `${this.variadic ? 'at least ' : ''}${this.numberOfKeys}`;
       throw new Error(`${this.name}.lua takes ${takes} keys, got ${keys.length}`);
@@ -65,7 +65,7 @@ type Script = (
   script: string,
   numberOfKeys: number,
   keys: string[],
-  args: Array<string | number>,
+  args: Array<string | number | Buffer>,
 ) => Promise<unknown>;
 
 export const scripts = {
@@ -97,4 +97,5 @@ export const scripts = {
   replyWrite: new LuaScript('reply-write', 4),
   replyAppendMany: new LuaScript('reply-append-many', 2, { variadic: true }),
   replyStop: new LuaScript('reply-stop', 2),
+  workspaceSave: new LuaScript('workspace-save', 3),
 };
