@@ -54,7 +54,8 @@ export function isPrivateAddress(address: string): boolean {
   return PRIVATE.check(address, 'ipv6');
 }
 
-function hostMatches(host: string, pattern: string): boolean {
+/** `pattern` is a host name, or `*.` + a domain matching its subdomains (not the domain itself). */
+export function hostMatches(host: string, pattern: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return host === pattern;
 }
