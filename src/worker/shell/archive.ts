@@ -86,21 +86,35 @@ export async function archiveWorkspace(
   return { archive: Buffer.concat(compressed), bytes, hash: hash.digest('hex'), overLimit };
 }
 
+export interface Restored {
+  /** sha256 of the uncompressed tar; undefined when it was not restored whole. */
+  hash: string | undefined;
+  bytes: number;
+  /** Why it was not restored whole (tar's complaint), if it was not. */
+  problem?: string;
+}
+
 /**
- * Extract `archive` into the (empty) workspace at `dir`. Returns the uncompressed tar's hash
- * and size. An archive that would unpack past `maxBytes` is refused before tar sees it.
+ * Extract `archive` into the (empty) workspace at `dir`. An archive that would unpack past
+ * `maxBytes`, or is not gzip, is not extracted at all; one tar extracts only in part (a member
+ * it refuses) is kept as far as it went. Either way `problem` says so and `hash` is undefined:
+ * the next archive is saved over it, and the chat is not left with a workspace no turn can open.
  */
 export async function restoreWorkspace(
   spec: SandboxSpec,
   dir: string,
   archive: Buffer,
   opts: { maxBytes: number; timeoutMs: number },
-): Promise<{ hash: string; bytes: number }> {
+): Promise<Restored> {
   let tar: Buffer;
   try {
     tar = await gunzipAsync(archive, { maxOutputLength: opts.maxBytes });
   } catch (err) {
-    throw new ArchiveError(`the saved workspace cannot be read: ${(err as Error).message}`);
+    return {
+      hash: undefined,
+      bytes: 0,
+      problem: `the saved workspace cannot be read: ${(err as Error).message}`,
+    };
   }
   const child = spawnSandboxed(spec, { workspace: dir, argv: TAR_EXTRACT, stdin: 'pipe' });
   const stderr: Buffer[] = [];
@@ -112,7 +126,8 @@ export async function restoreWorkspace(
   child.stdin!.on('error', () => undefined);
   child.stdin!.end(tar);
   const done = await settle(child, { timeoutMs: opts.timeoutMs });
-  if (done.exitCode !== 0) throw new ArchiveError(tarFailure('restore', done, stderr));
+  if (done.exitCode !== 0)
+    return { hash: undefined, bytes: tar.length, problem: tarFailure('restore', done, stderr) };
   return { hash: createHash('sha256').update(tar).digest('hex'), bytes: tar.length };
 }
 

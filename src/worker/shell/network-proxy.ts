@@ -141,9 +141,13 @@ export class NetworkProxy {
       res.writeHead(403, { 'content-type': 'text/plain' }).end(`${refused}\n`);
       return;
     }
-    const headers = { ...req.headers };
-    delete headers['proxy-connection'];
-    delete headers['proxy-authorization'];
+    const {
+      'proxy-connection': _pc,
+      'proxy-authorization': _pa,
+      connection: _c,
+      'keep-alive': _k,
+      ...headers
+    } = req.headers;
     const upstream = request(
       {
         host: url.hostname.replace(/^\[|\]$/g, ''),
@@ -152,9 +156,14 @@ export class NetworkProxy {
         path: `${url.pathname}${url.search}`,
         headers,
         lookup: this.lookup,
+        // A connection of its own each time: a pooled one would skip the address check, and
+        // would carry one chat's requests on a connection another chat's opened.
+        agent: false,
       },
       (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
+        // Hop-by-hop: the client's connection to the proxy is not the proxy's to the host.
+        const { connection: _c, 'keep-alive': _k, ...headers } = up.headers;
+        res.writeHead(up.statusCode ?? 502, headers);
         up.pipe(res);
       },
     );

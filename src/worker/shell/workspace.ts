@@ -38,6 +38,8 @@ export type WorkspaceOutcome = 'saved' | 'unchanged' | 'empty' | 'over-limit' | 
 
 export interface ShellRun extends CommandResult {
   workspace: WorkspaceOutcome;
+  /** On the turn's first command: why the saved workspace was restored only in part, if so. */
+  restoreProblem?: string;
   /** Bytes of the workspace as archived (tar, before compression), when it was archived. */
   workspaceBytes?: number;
 }
@@ -66,6 +68,8 @@ export class ChatWorkspace {
   private savedHash: string | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** Said once, with the first command's result. */
+  private restoreProblem: string | undefined;
 
   constructor(
     private readonly host: WorkspaceHost,
@@ -101,9 +105,12 @@ export class ChatWorkspace {
       signal,
       network: this.host.network,
     });
+    const problem = this.restoreProblem;
+    this.restoreProblem = undefined;
+    const run = { ...result, ...(problem && { restoreProblem: problem }) };
     // The turn was ended (its lane lost or stopped): its fence cannot save anyway.
-    if (result.aborted) return { ...result, workspace: 'not-saved' };
-    return { ...result, ...(await this.save(dir)) };
+    if (result.aborted) return { ...run, workspace: 'not-saved' };
+    return { ...run, ...(await this.save(dir)) };
   }
 
   /** The workspace directory, restored on first use. */
@@ -124,10 +131,16 @@ export class ChatWorkspace {
       const restored = await restoreWorkspace(spec, dir, saved, {
         maxBytes: this.host.workspaceMaxBytes,
         timeoutMs: ARCHIVE_TIMEOUT_MS,
-      }).catch((err: unknown) => {
-        throw new WorkspaceError(`the chat's workspace could not be restored: ${(err as Error).message}`);
       });
-      this.savedHash = restored.hash;
+      // Not restored whole: whatever the next archive holds is saved over it ('' never matches).
+      this.savedHash = restored.hash ?? '';
+      if (restored.problem) {
+        this.restoreProblem = restored.problem;
+        this.turn.logger.warn(
+          { problem: restored.problem },
+          'exec_shell: the saved workspace was restored only in part',
+        );
+      }
     }
     return dir;
   }

@@ -52,16 +52,19 @@ export function createExecShellTool(settings: ExecShellToolSettings) {
 export function outputOf(
   run: ShellRun,
   settings: Pick<ExecShellToolSettings, 'timeoutMs' | 'workspaceMaxBytes'>,
-) {
+): ExecShellOutput {
   const out: ExecShellOutput = { exitCode: run.exitCode, stdout: run.stdout, stderr: run.stderr };
   if (run.timedOut)
     out.killed = `timed out after ${settings.timeoutMs} ms: every process of the command was killed`;
+  const notes: string[] = [];
+  if (run.restoreProblem) notes.push(`the saved workspace was restored only in part (${run.restoreProblem})`);
   if (run.workspace === 'over-limit')
-    out.workspace =
+    notes.push(
       `not saved: the workspace is over its ${mb(settings.workspaceMaxBytes)} limit; ` +
-      'remove files to keep it, or later turns start from its last saved state';
+        'remove files to keep it, or later turns start from its last saved state',
+    );
   else if (run.workspace === 'not-saved')
-    out.workspace =
-      'not saved: the workspace could not be archived; later turns start from its last saved state';
+    notes.push('not saved: the workspace could not be archived; later turns start from its last saved state');
+  if (notes.length > 0) out.workspace = notes.join('; ');
   return out;
 }
