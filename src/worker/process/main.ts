@@ -34,6 +34,7 @@ import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
 import { RedisProvider } from '../pipeline/provider.js';
 import { contextBlockTokens } from '../pipeline/request-cache.js';
+import { openExecShell } from '../shell/exec-shell.js';
 import { RunningTurns } from '../turn/running-turns.js';
 import type { TurnDeps } from '../turn/turn.js';
 import { createTurnWorker } from '../turn/turn-worker.js';
@@ -191,6 +192,9 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   // 2. Connections.
   const providers = await loadProviders(models, compactionModels);
   const opened = new Opened();
+  // exec_shell: the sandbox is probed once here; a host that cannot run it stops the worker.
+  const shell = await opened.step(() => openExecShell(config, logger));
+  if (shell) opened.add(() => shell.close());
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
   opened.add(() => closeRedis(connection));
@@ -234,6 +238,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     typing: new TypingIndicator(senders, logger),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
+    ...(shell && { shell }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -327,6 +332,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         }
         await side.close();
         await mcp?.close();
+        await shell?.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

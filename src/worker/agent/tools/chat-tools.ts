@@ -57,6 +57,8 @@ export interface ChatToolsOptions {
   contacts?: ContactBook | undefined;
   /** `skills_load` over SKILLS_DIR, offered to every turn. */
   skillsTool?: Tool | undefined;
+  /** EXEC_SHELL=on: exec_shell, offered to every turn. */
+  execShellTool?: Tool | undefined;
 }
 
 /**
@@ -67,7 +69,7 @@ export interface ChatToolsOptions {
  */
 export class ChatTools {
   private readonly own: ToolSet;
-  /** Offered to every turn (skills_load, chat_contact_send). */
+  /** Offered to every turn (skills_load, chat_contact_send, exec_shell). */
   private readonly always: string[];
   /** Of `always`, the ones that read the turn (tool-turn.ts). */
   private readonly alwaysWithTurn: string[];
@@ -81,12 +83,17 @@ export class ChatTools {
       ...(opts.skillsTool && { skills_load: opts.skillsTool }),
       ...contextTools,
       ...(opts.contacts && { chat_contact_send: createContactSendTool(opts.contacts) }),
+      ...(opts.execShellTool && { exec_shell: opts.execShellTool }),
     };
     this.always = [
       ...(opts.skillsTool ? ['skills_load'] : []),
       ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
     ];
-    this.alwaysWithTurn = opts.contacts ? ['chat_contact_send'] : [];
+    this.alwaysWithTurn = [
+      ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
+    ];
   }
 
   /**
