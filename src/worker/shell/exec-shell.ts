@@ -77,17 +77,21 @@ const ROOT_PREFIX = 'chatlane-shell-';
  * ConfigError naming the variable (the worker does not start): exec_shell never runs a
  * command unsandboxed. EXEC_SHELL=off: undefined.
  */
-export async function openExecShell(config: Config, logger: Logger): Promise<ExecShell | undefined> {
+export async function openExecShell(
+  config: Config,
+  logger: Logger,
+  opts: { bwrapPaths?: readonly string[] } = {},
+): Promise<ExecShell | undefined> {
   if (config.EXEC_SHELL !== 'on') return undefined;
-  const bwrap = findBwrap();
-  if (!bwrap)
-    throw new ConfigError(
-      'EXEC_SHELL=on: bubblewrap is not installed (apt-get install bubblewrap); exec_shell never runs a command unsandboxed',
-    );
   for (const dir of config.EXEC_SHELL_READONLY_DIRS) {
     const st = await stat(dir).catch(() => undefined);
     if (!st?.isDirectory()) throw new ConfigError(`EXEC_SHELL_READONLY_DIRS: ${dir} is not a directory`);
   }
+  const bwrap = findBwrap(opts.bwrapPaths);
+  if (!bwrap)
+    throw new ConfigError(
+      'EXEC_SHELL=on: bubblewrap is not installed (apt-get install bubblewrap); exec_shell never runs a command unsandboxed',
+    );
   await removeStaleRoots(logger);
   const root = await mkdtemp(join(tmpdir(), `${ROOT_PREFIX}${process.pid}-`));
   // Others may pass through (bwrap runs as nobody for a root worker) but not list it.
