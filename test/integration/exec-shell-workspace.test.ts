@@ -1,4 +1,6 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { outputOf } from '../../src/worker/agent/tools/exec-shell.js';
@@ -122,6 +124,38 @@ describe.skipIf(!haveSandbox)('exec_shell workspace', () => {
     await ws.close();
     await expect(ws.run('ls')).rejects.toThrow('the turn has ended');
     expect(readdirSync(workerA.root).filter((n) => n.startsWith('ws-'))).toEqual([]);
+  });
+
+  it('mounts EXEC_SHELL_READONLY_DIRS read-only at the same path', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'chatlane-ro-repo-'));
+    chmodSync(repo, 0o755);
+    writeFileSync(join(repo, 'README'), 'the repository\n');
+    const shell = await openTestShell({ EXEC_SHELL_READONLY_DIRS: repo });
+    try {
+      const ws = await turnWorkspace(shell, store, 'ws-readonly');
+      const run = await ws.run(
+        `cat ${repo}/README; echo x > ${repo}/new; cp ${repo}/README copy && cat copy`,
+      );
+      await ws.close();
+      expect(run.stdout).toBe('the repository\nthe repository\n');
+      expect(run.stderr).toMatch(/Read-only file system/);
+      expect(existsSync(join(repo, 'new'))).toBe(false);
+    } finally {
+      await shell.close();
+      rmSync(repo, { recursive: true });
+    }
+  });
+
+  it('refuses at start a read-only directory the sandbox user cannot read, naming the variable', async () => {
+    const locked = mkdtempSync(join(tmpdir(), 'chatlane-ro-locked-'));
+    chmodSync(locked, 0o000);
+    try {
+      await expect(openTestShell({ EXEC_SHELL_READONLY_DIRS: locked })).rejects.toThrow(
+        `EXEC_SHELL_READONLY_DIRS: ${locked} is not readable by the sandbox user; exec_shell never runs a command unsandboxed`,
+      );
+    } finally {
+      rmSync(locked, { recursive: true });
+    }
   });
 
   it('a directory a command made unwritable is still removed at the turn end', async () => {

@@ -187,9 +187,11 @@ async function probe(shell: ExecShell): Promise<void> {
     });
     if (res.exitCode !== 0 || res.stdout.trim() !== 'ok') {
       const why = (res.stdout.trim() || res.stderr.trim() || `exit ${res.exitCode}`).slice(0, 500);
-      const variable = /^EXEC_SHELL_[A-Z_]+/.exec(why)?.[0] ?? 'EXEC_SHELL';
+      // The probe names the variable to fix when it is one of the operator's (a directory, socat).
       throw new ConfigError(
-        `${variable === 'EXEC_SHELL' ? 'EXEC_SHELL=on' : variable}: the sandbox cannot start here (${why}); exec_shell never runs a command unsandboxed`,
+        /^EXEC_SHELL_[A-Z_]+: /.test(why)
+          ? `${why}; exec_shell never runs a command unsandboxed`
+          : `EXEC_SHELL=on: the sandbox cannot start here (${why}); exec_shell never runs a command unsandboxed`,
       );
     }
   } finally {
