@@ -6,6 +6,7 @@ import type { Logger } from '../../shared/logger.js';
 import { NetworkProxy } from './network-proxy.js';
 import { runCommand } from './run-command.js';
 import { findBwrap, type SandboxSpec, sandboxUid, systemMounts } from './sandbox.js';
+import { WorkspaceSession } from './sandbox-session.js';
 import { ChatWorkspace, removeWorkspaceDir, type WorkspaceHost, type WorkspaceTurn } from './workspace.js';
 
 /** What exec_shell's description states; the limits themselves are the sandbox's. */
@@ -15,6 +16,15 @@ export interface ExecShellToolSettings {
   workspaceMaxBytes: number;
   /** EXEC_SHELL_NETWORK's hosts, as the model may name them. */
   hosts: string[];
+}
+
+export const mb = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MB`;
+
+/** What a command may do, in a few words: the tool's and the sandbox session's descriptions. */
+export function sandboxTerms(settings: ExecShellToolSettings): string {
+  const network =
+    settings.hosts.length > 0 ? `no network except HTTP(S) to ${settings.hosts.join(', ')}` : 'no network';
+  return `${network}, read-only system, private /tmp, ${Math.round(settings.timeoutMs / 1000)} s limit`;
 }
 
 /**
@@ -49,6 +59,18 @@ export class ExecShell implements WorkspaceHost {
   /** What exec_shell's description states. */
   toolSettings(): ExecShellToolSettings {
     return { ...this.settings };
+  }
+
+  /**
+   * The workspace as the AI SDK's sandbox session (`experimental_sandbox`), for AI SDK tools
+   * that run in one: the same sandbox, limits and workspace as exec_shell.
+   */
+  session(workspace: ChatWorkspace): WorkspaceSession {
+    return new WorkspaceSession(
+      workspace,
+      `A Linux sandbox (bash); its working directory /workspace is this chat's own, kept between turns ` +
+        `(up to ${mb(this.settings.workspaceMaxBytes)}). Sandboxed: ${sandboxTerms(this.settings)} per command.`,
+    );
   }
 
   /** A turn's view of its chat's workspace (nothing is made until its first command). */

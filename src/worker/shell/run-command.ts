@@ -64,6 +64,14 @@ export interface CommandOptions {
   signal?: AbortSignal | undefined;
   network?: boolean;
   env?: Record<string, string>;
+  /** Directory to run in (inside the sandbox; relative to /workspace); /workspace when absent. */
+  cwd?: string | undefined;
+}
+
+/** `bash -c command`, first changing to `cwd` when one is given. */
+export function commandArgv(command: string, cwd?: string): string[] {
+  if (cwd === undefined) return ['/bin/bash', '-c', command];
+  return ['/bin/bash', '-c', 'cd -- "$1" || exit 1; exec /bin/bash -c "$2"', 'chatlane-cd', cwd, command];
 }
 
 /** `bash -c command` in the sandbox, over the workspace, with every limit. */
@@ -71,7 +79,7 @@ export async function runCommand(spec: SandboxSpec, opts: CommandOptions): Promi
   const started = Date.now();
   const child = spawnSandboxed(spec, {
     workspace: opts.workspace,
-    argv: ['/bin/bash', '-c', opts.command],
+    argv: commandArgv(opts.command, opts.cwd),
     network: opts.network ?? true,
     ...(opts.env && { env: opts.env }),
   });

@@ -4,7 +4,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { ChatStore } from '../../shared/store/chat-store.js';
 import { readWorkspace, saveWorkspace } from '../../shared/store/workspace.js';
 import { type Archived, archiveWorkspace, restoreWorkspace } from './archive.js';
-import { type CommandResult, runCommand, settle } from './run-command.js';
+import { type CommandOptions, type CommandResult, runCommand, settle } from './run-command.js';
 import { type SandboxSpec, spawnSandboxed } from './sandbox.js';
 
 /** What a workspace needs of its process: the sandbox and the limits (ExecShell). */
@@ -77,25 +77,47 @@ export class ChatWorkspace {
   ) {}
 
   /** Run `command` (one at a time per turn), then save the workspace if it changed. */
-  run(command: string, signal?: AbortSignal): Promise<ShellRun> {
-    const next = this.queue.then(() => this.runNow(command, signal));
-    this.queue = next.catch(() => undefined);
-    return next;
+  run(
+    command: string,
+    signal?: AbortSignal,
+    opts: Pick<CommandOptions, 'cwd' | 'env'> = {},
+  ): Promise<ShellRun> {
+    return this.enqueue(() => this.runNow(command, signal, opts));
   }
 
-  /** Run a sandboxed step over the workspace, then save it: for the AI SDK sandbox session. */
-  use<T>(step: (dir: string) => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const next = this.queue.then(async () => {
+  /**
+   * Any other sandboxed step over the workspace (the AI SDK sandbox session's file reads and
+   * writes, its spawned processes), in the same line as the commands; a step that `mutates`
+   * is followed by a save, as a command is.
+   */
+  use<T>(
+    step: (dir: string) => Promise<T>,
+    opts: { mutates: boolean; signal?: AbortSignal | undefined },
+  ): Promise<T> {
+    return this.enqueue(async () => {
       const dir = await this.open();
       const out = await step(dir);
-      if (!signal?.aborted) await this.save(dir);
+      if (opts.mutates && !opts.signal?.aborted) await this.save(dir);
       return out;
     });
+  }
+
+  private enqueue<T>(step: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(step);
     this.queue = next.catch(() => undefined);
     return next;
   }
 
-  private async runNow(command: string, signal?: AbortSignal): Promise<ShellRun> {
+  /** What every step of this workspace runs in. */
+  get sandbox(): WorkspaceHost {
+    return this.host;
+  }
+
+  private async runNow(
+    command: string,
+    signal: AbortSignal | undefined,
+    opts: Pick<CommandOptions, 'cwd' | 'env'>,
+  ): Promise<ShellRun> {
     const dir = await this.open();
     const result = await runCommand(this.host.spec, {
       workspace: dir,
@@ -104,6 +126,7 @@ export class ChatWorkspace {
       outputMaxBytes: this.host.outputMaxBytes,
       signal,
       network: this.host.network,
+      ...opts,
     });
     const problem = this.restoreProblem;
     this.restoreProblem = undefined;

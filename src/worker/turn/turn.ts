@@ -465,6 +465,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     // As the assembler shows them: the next turn's history then carries them byte for byte.
     toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
+    ...(run.workspace && deps.shell && { sandbox: deps.shell.session(run.workspace) }),
     usage: run.usage,
     ...(chunker && {
       onPart: (part) => chunker.push(part),

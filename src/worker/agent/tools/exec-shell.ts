@@ -1,6 +1,6 @@
 import { tool } from 'ai';
 import { z } from 'zod';
-import type { ExecShellToolSettings } from '../../shell/exec-shell.js';
+import { type ExecShellToolSettings, mb, sandboxTerms } from '../../shell/exec-shell.js';
 import type { ShellRun } from '../../shell/workspace.js';
 import { toolInput } from './input.js';
 import { turnOf } from './tool-turn.js';
@@ -20,8 +20,6 @@ export interface ExecShellOutput {
   workspace?: string;
 }
 
-const mb = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MB`;
-
 /**
  * `exec_shell` (EXEC_SHELL=on): `bash -c command` in the sandbox over this chat's workspace
  * (src/worker/shell). A plain AI SDK tool whose execute does the work: tool approval can wrap
@@ -29,15 +27,12 @@ const mb = (bytes: number) => `${Math.round((bytes / (1024 * 1024)) * 10) / 10} 
  * each call (tool-turn.ts).
  */
 export function createExecShellTool(settings: ExecShellToolSettings) {
-  const network =
-    settings.hosts.length > 0 ? `no network except HTTP(S) to ${settings.hosts.join(', ')}` : 'no network';
   return tool({
     // Offered on every turn, so in every model request: no word more than its meaning needs.
     description:
       `Run a shell command (bash -c) in /workspace, this chat's own directory, kept between turns ` +
-      `(up to ${mb(settings.workspaceMaxBytes)}). Sandboxed: ${network}, read-only system, private /tmp, ` +
-      `${Math.round(settings.timeoutMs / 1000)} s limit, output cut to ${settings.outputMaxBytes} bytes each. ` +
-      'Returns exitCode, stdout, stderr.',
+      `(up to ${mb(settings.workspaceMaxBytes)}). Sandboxed: ${sandboxTerms(settings)}, ` +
+      `output cut to ${settings.outputMaxBytes} bytes each. Returns exitCode, stdout, stderr.`,
     inputSchema: INPUT,
     execute: async ({ command }, options): Promise<ExecShellOutput> => {
       const turn = turnOf(options);
