@@ -118,6 +118,17 @@ describe.skipIf(!haveSandbox)('exec_shell workspace', () => {
     expect(rejected?.data).toMatchObject({ op: 'workspace', fence: '11', current: '12' });
   });
 
+  it('a turn ended mid-command (its abort signal) kills the command and saves nothing', async () => {
+    const ws = await turnWorkspace(workerA, store, 'ws-abort');
+    const ended = new AbortController();
+    const running = ws.run('echo started > f; sleep 600', ended.signal);
+    setTimeout(() => ended.abort(new Error('lane lost')), 500);
+    const run = await running;
+    await ws.close();
+    expect(run).toMatchObject({ aborted: true, timedOut: false, exitCode: null, workspace: 'not-saved' });
+    expect(await redis.exists(store.keys('ws-abort').workspace)).toBe(0);
+  });
+
   it('a turn that ended refuses further commands, and its directory is gone', async () => {
     const ws = await turnWorkspace(workerA, store, 'ws-closed');
     await ws.run('echo a > a');
