@@ -1,10 +1,11 @@
-import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { openExecShell } from '../../src/worker/shell/exec-shell.js';
+import { haveSandbox, openTestShell } from '../helpers/sandbox.js';
 
 /**
  * Where the sandbox cannot start, exec_shell is not enabled: the worker stops at start with a
@@ -15,7 +16,7 @@ describe('exec_shell at worker start', () => {
   const dir = mkdtempSync(join(tmpdir(), 'chatlane-fake-bwrap-'));
   chmodSync(dir, 0o755); // a root worker runs bwrap as nobody
   const shellRoots = () =>
-    readdirSync(tmpdir()).filter((n) => n.startsWith(`chatlane-shell-${process.pid}-`));
+    readdirSync(tmpdir()).filter((n) => n.startsWith('chatlane-shell-') && n.includes(`-${process.pid}-`));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   const open = (paths: string[]) =>
@@ -57,4 +58,24 @@ describe('exec_shell at worker start', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toBe(`EXEC_SHELL_READONLY_DIRS: ${join(dir, 'nope')} is not a directory`);
   });
+
+  it.skipIf(!haveSandbox)(
+    "removes the directory a killed worker of this host left, and only a dead worker's",
+    async () => {
+      const host = hostname().replace(/[^A-Za-z0-9.-]/g, '_');
+      const dead = join(tmpdir(), `chatlane-shell-${host}-4194302-stale`);
+      const live = join(tmpdir(), `chatlane-shell-${host}-${process.ppid}-live`);
+      const otherHost = join(tmpdir(), 'chatlane-shell-elsewhere-4194302-other');
+      for (const d of [dead, live, otherHost]) mkdirSync(join(d, 'ws-x'), { recursive: true });
+      try {
+        const shell = await openTestShell();
+        await shell.close();
+        expect(existsSync(dead)).toBe(false);
+        expect(existsSync(live)).toBe(true);
+        expect(existsSync(otherHost)).toBe(true);
+      } finally {
+        for (const d of [dead, live, otherHost]) rmSync(d, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -1,5 +1,5 @@
 import { chmod, chown, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Config, ConfigError } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
@@ -90,8 +90,11 @@ export class ExecShell implements WorkspaceHost {
   }
 }
 
-/** The per-process directory's name: `chatlane-shell-<pid>-<random>`. */
-const ROOT_PREFIX = 'chatlane-shell-';
+/**
+ * The per-process directory's name: `chatlane-shell-<host>-<pid>-<random>`. The host name keeps
+ * a worker from judging another container's directory (another PID namespace) by pid.
+ */
+const rootPrefix = () => `chatlane-shell-${hostname().replace(/[^A-Za-z0-9.-]/g, '_')}-`;
 
 /**
  * EXEC_SHELL=on: find bubblewrap, check EXEC_SHELL_READONLY_DIRS, start the proxy, and probe
@@ -115,7 +118,7 @@ export async function openExecShell(
       'EXEC_SHELL=on: bubblewrap is not installed (apt-get install bubblewrap); exec_shell never runs a command unsandboxed',
     );
   await removeStaleRoots(logger);
-  const root = await mkdtemp(join(tmpdir(), `${ROOT_PREFIX}${process.pid}-`));
+  const root = await mkdtemp(join(tmpdir(), `${rootPrefix()}${process.pid}-`));
   // Others may pass through (bwrap runs as nobody for a root worker) but not list it.
   await chmod(root, 0o711);
   const uid = sandboxUid();
@@ -225,7 +228,8 @@ async function probe(shell: ExecShell): Promise<void> {
 async function removeStaleRoots(logger: Logger): Promise<void> {
   const names = await readdir(tmpdir()).catch(() => [] as string[]);
   for (const name of names) {
-    const pid = Number(/^chatlane-shell-(\d+)-/.exec(name)?.[1]);
+    const prefix = rootPrefix();
+    const pid = name.startsWith(prefix) ? Number(/^(\d+)-/.exec(name.slice(prefix.length))?.[1]) : 0;
     if (!pid || pid === process.pid || alive(pid)) continue;
     await rm(join(tmpdir(), name), { recursive: true, force: true }).catch((err: unknown) =>
       logger.warn({ err, dir: name }, 'exec_shell: a stale workspace directory could not be removed'),
