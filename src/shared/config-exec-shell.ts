@@ -78,7 +78,12 @@ export const execShellShape = () => ({
   // `approve` (every command waits for a person) comes with tool approvals; until then the
   // value is refused like any unknown one rather than read as `on`.
   EXEC_SHELL: z
-    .enum(['off', 'on'])
+    .enum(['off', 'on'], {
+      error: (issue) =>
+        issue.input === 'approve'
+          ? 'approve needs tool approval, not available yet: use off or on'
+          : 'must be off or on',
+    })
     .default('off')
     .describe(
       "on gives the model exec_shell: bash -c in a bubblewrap sandbox over the chat's own workspace (no network, limits below); the worker refuses to start when the sandbox cannot, never runs a command unsandboxed",
