@@ -19,6 +19,7 @@ import { benchStream, STREAM_DEFAULTS } from './stream.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
 import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
+import { benchWorkspace, WORKSPACE_DEFAULTS } from './workspace.js';
 
 /**
  * Entry: `tsx bench/run.ts [--help] [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR] [--tracing]`
@@ -48,6 +49,7 @@ const BENCHMARKS = [
   'prompt-cache',
   'replica-acks',
   'stream',
+  'workspace',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -79,7 +81,7 @@ if (values.help) {
 benchmarks (--only): ${BENCHMARKS.join(', ')}
   the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
   stream) start dist/cli.js: npm run build first. memory and stream start their own
-  redis-server from PATH.
+  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox).
 
 flags:
   --runs N             runs of each benchmark (default 3)
@@ -171,6 +173,7 @@ const SMOKE = {
     memoryStreams: 50,
     timeoutMs: 60_000,
   },
+  workspace: { iterations: 2 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -286,6 +289,12 @@ for (const name of selected) {
         ...(nodeArgs && { nodeArgs }),
         bursts: values.bursts === true,
         apart: values.apart === true,
+        runs,
+      });
+    } else if (name === 'workspace') {
+      results.workspace = await benchWorkspace({
+        ...WORKSPACE_DEFAULTS,
+        ...(smoke && SMOKE.workspace),
         runs,
       });
     } else if (name === 'memory') {

@@ -5,7 +5,8 @@ import { NO_CHAT_KEY } from './state.js';
  * The deterministic "model" every wire protocol shares: what to answer a conversation, in
  * a form of its own that each protocol adapter (chat-completions.ts, responses.ts,
  * anthropic.ts, gemini.ts) converts its request to and its answer from. The scripted
- * behaviour (reply through chat_send, skills, summaries) lives only here.
+ * behaviour (reply through chat_send, skills, `$ command` through exec_shell, summaries)
+ * lives only here.
  */
 
 export interface MockToolCall {
@@ -59,6 +60,11 @@ const SKILL_REQUEST = /\bskill:\s*([A-Za-z0-9_-]+)/i;
  * what it returned through chat_send.
  */
 const TOOL_REQUEST = /\btool:\s*([A-Za-z0-9_-]+)(?:[ \t]+(\{[^\n]*\}))?/i;
+const EXEC_SHELL = 'exec_shell';
+/** A user message starting with `$ ` is a command: the mock runs it with exec_shell, when offered. */
+const SHELL_REQUEST = /^\$ ([\s\S]+)$/;
+/** How much of a command's result the mock's reply quotes. */
+const SHELL_REPLY_CHARS = 2000;
 
 export function chatKeyOf(messages: readonly MockMessage[]): string {
   for (const message of messages) {
@@ -164,9 +170,18 @@ function loadedSkill(messages: readonly MockMessage[]): string | undefined {
   }
 }
 
+/** Whether the tool results just back answer an `exec_shell` call (the assistant message before them). */
+function ranCommand(messages: readonly MockMessage[]): boolean {
+  const before = messages.findLastIndex((m) => m.role !== 'tool');
+  return messages[before]?.toolCalls?.some((c) => c.name === EXEC_SHELL) ?? false;
+}
+
 export function decideReply(messages: readonly MockMessage[], tools: readonly string[]): MockReply {
   const last = messages[messages.length - 1];
   if (last?.role === 'tool') {
+    // A command ran for the user: send its result (as the tool gave it) back through chat_send.
+    if (ranCommand(messages) && tools.includes(CHAT_SEND))
+      return toolCall(CHAT_SEND, { text: `shell: ${last.text.slice(0, SHELL_REPLY_CHARS)}` });
     // A skill was loaded for the user's messages: now answer them, saying which skill was used.
     const skill = loadedSkill(messages);
     if (skill && tools.includes(CHAT_SEND)) {
@@ -189,6 +204,8 @@ export function decideReply(messages: readonly MockMessage[], tools: readonly st
 
   if (tools.includes(CHAT_SEND)) {
     const fresh = freshUserTexts(messages);
+    const command = tools.includes(EXEC_SHELL) ? SHELL_REQUEST.exec(fresh.at(-1) ?? '')?.[1] : undefined;
+    if (command) return toolCall(EXEC_SHELL, { command });
     const skill = tools.includes(SKILLS_LOAD) ? SKILL_REQUEST.exec(fresh.join('\n'))?.[1] : undefined;
     if (skill) return toolCall(SKILLS_LOAD, { name: skill });
     const asked = TOOL_REQUEST.exec(fresh.join('\n'));

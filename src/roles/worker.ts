@@ -28,6 +28,7 @@ import { compactionDepsFromConfig } from '../worker/compaction/compaction-deps.j
 import { compactionThreshold } from '../worker/compaction/cut.js';
 import { buildDeliveryWorker, type DeliveryParts } from '../worker/delivery/delivery-parts.js';
 import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
+import { openExecShell } from '../worker/shell/exec-shell.js';
 import { RunningTurns } from '../worker/turn/running-turns.js';
 import type { TurnDeps } from '../worker/turn/turn.js';
 import {
@@ -97,6 +98,9 @@ export async function prepareWorker(
   // 2. Connections.
   const providers = await loadProviders(models, compactionModels);
   const opened = new Opened();
+  // exec_shell: the sandbox is probed once here; a host that cannot run it stops the worker.
+  const shell = await opened.step(() => openExecShell(config, logger));
+  if (shell) opened.add(() => shell.close());
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
   opened.add(() => closeRedis(connection));
@@ -145,6 +149,7 @@ export async function prepareWorker(
     typing: new TypingIndicator(senders, logger),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
+    ...(shell && { shell }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -238,6 +243,7 @@ export async function prepareWorker(
         }
         await side.close();
         await mcp?.close();
+        await shell?.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

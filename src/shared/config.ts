@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { accessShape, secretOf, webTokenShape } from './config-auth.js';
+import { execShellProblems, execShellShape } from './config-exec-shell.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
@@ -12,6 +13,7 @@ import { retentionShape } from './retention.js';
 import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
 
 export type { TrustProxy } from './config-auth.js';
+export type { AllowedHost } from './config-exec-shell.js';
 export {
   type ModelConfig,
   type ModelSpec,
@@ -414,6 +416,8 @@ export const configSchema = () =>
       .enum(['on', 'off'])
       .default('off')
       .describe('on gives the model chat_contact_send (writing to another chat found in the contact book)'),
+    // exec_shell (docs/agent.md "exec_shell"): bash in a bubblewrap sandbox over the chat's workspace.
+    ...execShellShape(),
 
     // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
@@ -557,7 +561,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
-  const problems = [...redisTopologyProblems(config), ...otelProblems(config)];
+  const problems = [...redisTopologyProblems(config), ...otelProblems(config), ...execShellProblems(config)];
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {

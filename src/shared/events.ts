@@ -176,6 +176,8 @@ export const EVENT_DATA = {
   }),
   /** A `context.once` call found its key's result stored and returned it: fn did not run. */
   'once.reused': z.looseObject({ key: z.string(), runId: z.string(), attempt: z.number() }),
+  /** exec_shell saved the chat's workspace after a command (`bytes` before compression, `stored` after). */
+  'workspace.saved': z.looseObject({ runId: z.string(), bytes: z.number(), stored: z.number() }),
   /** chat_contact_send sent to another chat. */
   'contact.sent': z.looseObject({
     sendId: z.string(),

@@ -35,6 +35,9 @@ const CHAT_KEY_NAMES = [
   // stream it follows, read up to where), and while a post waits for its outbox item `part`,
   // `msg` (the platform's message id), `text` and `end`. Written only under the delivery lease.
   'posts',
+  // string: exec_shell's workspace, a gzipped tar (EXEC_SHELL_WORKSPACE_MAX_BYTES before
+  // compression), written fenced after each command that changed it (workspace-save.lua)
+  'workspace',
 ] as const;
 
 export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
@@ -78,7 +81,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the sixteen, so it builds those rather than all of them every call. The names are
+ * the seventeen, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { countTextTokens } from '../../src/shared/tokens.js';
 import { ChatTools, offeredTools } from '../../src/worker/agent/tools/chat-tools.js';
+import { createExecShellTool } from '../../src/worker/agent/tools/exec-shell.js';
 import { turnOf } from '../../src/worker/agent/tools/tool-turn.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import type { ChatToolName } from '../../src/worker/pipeline/chat-tool-names.js';
@@ -47,6 +48,26 @@ describe('offered tools', () => {
     expect(next.tools).toBe(first.tools);
     expect(next.tools.chat_send).toBe(first.tools.chat_send);
     expect(next.active).toHaveLength(10);
+  });
+
+  it('offers exec_shell to every turn when EXEC_SHELL=on, and hands it the turn (its workspace)', () => {
+    const execShellTool = createExecShellTool({
+      timeoutMs: 30_000,
+      outputMaxBytes: 16_384,
+      workspaceMaxBytes: 8 * 1024 * 1024,
+      hosts: ['pypi.org'],
+    });
+    const chatTools = new ChatTools({ memoryMaxTokens: 100, execShellTool });
+    const turn = chatTools.forTurn(fresh);
+    expect(turn.tools.exec_shell).toBe(execShellTool);
+    expect(turn.active).toEqual(['exec_shell', ...ALWAYS]);
+    expect(turn.withTurn).toEqual(['exec_shell', ...ALWAYS]);
+    expect(execShellTool.description).toBe(
+      "Run a shell command (bash -c) in /workspace, this chat's own directory, kept between turns (up to 8 MB). " +
+        'Sandboxed: no network except HTTP(S) to pypi.org, read-only system, private /tmp, 30 s limit, ' +
+        'output cut to 16384 bytes each. Returns exitCode, stdout, stderr.',
+    );
+    expect(new ChatTools({ memoryMaxTokens: 100 }).forTurn(fresh).active).not.toContain('exec_shell');
   });
 
   it('never lets an operator tool shadow one of chatlane’s own', () => {

@@ -79,7 +79,7 @@ export class LuaScript<Events extends boolean = false> {
   async run(
     redis: RedisClient,
     keys: string[],
-    args: Array<string | number>,
+    args: Array<string | number | Buffer>,
     ...sink: Events extends true ? [events: EventSink | undefined] : []
   ): Promise<unknown> {
     const events: EventSink | undefined = sink[0];
@@ -98,7 +98,7 @@ export class LuaScript<Events extends boolean = false> {
   private async runCollecting(
     redis: RedisClient,
     keys: string[],
-    args: Array<string | number>,
+    args: Array<string | number | Buffer>,
     events: EventSink,
   ): Promise<unknown> {
     const text = this.collecting;
@@ -118,7 +118,7 @@ export class LuaScript<Events extends boolean = false> {
     redis: RedisClient,
     text: ScriptText,
     keys: string[],
-    args: Array<string | number>,
+    args: Array<string | number | Buffer>,
     err: unknown,
   ): Promise<unknown> {
     if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
@@ -139,7 +139,7 @@ type Script = (
   script: string,
   numberOfKeys: number,
   keys: string[],
-  args: Array<string | number>,
+  args: Array<string | number | Buffer>,
 ) => Promise<unknown>;
 
 export const scripts = {
@@ -174,4 +174,5 @@ export const scripts = {
   replyStop: new LuaScript('reply-stop', 2, { events: true }),
   webhookClaim: new LuaScript('webhook-claim', 1),
   webhookRelease: new LuaScript('webhook-release', 1),
+  workspaceSave: new LuaScript('workspace-save', 3, { events: true }),
 };

@@ -18,7 +18,7 @@ export interface ReplyUrlPolicy {
   hosts: readonly string[];
 }
 
-function hostMatches(host: string, pattern: string): boolean {
+export function hostMatches(host: string, pattern: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return host === pattern;
 }

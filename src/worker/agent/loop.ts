@@ -1,4 +1,5 @@
 import {
+  type Experimental_SandboxSession,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
@@ -68,6 +69,8 @@ export interface LoopInput<T> {
   onPart?: (part: TextStreamPart<ToolSet>) => void;
   /** Arrivals merged into the turn, right after they are taken. */
   onMerge?: (items: T[]) => void;
+  /** EXEC_SHELL=on: the chat's workspace as the AI SDK's sandbox session, for tools that run in one. */
+  sandbox?: Experimental_SandboxSession;
 }
 
 /** The AI SDK's download hook (experimental_download). */
@@ -174,6 +177,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     // cannot bring them back.)
     include: { requestBody: false },
     ...(input.download && { experimental_download: input.download }),
+    ...(input.sandbox && { experimental_sandbox: input.sandbox }),
     // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
     ...modelTelemetry('chatlane.turn'),
   });

@@ -17,6 +17,7 @@ import { createMergeRoom } from '../agent/merge-room.js';
 import { isContextOverflowError } from '../agent/overflow.js';
 import { ChatTools } from '../agent/tools/chat-tools.js';
 import type { CustomTools } from '../agent/tools/custom-tools.js';
+import { createExecShellTool } from '../agent/tools/exec-shell.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
@@ -24,6 +25,8 @@ import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
 import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
+import type { ExecShell } from '../shell/exec-shell.js';
+import type { ChatWorkspace } from '../shell/workspace.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
@@ -94,6 +97,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   replies?: ReplyStreams;
   /** PLATFORM_STREAMING=on: a platform chat's delivery is triggered as each chat_send starts, and at the reply's end. */
   platformStreaming?: boolean;
+  /** EXEC_SHELL=on: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
+  shell?: ExecShell;
 }
 
 export interface TurnOptions {
@@ -119,6 +124,7 @@ function chatToolsOf(deps: TurnDeps): ChatTools {
       contacts: deps.contacts,
       skillsTool: deps.skillsTool,
       custom: deps.customTools?.tools,
+      ...(deps.shell && { execShellTool: createExecShellTool(deps.shell.toolSettings()) }),
     });
     chatTools.set(deps, tools);
   }
@@ -219,6 +225,15 @@ async function leasedTurn(
         )
       : undefined,
   };
+  // EXEC_SHELL=on: nothing is made or read until the turn's first command.
+  run.workspace = deps.shell?.workspace({
+    store,
+    chatKey,
+    fence: lane.fence,
+    runId,
+    logger,
+    fencedOut: (reason) => lane.markLost(reason),
+  });
   deps.running?.track(lane);
   const finalAttempt = opts.finalAttempt ?? false;
   // No frame of ours waits on the first attempt (at thousands of turns in flight each would
@@ -257,6 +272,8 @@ interface TurnRun extends TurnTally {
   span: Span | undefined;
   /** The live view of the turn's reply (absent without reply streams). */
   reply: ReplyWriter | undefined;
+  /** The chat's exec_shell workspace (EXEC_SHELL=on), deleted from disk when the turn ends. */
+  workspace?: ChatWorkspace | undefined;
 }
 
 /**
@@ -317,6 +334,8 @@ async function settleTurn(
       return { ok: false, pending: 0 };
     });
     if (outcome && outcome.status !== 'busy' && outcome.status !== 'lost') outcome.pending = released.pending;
+    // After the release: deleting the directory need not hold the chat.
+    await run.workspace?.close();
   }
 }
 
@@ -427,6 +446,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       // Later requests carry the new context, not the input the turn started with.
       mergeRoom.rebase(fixedTokens - settings.reserveTokens + next.report.keptTokens);
     },
+    workspace: run.workspace,
   });
 
   const inputMessages = compressed.messages.length;
@@ -487,6 +507,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     // As the assembler shows them: the next turn's history then carries them byte for byte.
     toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
+    ...(run.workspace && deps.shell && { sandbox: deps.shell.session(run.workspace) }),
     usage: run.usage,
     ...(chunker && {
       onPart: (part) => chunker.push(part),

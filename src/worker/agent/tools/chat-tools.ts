@@ -53,6 +53,8 @@ export interface ChatToolsOptions {
    * every turn after chatlane's own, in their given order.
    */
   custom?: ToolSet | undefined;
+  /** EXEC_SHELL=on: exec_shell, offered to every turn. */
+  execShellTool?: Tool | undefined;
 }
 
 /**
@@ -65,7 +67,7 @@ export interface ChatToolsOptions {
  */
 export class ChatTools {
   private readonly own: ToolSet;
-  /** Offered to every turn (skills_load, chat_contact_send). */
+  /** Offered to every turn (skills_load, chat_contact_send, exec_shell). */
   private readonly always: string[];
   /** Of `always`, the ones that read the turn (tool-turn.ts). */
   private readonly alwaysWithTurn: string[];
@@ -82,12 +84,17 @@ export class ChatTools {
       ...(opts.skillsTool && { skills_load: opts.skillsTool }),
       ...contextTools,
       ...(opts.contacts && { chat_contact_send: createContactSendTool(opts.contacts) }),
+      ...(opts.execShellTool && { exec_shell: opts.execShellTool }),
     };
     this.always = [
       ...(opts.skillsTool ? ['skills_load'] : []),
       ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
     ];
-    this.alwaysWithTurn = opts.contacts ? ['chat_contact_send'] : [];
+    this.alwaysWithTurn = [
+      ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
+    ];
     this.customNames = Object.keys(opts.custom ?? {}).filter((n) => !Object.hasOwn(this.own, n));
     this.custom = Object.fromEntries(this.customNames.map((n) => [n, opts.custom![n]!]));
   }
