@@ -1,23 +1,29 @@
 import { DiscordFormatConverter } from '@chat-adapter/discord';
 import type { Root } from 'chat';
-import { converterBlock, headingsAsBold, intrawordAsText, taskBoxesAsText } from './common.js';
+import { onlyIdMentions } from '../../platforms/discord-mentions.js';
+import { converterBlock, forConverter } from './common.js';
 import { oneFormat, type ReplyFormat } from './format.js';
-import { inlineText, mapTree, type Phrasing, resolveReferences } from './markdown.js';
+import { inlineText, mapTree, type Phrasing } from './markdown.js';
 
 /**
- * Discord: its Markdown dialect through `@chat-adapter/discord`'s own converter (masked links,
- * tables as aligned text in a code block, `<@name>` mentions), 2,000 characters a message.
- * Routed around:
+ * Discord: its Markdown dialect through `@chat-adapter/discord`'s own converter (masked
+ * links, tables as aligned text in a code block), 2,000 characters a message. Routed around:
  * - the adapter cuts any message past 2,000 characters to 1,997 and `...`, silently
  *   (test/unit/upstream-chat-adapters.test.ts): parts never get there;
  * - its converter writes text as it is: a `*` or `_` the model escaped would turn into
  *   emphasis, so the characters Discord reads as markup are escaped in text (not in a link
  *   whose text is its URL);
- * - it drops headings' marks: a heading is a bold line, as on the other chat platforms;
+ * - it turns every `@name` into `<@name>`, which Discord shows as typed unless the name is a
+ *   user id: only ids become mentions (src/shared/platforms/discord-mentions.ts, on the
+ *   adapter's converter too);
+ * - it drops headings' marks, footnotes and images: a heading is a bold line, a footnote
+ *   `[^1]` text, an image a link; a link Discord cannot open (relative, mailto:) is text;
  * - emphasis inside a word (`2*3*4`) stays as written, escaped.
  */
-const converter = new DiscordFormatConverter();
 const MARKUP = /[\\*_~`|]/g;
+const USABLE = /^https?:/i;
+
+const converter = onlyIdMentions(new DiscordFormatConverter());
 
 function escapeText(root: Root): Root {
   return mapTree(root, (node) => {
@@ -35,8 +41,7 @@ function escapeText(root: Root): Root {
 export const discordFormat: ReplyFormat = {
   id: 'discord.1',
   limit: 2000,
-  prepare: (root, doc) =>
-    escapeText(headingsAsBold(taskBoxesAsText(intrawordAsText(resolveReferences(root), doc)))),
+  prepare: (root, doc) => escapeText(forConverter(root, doc, USABLE)),
   block: converterBlock(converter),
   message: (text) => ({ raw: text }),
 };

@@ -28,17 +28,21 @@ export function sourceOf(node: Content, doc: ReplyDoc): string | undefined {
 }
 
 const WORD = /[\p{L}\p{N}]/u;
+/** Scripts written without spaces between words: emphasis next to their letters is not inside a word. */
+const UNSPACED = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\p{Script=Thai}]/u;
+const inWord = (c: string) => WORD.test(c) && !UNSPACED.test(c);
 
 /**
  * Emphasis written inside a word (`2*3*4`, `foo**bar**baz`): CommonMark reads `*` there as
  * emphasis, but platforms whose markers need a word boundary (WhatsApp, Google Chat) would
- * show the markers around nothing. Their renderers keep such a span as the model wrote it.
+ * show the markers around nothing, and the model meant the characters (arithmetic, a glob).
+ * Those renderers keep such a span as the model wrote it.
  */
 export function isIntraword(node: Content, doc: ReplyDoc): boolean {
   const start = node.position?.start.offset;
   const end = node.position?.end.offset;
   if (start === undefined || end === undefined) return false;
-  return WORD.test(doc.source.charAt(start - 1)) || WORD.test(doc.source.charAt(end));
+  return inWord(doc.source.charAt(start - 1)) || inWord(doc.source.charAt(end));
 }
 
 export function rootOf(children: Content[]): Root {

@@ -4,8 +4,9 @@ import { inlineText, type Parent, type Phrasing } from './markdown.js';
 /**
  * Splits a reply's blocks into messages of at most `limit` (in the platform's unit), in order,
  * losing nothing. Blocks are packed greedily, so a message ends at a paragraph (block)
- * boundary whenever one fits; a block too long for a message of its own is cut at sentence
- * boundaries, a sentence too long at word boundaries, a word too long between graphemes.
+ * boundary whenever the next block fits in a message of its own; a block too long for one is
+ * cut at sentence boundaries, a sentence too long at word boundaries, a word too long between
+ * graphemes, and its first piece fills the message before it where there is room.
  * Containers are cut between their children and each piece keeps its container: a code
  * block's pieces are code blocks of whole lines (never a fence left open), a list's are lists
  * numbered on, a table's are tables with the header row again, a quote's are quotes.
@@ -38,35 +39,35 @@ export function splitBlocks(blocks: readonly Content[], opts: SplitOptions): Con
       used = after;
       continue;
     }
-    // A heading stays with what it heads: the block's first piece joins it, or it moves on.
-    const last = current.at(-1);
-    if (last && isHeading(last)) {
-      if (size > opts.limit) {
-        const pieces = splitBlock(block, opts);
-        if (pieces.length > 1) {
-          queue.unshift(...pieces);
-          continue;
-        }
-      } else if (current.length > 1 && opts.size(last) + opts.gap + size <= opts.limit) {
-        current.pop();
-        parts.push(current);
-        current = [last, block];
-        used = opts.size(last) + opts.gap + size;
+    if (size > opts.limit) {
+      // Longer than a message: cut, its first piece filling this message where there is room.
+      const whole: Fit = (n) => opts.size(n) <= opts.limit;
+      const room = current.length > 0 ? opts.limit - used - opts.gap : 0;
+      let pieces = room > 0 ? splitBlock(block, (n, k) => opts.size(n) <= (k === 0 ? room : opts.limit)) : [];
+      if (pieces.length < 2 || opts.size(pieces[0]!) > room) pieces = splitBlock(block, whole);
+      if (pieces.length > 1) {
+        queue.unshift(...pieces);
         continue;
       }
-    }
-    if (current.length > 0) parts.push(current);
-    current = [];
-    used = 0;
-    if (size <= opts.limit) {
-      current = [block];
-      used = size;
+      // Nothing smaller to cut it into (cannot happen for text: it ends at graphemes): alone.
+      if (current.length > 0) parts.push(current);
+      parts.push([block]);
+      current = [];
+      used = 0;
       continue;
     }
-    const pieces = splitBlock(block, opts);
-    // Nothing smaller to cut it into (cannot happen for text: it ends at graphemes): alone.
-    if (pieces.length < 2) parts.push([block]);
-    else queue.unshift(...pieces);
+    // A heading goes on with what it heads.
+    const last = current.at(-1);
+    if (last && current.length > 1 && isHeading(last) && opts.size(last) + opts.gap + size <= opts.limit) {
+      current.pop();
+      parts.push(current);
+      current = [last, block];
+      used = opts.size(last) + opts.gap + size;
+      continue;
+    }
+    if (current.length > 0) parts.push(current);
+    current = [block];
+    used = size;
   }
   if (current.length > 0) parts.push(current);
   return parts;
@@ -76,9 +77,17 @@ function isHeading(node: Content): boolean {
   return node.type === 'heading' || (node.data as { heading?: boolean } | undefined)?.heading === true;
 }
 
-/** `block` cut into pieces that each fit (a piece that does not is cut again, finer). */
-function splitBlock(block: Content, opts: SplitOptions): Content[] {
-  const fits = (node: Content) => opts.size(node) <= opts.limit;
+/**
+ * Whether a piece fits where it goes: `index` 0 is a block's first piece, which may have to fit
+ * in what is left of the message before it; a container's pieces are measured wrapped.
+ */
+type Fit = (piece: Content, index: number) => boolean;
+
+/**
+ * `block` cut into pieces that fit (a piece that still does not, a single sentence, word or
+ * line, is cut again, finer, when its turn comes). One piece or none: it cannot be cut.
+ */
+function splitBlock(block: Content, fits: Fit): Content[] {
   switch (block.type) {
     case 'paragraph':
     case 'heading':
@@ -87,20 +96,17 @@ function splitBlock(block: Content, opts: SplitOptions): Content[] {
     case 'html':
       return splitValue(block, fits);
     case 'list':
-      return splitList(block, opts);
+      return splitList(block, fits);
     case 'blockquote':
     case 'footnoteDefinition':
-      return splitChildren(block, opts);
+      return splitChildren(block, fits);
     case 'table': {
       const [header, ...rows] = block.children;
-      if (header && rows.length > 1) {
-        return pack(rows.length, (i, j) => fits({ ...block, children: [header, ...rows.slice(i, j)] })).map(
-          ([i, j]) => ({ ...block, children: [header, ...rows.slice(i, j)] }),
-        );
-      }
+      const make = (i: number, j: number) => ({ ...block, children: [header!, ...rows.slice(i, j)] });
+      if (header && rows.length > 1)
+        return pack(rows.length, (i, j, k) => fits(make(i, j), k)).map(([i, j]) => make(i, j));
       // One row longer than a message: its text as a code block, cut by lines.
-      const code: Code = { type: 'code', lang: null, meta: null, value: tableToAscii(block) };
-      return splitValue(code, fits);
+      return splitValue({ type: 'code', lang: null, meta: null, value: tableToAscii(block) }, fits);
     }
     default:
       return [block];
@@ -108,21 +114,22 @@ function splitBlock(block: Content, opts: SplitOptions): Content[] {
 }
 
 /**
- * Ranges [i, j) over `count` units, in order, each the longest from its start that `fits`
- * (found by doubling, then bisecting: a few renders per piece, not one per unit); a unit that
- * does not fit alone is a range of its own.
+ * Ranges [i, j) over `count` units, in order, each the longest from its start that fits as
+ * piece k (found by doubling, then bisecting: a few renders per piece, not one per unit); a
+ * unit that does not fit alone is a range of its own.
  */
-function pack(count: number, fits: (i: number, j: number) => boolean): Array<[number, number]> {
+function pack(count: number, fits: (i: number, j: number, k: number) => boolean): Array<[number, number]> {
   const ranges: Array<[number, number]> = [];
   let i = 0;
   while (i < count) {
+    const k = ranges.length;
     let good = i + 1;
-    if (fits(i, good)) {
+    if (fits(i, good, k)) {
       let step = 1;
       let bad = count + 1;
       while (good < count) {
         const next = Math.min(count, good + step);
-        if (!fits(i, next)) {
+        if (!fits(i, next, k)) {
           bad = next;
           break;
         }
@@ -131,7 +138,7 @@ function pack(count: number, fits: (i: number, j: number) => boolean): Array<[nu
       }
       while (bad - good > 1) {
         const mid = Math.floor((good + bad) / 2);
-        if (mid <= count && fits(i, mid)) good = mid;
+        if (mid <= count && fits(i, mid, k)) good = mid;
         else bad = mid;
       }
     }
@@ -141,56 +148,51 @@ function pack(count: number, fits: (i: number, j: number) => boolean): Array<[nu
   return ranges;
 }
 
-function splitChildren(node: Parent, opts: SplitOptions): Content[] {
-  const fits = (n: Content) => opts.size(n) <= opts.limit;
+function splitChildren(node: Parent, fits: Fit): Content[] {
   const children = node.children as Content[];
   const wrap = (kids: Content[]) => ({ ...node, children: kids }) as Content;
   if (children.length > 1) {
-    return pack(children.length, (i, j) => fits(wrap(children.slice(i, j)))).map(([i, j]) =>
+    return pack(children.length, (i, j, k) => fits(wrap(children.slice(i, j)), k)).map(([i, j]) =>
       wrap(children.slice(i, j)),
     );
   }
   const [only] = children;
-  return only ? splitBlock(only, opts).map((piece) => wrap([piece])) : [node];
+  return only ? splitBlock(only, (n, k) => fits(wrap([n]), k)).map((piece) => wrap([piece])) : [node];
 }
 
 /**
  * A list cut between its items (an ordered list's later pieces numbered on). A single item
  * too long keeps its bullet on its first piece; the rest of it follows as plain blocks.
  */
-function splitList(list: List, opts: SplitOptions): Content[] {
-  const fits = (n: Content) => opts.size(n) <= opts.limit;
+function splitList(list: List, fits: Fit): Content[] {
   const items = list.children;
   const piece = (i: number, j: number): List => ({
     ...list,
     ...(list.ordered && { start: (list.start ?? 1) + i }),
     children: items.slice(i, j),
   });
-  if (items.length > 1) return pack(items.length, (i, j) => fits(piece(i, j))).map(([i, j]) => piece(i, j));
+  if (items.length > 1)
+    return pack(items.length, (i, j, k) => fits(piece(i, j), k)).map(([i, j]) => piece(i, j));
   const [item] = items;
-  if (!item) return [list];
-  const [first, ...rest] = item.children as Content[];
-  if (!first) return [list];
-  const head = rest.length > 0 ? [first] : splitBlock(first, opts);
-  if (head.length === 0) return [list];
-  return [
-    { ...list, children: [{ ...item, children: [head[0]!] as typeof item.children }] },
-    ...head.slice(1),
-    ...rest,
-  ];
+  const [first, ...rest] = (item?.children ?? []) as Content[];
+  if (!item || !first) return [list];
+  const bulleted = (n: Content): List => ({
+    ...list,
+    children: [{ ...item, children: [n] as typeof item.children }],
+  });
+  if (rest.length > 0) return [bulleted(first), ...rest];
+  const pieces = splitBlock(first, (n, k) => (k === 0 ? fits(bulleted(n), 0) : fits(n, k)));
+  return pieces.length > 0 ? [bulleted(pieces[0]!), ...pieces.slice(1)] : [list];
 }
 
 /** A code block (or raw HTML) cut between lines; a line longer than a message between graphemes. */
-function splitValue<T extends Code | Extract<Content, { type: 'html' }>>(
-  node: T,
-  fits: (n: Content) => boolean,
-): Content[] {
+function splitValue(node: Code | Extract<Content, { type: 'html' }>, fits: Fit): Content[] {
   const lines = node.value.split('\n');
   const units =
     lines.length > 1 ? lines.map((l, i) => (i < lines.length - 1 ? `${l}\n` : l)) : graphemes(node.value);
   if (units.length < 2) return [node];
   const make = (i: number, j: number) => ({ ...node, value: units.slice(i, j).join('').replace(/\n$/, '') });
-  return pack(units.length, (i, j) => fits(make(i, j))).map(([i, j]) => make(i, j));
+  return pack(units.length, (i, j, k) => fits(make(i, j), k)).map(([i, j]) => make(i, j));
 }
 
 const sentences = new Intl.Segmenter(undefined, { granularity: 'sentence' });
@@ -247,7 +249,7 @@ function boundaries(children: Phrasing[], level: Level): number[] {
 type InlineBlock = Extract<Content, { type: 'paragraph' | 'heading' }>;
 
 /** A paragraph or heading cut at sentences, else words, else graphemes: pieces of the same kind. */
-function splitInline(node: InlineBlock, fits: (n: Content) => boolean): Content[] {
+function splitInline(node: InlineBlock, fits: Fit): Content[] {
   const children = node.children as Phrasing[];
   const total = children.map(inlineText).join('').length;
   for (const level of ['sentence', 'word', 'grapheme'] as const) {
@@ -255,7 +257,7 @@ function splitInline(node: InlineBlock, fits: (n: Content) => boolean): Content[
     if (cuts.length < 3) continue;
     const make = (i: number, j: number) =>
       ({ ...node, children: trimEdges(sliceInline(children, cuts[i]!, cuts[j]!, total)) }) as Content;
-    const ranges = pack(cuts.length - 1, (i, j) => fits(make(i, j)));
+    const ranges = pack(cuts.length - 1, (i, j, k) => fits(make(i, j), k));
     if (ranges.length > 1) return ranges.map(([i, j]) => make(i, j));
   }
   return [node];

@@ -1,11 +1,18 @@
-import { TelegramFormatConverter } from '@chat-adapter/telegram';
+import { escapeMarkdownV2, TelegramFormatConverter } from '@chat-adapter/telegram';
 import { type Adapter, type Code, type Content, type Link, type Root, tableToAscii } from 'chat';
 import {
   markdownV2Message,
   richMessage,
   TelegramRichRefusedError,
 } from '../../platforms/telegram-messages.js';
-import { intrawordAsText, markdownBlock, taskBoxesAsText, unwrapStrong } from './common.js';
+import {
+  footnotesAsText,
+  headingsAsBold,
+  intrawordAsText,
+  listText,
+  markdownBlock,
+  taskBoxesAsText,
+} from './common.js';
 import { type PlatformReplies, type ReplyFormat, renderReply } from './format.js';
 import { type Phrasing, resolveReferences, rootOf } from './markdown.js';
 
@@ -16,10 +23,10 @@ import { type Phrasing, resolveReferences, rootOf } from './markdown.js';
  * - **classic** (`sendMessage` with `parse_mode: MarkdownV2`, 4,096 characters), where the Bot
  *   API has no rich messages: the adapter's own MarkdownV2 converter, given a tree it renders
  *   validly. Left to itself it writes Markdown Telegram refuses with "can't parse entities" or
- *   shows wrongly: bold inside a heading (`**x**`), inline code inside bold or a link (the Bot
- *   API nests no entity in code), a quote inside a list or a quote (`>` mid-line), a code
- *   block inside a quote, links without a usable URL, adjacent italics (`_a__b_` reads as
- *   underline), footnotes dropped. `forMarkdownV2` reshapes those first; every corpus output
+ *   shows wrongly: bold inside a heading (`**x**`), inline code inside bold, a heading or a
+ *   link (the Bot API nests no entity in code), a quote inside a list or a quote (`>` mid-line),
+ *   a code block inside a quote, links without a usable URL, adjacent italics (`_a__b_` reads
+ *   as underline), footnotes dropped, nested list items flush left. `forMarkdownV2` reshapes those first; every corpus output
  *   is checked by a MarkdownV2 parser written to the Bot API's rules
  *   (src/fake-telegram/markdown-v2.ts), which the fake Bot API applies too.
  * A rich part the Bot API refuses goes out as classic parts (`post`).
@@ -37,8 +44,11 @@ export const telegramRichFormat: ReplyFormat = {
 export const telegramClassicFormat: ReplyFormat = {
   id: 'telegram-classic.1',
   limit: 4096,
-  prepare: (root, doc) => forMarkdownV2(taskBoxesAsText(intrawordAsText(resolveReferences(root), doc))),
-  block: (node) => converter.fromAst(rootOf([node])),
+  prepare: (root, doc) =>
+    forMarkdownV2(
+      headingsAsBold(footnotesAsText(taskBoxesAsText(intrawordAsText(resolveReferences(root), doc)))),
+    ),
+  block: classicBlock,
   message: markdownV2Message,
 };
 
@@ -61,6 +71,14 @@ export const telegramReplies: PlatformReplies = {
     }
   },
 };
+
+/** The adapter's converter, but lists with their nesting (it puts every nested item flush left). */
+function classicBlock(node: Content): string {
+  if (node.type === 'list') {
+    return listText(node, classicBlock, (ordered, n) => (ordered ? escapeMarkdownV2(`${n}.`) : '\\-'));
+  }
+  return converter.fromAst(rootOf([node]));
+}
 
 const SCHEMES = /^(?:https?|tg|mailto|tel):/i;
 const LANG = /^[A-Za-z0-9_+#.-]{1,32}$/;
@@ -97,24 +115,9 @@ function blocks(nodes: readonly Content[], nested: boolean): Content[] {
         });
         break;
       case 'paragraph':
-        out.push({ ...node, children: inline(node.children, new Set()) });
-        break;
       case 'heading':
-        // Rendered as `*text*`: bold inside it would close it.
-        out.push({ ...node, children: inline(unwrapStrong(node.children), new Set(['strong'])) });
+        out.push({ ...node, children: inline(node.children, new Set()) } as Content);
         break;
-      case 'footnoteDefinition': {
-        const [first, ...rest] = blocks(node.children, nested);
-        const label: Phrasing = { type: 'text', value: `[^${node.label ?? node.identifier}]: ` };
-        out.push(
-          first?.type === 'paragraph'
-            ? { ...first, children: [label, ...first.children] }
-            : { type: 'paragraph', children: [label] },
-        );
-        if (first && first.type !== 'paragraph') out.push(first);
-        out.push(...rest);
-        break;
-      }
       case 'definition':
         break;
       default:

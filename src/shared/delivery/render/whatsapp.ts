@@ -1,5 +1,5 @@
-import { type Content, type Link, type List, tableToAscii } from 'chat';
-import { headingsAsBold, intrawordAsText, quoted, taskBoxesAsText } from './common.js';
+import { type Content, type Link, tableToAscii } from 'chat';
+import { headingsAsBold, intrawordAsText, listText, quoted, taskBoxesAsText } from './common.js';
 import { oneFormat, type ReplyFormat } from './format.js';
 import { type Phrasing, resolveReferences } from './markdown.js';
 
@@ -43,7 +43,7 @@ function block(node: Content): string {
     case 'blockquote':
       return quoted(node.children.map(block).filter(Boolean).join('\n'));
     case 'list':
-      return list(node, '');
+      return listText(node, block, (ordered, n) => (ordered ? `${n}.` : BULLET));
     case 'html':
       return node.value;
     case 'footnoteDefinition':
@@ -53,25 +53,6 @@ function block(node: Content): string {
     default:
       return 'children' in node ? (node.children as Content[]).map(block).join('') : '';
   }
-}
-
-function list(node: List, indent: string): string {
-  const start = node.start ?? 1;
-  const lines: string[] = [];
-  node.children.forEach((item, i) => {
-    const marker = node.ordered ? `${start + i}.` : BULLET;
-    const pad = `${indent}${' '.repeat(marker.length + 1)}`;
-    let first = true;
-    for (const child of item.children) {
-      const text = child.type === 'list' ? list(child, pad) : block(child).replaceAll('\n', `\n${pad}`);
-      if (!text) continue;
-      if (child.type === 'list') lines.push(text);
-      else lines.push(first ? `${indent}${marker} ${text}` : `${pad}${text}`);
-      first = false;
-    }
-    if (first) lines.push(`${indent}${marker}`);
-  });
-  return lines.join('\n');
 }
 
 type Marker = '*' | '_' | '~';
@@ -92,7 +73,8 @@ function phrase(node: Phrasing, open: Set<Marker>): string {
     case 'delete':
       return marked('~', node.children, open);
     case 'inlineCode':
-      return `\`${node.value}\``;
+      // WhatsApp's inline code cannot hold a backtick: such code goes as plain text.
+      return node.value.includes('`') ? node.value : `\`${node.value}\``;
     case 'break':
       return '\n';
     case 'link':
