@@ -4,6 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { discordFormat } from '../../src/shared/delivery/render/discord.js';
 import { renderReply } from '../../src/shared/delivery/render/format.js';
 import { whatsappFormat } from '../../src/shared/delivery/render/whatsapp.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { chatSdkLogger } from '../../src/shared/platforms/log.js';
 import { DISCORD_APPLICATION_ID, discordKeys, startFakeDiscord } from '../helpers/fake-discord.js';
 import { startFakeWhatsApp, WHATSAPP_PHONE_NUMBER_ID } from '../helpers/fake-whatsapp.js';
 
@@ -31,6 +33,7 @@ async function whatsappReceives(message: Parameters<WhatsAppAdapter['postMessage
     verifyToken: 'verify',
     userName: 'bot',
     apiUrl: fake.url,
+    logger: chatSdkLogger(silentLogger()),
   });
   await adapter.postMessage(`whatsapp:${WHATSAPP_PHONE_NUMBER_ID}:15551234567`, message);
   return fake.texts();
@@ -75,6 +78,7 @@ describe('@chat-adapter/discord alone', () => {
       applicationId: DISCORD_APPLICATION_ID,
       apiUrl: fake.apiUrl,
       respondToChannelIds: [],
+      logger: chatSdkLogger(silentLogger()),
     });
     await adapter.postMessage('discord:@me:1400', message);
     return fake.posts().map((p) => String(p.body.content));
