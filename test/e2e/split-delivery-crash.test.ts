@@ -5,11 +5,12 @@ import { hasExited } from '../helpers/delivery-crash.js';
 import {
   type FakeWhatsApp,
   startFakeWhatsApp,
-  WHATSAPP_PHONE_NUMBER_ID,
+  WHATSAPP_CHAT,
   WHATSAPP_TEXT_LIMIT,
-  whatsappSignedHeaders,
-  whatsappTextWebhook,
+  whatsappEnv,
+  whatsappSays,
 } from '../helpers/fake-whatsapp.js';
+import { longAnswer, sentenceNumbers, upTo } from '../helpers/long-answer.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
 import { type RoleProcess, startRole } from '../helpers/processes.js';
 import { deletePrefix, REDIS_ENV, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
@@ -21,9 +22,7 @@ import { deletePrefix, REDIS_ENV, randomPrefix, testRedis, waitFor } from '../he
  * never answers it — and a new process picks the chat up: every part arrives once, in order,
  * then the reply after it.
  */
-const APP_SECRET = 'meta-app-secret-for-tests';
-const USER = '15551234567';
-const CHAT = `whatsapp-${WHATSAPP_PHONE_NUMBER_ID}:${USER}`;
+const CHAT = WHATSAPP_CHAT;
 
 const redis = testRedis();
 let prefix: string;
@@ -32,15 +31,7 @@ let stack: PlatformStack;
 const procs: RoleProcess[] = [];
 
 function env(): Record<string, string> {
-  return {
-    ...REDIS_ENV,
-    CHATLANE_PREFIX: prefix,
-    WHATSAPP_ACCESS_TOKEN: 'EAAG-test-token',
-    WHATSAPP_APP_SECRET: APP_SECRET,
-    WHATSAPP_PHONE_NUMBER_ID,
-    WHATSAPP_VERIFY_TOKEN: 'verify-token-for-tests',
-    WHATSAPP_API_URL: fake.url,
-  };
+  return { ...REDIS_ENV, CHATLANE_PREFIX: prefix, ...whatsappEnv(fake) };
 }
 
 /** A real `chatlane delivery` process whose WhatsApp sender talks to the fake Graph API. */
@@ -62,14 +53,7 @@ beforeEach(async () => {
   fake = await startFakeWhatsApp();
   // The ingress (webhooks) in this process; delivery only in the processes started below.
   stack = await platformStack(redis, prefix, env(), { delivery: false });
-  const payload = JSON.stringify(whatsappTextWebhook({ from: USER, text: 'hi' }));
-  const res = await stack.app.inject({
-    method: 'POST',
-    url: '/webhooks/whatsapp',
-    headers: whatsappSignedHeaders(APP_SECRET, payload),
-    payload,
-  });
-  expect(res.statusCode).toBe(200);
+  expect(await whatsappSays(stack.app)).toBe(200);
 });
 afterEach(async () => {
   await Promise.all(procs.splice(0).map((p) => p.kill('SIGKILL')));
@@ -79,17 +63,7 @@ afterEach(async () => {
 });
 afterAll(() => redis.disconnect());
 
-/** About `chars` characters of numbered sentences in paragraphs. */
-function longAnswer(chars: number): string {
-  const paragraphs: string[] = [];
-  let n = 0;
-  while (paragraphs.join('\n\n').length < chars) {
-    paragraphs.push(Array.from({ length: 6 }, () => `Sentence ${n++} of the long answer.`).join(' '));
-  }
-  return paragraphs.join('\n\n');
-}
-const numbers = (texts: string[]) =>
-  [...texts.join(' ').matchAll(/Sentence (\d+) /g)].map((m) => Number(m[1]));
+const numbers = sentenceNumbers;
 
 describe('a delivery process killed between two parts of a split reply', () => {
   it('every part arrives once, in order, and the reply after it too', async () => {
@@ -123,7 +97,7 @@ describe('a delivery process killed between two parts of a split reply', () => {
     expect(texts).toHaveLength(4);
     for (const text of texts) expect(text.length).toBeLessThanOrEqual(WHATSAPP_TEXT_LIMIT);
     // Each part once, in order: the sentences run 0, 1, 2, … with none twice.
-    expect(numbers(texts.slice(0, 3))).toEqual(Array.from({ length: all }, (_, i) => i));
+    expect(numbers(texts.slice(0, 3))).toEqual(upTo(all));
     expect(texts[3]).toBe('the next reply');
     await waitFor(async () => (await deliveries.state(CHAT)).part === undefined, {
       what: 'the part cursor cleared',

@@ -109,3 +109,36 @@ export const graphError = (status: number, code: number, message = 'graph error'
   status,
   body: { error: { message, type: 'OAuthException', code, fbtrace_id: 'Afake' } },
 });
+
+/** The test app's secrets and its one user. */
+export const WHATSAPP_APP_SECRET = 'meta-app-secret-for-tests';
+export const WHATSAPP_VERIFY_TOKEN = 'verify-token-for-tests';
+export const WHATSAPP_USER = '15551234567';
+/** The chat of WHATSAPP_USER. */
+export const WHATSAPP_CHAT = `whatsapp-${WHATSAPP_PHONE_NUMBER_ID}:${WHATSAPP_USER}`;
+
+/** The WHATSAPP_* variables of a chatlane whose WhatsApp sender talks to `fake`. */
+export function whatsappEnv(fake: { url: string }): Record<string, string> {
+  return {
+    WHATSAPP_ACCESS_TOKEN: 'EAAG-test-token',
+    WHATSAPP_APP_SECRET,
+    WHATSAPP_PHONE_NUMBER_ID,
+    WHATSAPP_VERIFY_TOKEN,
+    WHATSAPP_API_URL: fake.url,
+  };
+}
+
+/** WHATSAPP_USER writes `text` to the bot: a signed webhook into `app` (its chat gets a route). */
+export async function whatsappSays(
+  app: { inject(opts: Record<string, unknown>): Promise<{ statusCode: number }> },
+  text = 'hi',
+): Promise<number> {
+  const payload = JSON.stringify(whatsappTextWebhook({ from: WHATSAPP_USER, text }));
+  const res = await app.inject({
+    method: 'POST',
+    url: '/webhooks/whatsapp',
+    headers: whatsappSignedHeaders(WHATSAPP_APP_SECRET, payload),
+    payload,
+  });
+  return res.statusCode;
+}

@@ -12,11 +12,12 @@ import {
 import { slackEventEnvelope, slackSignedHeaders, startFakeSlack } from '../helpers/fake-slack.js';
 import {
   startFakeWhatsApp,
-  WHATSAPP_PHONE_NUMBER_ID,
+  WHATSAPP_CHAT,
   WHATSAPP_TEXT_LIMIT,
-  whatsappSignedHeaders,
-  whatsappTextWebhook,
+  whatsappEnv,
+  whatsappSays,
 } from '../helpers/fake-whatsapp.js';
+import { longAnswer, sentenceNumbers, upTo } from '../helpers/long-answer.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { TELEGRAM_SECRET, telegramHeaders } from '../helpers/telegram.js';
@@ -45,51 +46,19 @@ afterEach(async () => {
 });
 afterAll(() => redis.disconnect());
 
-/** An answer of about `chars` characters: paragraphs of numbered sentences. */
-function longAnswer(chars: number): string {
-  const paragraphs: string[] = [];
-  let n = 0;
-  while (paragraphs.join('\n\n').length < chars) {
-    const sentences = Array.from(
-      { length: 6 },
-      () => `Sentence ${n++} of the answer explains one more thing.`,
-    );
-    paragraphs.push(sentences.join(' '));
-  }
-  return paragraphs.join('\n\n');
-}
-
-/** The sentence numbers in `texts`, in the order they arrived. */
-const numbers = (texts: string[]) =>
-  [...texts.join(' ').matchAll(/Sentence (\d+) /g)].map((m) => Number(m[1]));
-const upTo = (n: number) => Array.from({ length: n }, (_, i) => i);
+const numbers = sentenceNumbers;
 const count = (text: string) => numbers([text]).length;
 
 const CITED = 'list [1] first point\n\nmath 2*3*4 and a_b_c\n\nsee [the docs](https://example.com/x)';
 
 describe('WhatsApp', () => {
-  const APP_SECRET = 'meta-app-secret-for-tests';
-  const USER = '15551234567';
-  const CHAT = `whatsapp-${WHATSAPP_PHONE_NUMBER_ID}:${USER}`;
+  const CHAT = WHATSAPP_CHAT;
 
   async function whatsapp() {
     const fake = await startFakeWhatsApp();
     closers.push(fake.close);
-    stack = await platformStack(redis, prefix, {
-      WHATSAPP_ACCESS_TOKEN: 'EAAG-test-token',
-      WHATSAPP_APP_SECRET: APP_SECRET,
-      WHATSAPP_PHONE_NUMBER_ID,
-      WHATSAPP_VERIFY_TOKEN: 'verify-token-for-tests',
-      WHATSAPP_API_URL: fake.url,
-    });
-    const payload = JSON.stringify(whatsappTextWebhook({ from: USER, text: 'hi' }));
-    const res = await stack.app.inject({
-      method: 'POST',
-      url: '/webhooks/whatsapp',
-      headers: whatsappSignedHeaders(APP_SECRET, payload),
-      payload,
-    });
-    expect(res.statusCode).toBe(200);
+    stack = await platformStack(redis, prefix, whatsappEnv(fake));
+    expect(await whatsappSays(stack.app)).toBe(200);
     return fake;
   }
 

@@ -111,19 +111,16 @@ describe('PLATFORM_STREAMING=on, Discord', () => {
     discord = await startFakeDiscord();
   });
   afterEach(() => discord.close());
+  const discordEnv = () => ({
+    DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
+    DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
+    DISCORD_APPLICATION_ID,
+    DISCORD_API_URL: discord.apiUrl,
+  });
 
   it('gets one post before the item is written, edited as the reply grows, ending on the committed text', async () => {
     const chatKey = 'discord-dm-1400';
-    await start(
-      {
-        DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
-        DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
-        DISCORD_APPLICATION_ID,
-        DISCORD_API_URL: discord.apiUrl,
-      },
-      chatKey,
-      { channel: 'discord', threadId: 'discord:@me:1400' },
-    );
+    await start(discordEnv(), chatKey, { channel: 'discord', threadId: 'discord:@me:1400' });
     const [item] = await answered(chatKey);
     const posts = discord.posts();
     expect(posts).toHaveLength(1);
@@ -134,27 +131,10 @@ describe('PLATFORM_STREAMING=on, Discord', () => {
     const [id] = edited;
     expect(discord.contentNow(id!)).toBe(TEXT);
   });
-});
 
-describe('PLATFORM_STREAMING=on, Discord, a reply longer than a message', () => {
-  let discord: FakeDiscord;
-  beforeEach(async () => {
-    discord = await startFakeDiscord();
-  });
-  afterEach(() => discord.close());
-
-  it('the streamed post ends as the reply’s first message and the others follow it: nothing cut', async () => {
+  it('a reply longer than a message: the streamed post ends as its first message and the others follow it, nothing cut', async () => {
     const chatKey = 'discord-dm-1401';
-    await start(
-      {
-        DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
-        DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
-        DISCORD_APPLICATION_ID,
-        DISCORD_API_URL: discord.apiUrl,
-      },
-      chatKey,
-      { channel: 'discord', threadId: 'discord:@me:1401' },
-    );
+    await start(discordEnv(), chatKey, { channel: 'discord', threadId: 'discord:@me:1401' });
     const long = Array.from({ length: 110 }, (_, i) => `Sentence ${i} of a long streamed reply.`).join(' ');
     expect(long.length).toBeGreaterThan(4000);
     await answered(chatKey, long);

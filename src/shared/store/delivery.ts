@@ -107,6 +107,12 @@ export type ClaimResult =
 export type AdvanceResult = { ok: true } | { ok: false; reason: 'lost' | 'moved'; detail: string };
 
 const head = z.tuple([z.string()]).rest(z.unknown());
+
+/** A cursor script's answer: `ok`, or `lost` / `moved` with the owner or cursor found instead. */
+function advanceResult(raw: z.infer<typeof head>): AdvanceResult {
+  if (raw[0] === 'ok') return { ok: true };
+  return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+}
 const entrySchema = z.tuple([z.string(), z.array(z.string())]);
 
 export class DeliveryStore {
@@ -205,8 +211,7 @@ export class DeliveryStore {
         ],
       ),
     );
-    if (raw[0] === 'ok') return { ok: true };
-    return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+    return advanceResult(raw);
   }
 
   /**
@@ -230,8 +235,7 @@ export class DeliveryStore {
         [owner, expected, itemId, split.sentBefore, split.sent, split.parts, split.format, leaseMs],
       ),
     );
-    if (raw[0] === 'ok') return { ok: true };
-    return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+    return advanceResult(raw);
   }
 
   /**

@@ -78,10 +78,12 @@ export async function deliverItem(
   if (at.part && (!split || at.part.format !== split.format || at.part.parts !== count)) {
     // Recorded by another version of the split: its parts cannot be matched to these, so all
     // of it again (a repeat rather than a gap).
-    ctx.logger.warn(
-      { itemId: item.id, had: at.part, now: { format: split?.format, parts: count } },
-      'the split of a partly delivered reply changed; sending it from its first part',
-    );
+    if (split) {
+      ctx.logger.warn(
+        { itemId: item.id, had: at.part, now: { format: split.format, parts: count } },
+        'the split of a partly delivered reply changed; sending it from its first part',
+      );
+    }
     start = 0;
   }
   /** Parts the part cursor counts (compared by every step). */
