@@ -9,6 +9,7 @@ import {
   discordKeys,
   startFakeDiscord,
 } from '../helpers/fake-discord.js';
+import { startFakeGChat } from '../helpers/fake-gchat.js';
 import { slackEventEnvelope, slackSignedHeaders, startFakeSlack } from '../helpers/fake-slack.js';
 import {
   startFakeWhatsApp,
@@ -18,6 +19,7 @@ import {
   whatsappSays,
 } from '../helpers/fake-whatsapp.js';
 import { longAnswer, sentenceNumbers, upTo } from '../helpers/long-answer.js';
+import { userMessage } from '../helpers/messages.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { TELEGRAM_SECRET, telegramHeaders } from '../helpers/telegram.js';
@@ -200,6 +202,57 @@ describe('Telegram', () => {
     );
     expect(sent[3]!.text).toBe('*Report for *`v1.2`* \\(draft\\)*');
     expect(fake.refused).toEqual([]);
+  });
+});
+
+describe('Google Chat', () => {
+  const saved: Record<string, string | undefined> = {};
+  afterEach(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+
+  it('a 7,000-character answer arrives whole, in order, each message within 4,096 characters, a link as <url|text>', async () => {
+    const fake = await startFakeGChat();
+    closers.push(fake.close);
+    // Read by Google's auth library itself (Application Default Credentials), as in production.
+    for (const [name, value] of Object.entries(fake.adcEnv)) {
+      saved[name] = process.env[name];
+      process.env[name] = value;
+    }
+    stack = await platformStack(redis, prefix, {
+      GOOGLE_CHAT_USE_ADC: 'true',
+      GOOGLE_CHAT_PROJECT_NUMBER: '123456789012',
+      GOOGLE_CHAT_API_URL: fake.apiUrl,
+    });
+    // Google Chat's incoming events need Google's certificates: the chat's route is set directly.
+    const chatKey = 'gchat-spaces_2fAAAAreplies';
+    await stack.store.ingest(
+      chatKey,
+      userMessage(chatKey, 'm1', 'hi'),
+      { maxPending: 10, dedupWindowMs: 60_000 },
+      {
+        channel: 'gchat',
+        threadId: 'gchat:spaces/AAAAreplies',
+      },
+    );
+    const answer = longAnswer(7000);
+    await stack.reply(chatKey, [CITED, answer]);
+    await waitFor(
+      async () => numbers(fake.posts().map((p) => String(p.body.text))).length === count(answer),
+      {
+        what: 'both replies',
+      },
+    );
+    const texts = fake.posts().map((p) => String(p.body.text));
+    expect(texts[0]).toBe(
+      'list [1] first point\n\nmath 2*3*4 and a_b_c\n\nsee <https://example.com/x|the docs>',
+    );
+    expect(texts.length).toBeGreaterThanOrEqual(3);
+    for (const text of texts) expect(text.length).toBeLessThanOrEqual(4096);
+    expect(numbers(texts.slice(1))).toEqual(upTo(count(answer)));
   });
 });
 
