@@ -35,6 +35,8 @@ export interface ItemContext {
   send(request: Omit<SendRequest, 'signal'>, post: StreamedPost | undefined): Promise<SendResult>;
 }
 
+type Refusal = Exclude<SendResult, { status: 'ok' }>;
+
 export type ItemOutcome =
   | { kind: 'done'; failed: boolean }
   | { kind: 'retry'; result: Extract<SendResult, { status: 'retry' }>; tries: number }
@@ -62,13 +64,9 @@ export async function deliverItem(
     const got = await sender
       .split({ chatKey, route, item, ...(at.part && { format: at.part.format }) })
       .catch(
-        (err: unknown): SendResult => ({
-          status: 'retry',
-          reason: `split threw: ${(err as Error)?.message}`,
-        }),
+        (err: unknown): Refusal => ({ status: 'retry', reason: `split threw: ${(err as Error)?.message}` }),
       );
     if (!('parts' in got)) {
-      if (got.status === 'ok') throw new Error('a split must be parts or a refusal');
       return failed(ctx, item, at, got, { index: at.part?.sent ?? 0, count: at.part?.parts ?? 1 });
     }
     split = got;
@@ -163,7 +161,7 @@ async function failed(
   ctx: ItemContext,
   item: OutboxItem,
   at: ItemPosition,
-  result: Exclude<SendResult, { status: 'ok' }>,
+  result: Refusal,
   where: { index: number; count: number; recorded?: number; seconds?: number },
 ): Promise<ItemOutcome> {
   const channel = ctx.route.channel;

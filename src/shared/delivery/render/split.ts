@@ -11,7 +11,7 @@ import { inlineText, type Parent, type Phrasing } from './markdown.js';
  * block's pieces are code blocks of whole lines (never a fence left open), a list's are lists
  * numbered on, a table's are tables with the header row again, a quote's are quotes.
  *
- * A heading is never a message's last block when what it heads follows.
+ * A heading is not left at the end of a message when it fits with what it heads.
  *
  * The split is deterministic: the same text and limit give the same messages, which a partly
  * delivered reply relies on to resume at its next part.
