@@ -165,6 +165,17 @@ export const EVENT_DATA = {
     attempts: z.number(),
     reason: z.enum(['permanent', 'attempts-exhausted']),
     error: z.string(),
+    /** A reply sent as several messages: the part given up on, of how many, and how many went out. */
+    part: z.number().optional(),
+    parts: z.number().optional(),
+    partsSent: z.number().optional(),
+  }),
+  /** An outbox item too long for its platform went out whole, as several messages in order. */
+  'delivery.split': z.looseObject({
+    itemId: z.string(),
+    channel: z.string(),
+    parts: z.number(),
+    format: z.string(),
   }),
   /** A tool's `context.once(key, fn)` stored fn's result: later calls with the key get it instead of running fn. */
   'once.stored': z.looseObject({

@@ -135,13 +135,13 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     }),
     deliveries: new Counter({
       name: 'chatlane_deliveries_total',
-      help: 'Sends of outbox items by channel and result (delivered, retry, failed)',
+      help: 'Sends of outbox items by channel and result (delivered, retry, failed); an item sent as several messages counts delivered once',
       labelNames: ['channel', 'result'],
       registers,
     }),
     deliverySendDuration: new Histogram({
       name: 'chatlane_delivery_send_duration_seconds',
-      help: "One send of an outbox item to its channel, until the receiver's answer",
+      help: "One send of an outbox item (or of one message of it, when it is split) to its channel, until the receiver's answer",
       labelNames: ['channel'],
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,

@@ -160,6 +160,7 @@ export const scripts = {
   contextSwitch: new LuaScript('context-switch', 6, { variadic: true, events: true }),
   deliveryClaim: new LuaScript('delivery-claim', 2, { variadic: true }),
   deliveryAdvance: new LuaScript('delivery-advance', 2, { variadic: true, events: true }),
+  deliveryPart: new LuaScript('delivery-part', 1),
   deliveryPost: new LuaScript('delivery-post', 2),
   deliveryDefer: new LuaScript('delivery-defer', 1),
   deliveryRelease: new LuaScript('delivery-release', 1),
