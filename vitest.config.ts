@@ -25,6 +25,9 @@ export default defineConfig({
       threads: { isolate: false, minThreads: 1, maxThreads: 1 },
       forks: { isolate: false, minForks: FILES_AT_ONCE },
     },
+    // Never production: the test helpers start ingresses without an API token in many places,
+    // which an ingress refuses under NODE_ENV=production (processes they spawn inherit it).
+    env: { NODE_ENV: 'test' },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [

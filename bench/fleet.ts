@@ -9,6 +9,7 @@ import { type RoleProcess, startRole } from '../test/helpers/processes.js';
 import {
   adminRedis,
   deletePrefix,
+  freePort,
   processCpuSeconds,
   progress,
   REDIS_URL,
@@ -241,7 +242,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
   const procs: RoleProcess[] = [];
   try {
     await chats.ready();
-    const env = {
+    const env: Record<string, string> = {
       REDIS_URL,
       CHATLANE_PREFIX: chats.prefix,
       LLM_BASE_URL: opts.mock.url!,
@@ -258,8 +259,18 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
           `--heap-prof-dir=${opts.profileDir}`,
         ]
       : [];
-    for (let i = 0; i < opts.workers; i++)
-      procs.push(await startRole('worker', env, { timeoutMs: 60_000, nodeArgs }));
+    for (let i = 0; i < opts.workers; i++) {
+      // A worker logging below info never says 'worker started': wait for its /readyz instead.
+      const quiet = ['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? 'info');
+      const port = quiet ? await freePort() : undefined;
+      procs.push(
+        await startRole('worker', port ? { ...env, METRICS_PORT: String(port) } : env, {
+          timeoutMs: 60_000,
+          nodeArgs,
+          ...(port && { readyUrl: `http://127.0.0.1:${port}/readyz` }),
+        }),
+      );
+    }
 
     const warm = Array.from({ length: opts.warmupChats }, (_, i) => `${chats.prefix}-w${i}`);
     await chats.seed(warm, 1);

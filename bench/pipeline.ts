@@ -4,7 +4,6 @@ import { silentLogger } from '../src/shared/logger.js';
 import type { ChatMessage } from '../src/shared/messages.js';
 import { closeRedis, createRedis } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { countTextTokens } from '../src/shared/tokens.js';
 import type { RuntimeContext } from '../src/worker/pipeline/types.js';
 import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import { echoModel } from './echo-model.js';
@@ -247,8 +246,8 @@ async function measure(opts: PipelineOptions, run: number): Promise<PipelineRun>
 
     // As runTurn computes it; of the history only a leading summary changes the system
     // prompt (its rule), and these seeded histories have none.
-    const system = deps.assembler.systemPrompt({ chatKey: 'bench-big' });
-    const budget = deps.settings.maxInputTokens - countTextTokens(system) - deps.settings.reserveTokens;
+    const system = deps.assembler.systemTokens({ chatKey: 'bench-big' });
+    const budget = deps.settings.maxInputTokens - system - deps.settings.reserveTokens;
 
     const samples: Record<(typeof chats)[number]['name'], Sample[]> = { small: [], windowFull: [], big: [] };
     // Interleaved, and rotated so no chat always runs right after the same other one (a GC

@@ -19,6 +19,7 @@ import { benchStream, STREAM_DEFAULTS } from './stream.js';
 import { benchTokenizer, TOKENIZER_DEFAULTS } from './tokenizer.js';
 import { benchTurns, TURNS_DEFAULTS } from './turns.js';
 import { adminRedis, progress, REDIS_URL } from './util.js';
+import { benchWorkspace, WORKSPACE_DEFAULTS } from './workspace.js';
 
 /**
  * Entry: `tsx bench/run.ts [--help] [--runs N] [--only <name>] [--duration S] [--warmup S] [--smoke] [--charts DIR] [--tracing]`
@@ -48,6 +49,7 @@ const BENCHMARKS = [
   'prompt-cache',
   'replica-acks',
   'stream',
+  'workspace',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -68,6 +70,7 @@ const { values } = parseArgs({
     apart: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
+    'log-level': { type: 'string' },
   },
   strict: true,
 });
@@ -78,7 +81,7 @@ if (values.help) {
 benchmarks (--only): ${BENCHMARKS.join(', ')}
   the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
   stream) start dist/cli.js: npm run build first. memory and stream start their own
-  redis-server from PATH.
+  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox).
 
 flags:
   --runs N             runs of each benchmark (default 3)
@@ -99,6 +102,8 @@ flags:
   --chart-label TEXT   title of those charts
   --tracing            ingress, overhead: chatlane exports every span (OTLP/HTTP, 100 % sampled) to a
                        local sink; compare with a run without it (docs/tracing.md, "Cost")
+  --log-level L        overhead: the worker's LOG_LEVEL (default info: one line per turn); warn
+                       writes none, so the pair prices the per-turn line
 
 Figures, targets and what limits each: docs/benchmarks.md.
 `);
@@ -137,6 +142,18 @@ const smoke = values.smoke === true;
 // the default sampler) as OTLP/HTTP protobuf to a local sink; compare with a run without it.
 const sink = values.tracing ? await startOtlpSink() : undefined;
 const tracingEnv = sink && { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url };
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const logLevel = values['log-level'];
+if (
+  logLevel !== undefined &&
+  (!LOG_LEVELS.includes(logLevel) || (only !== undefined && only !== 'overhead'))
+) {
+  process.stderr.write(
+    `bench: --log-level applies to overhead only and is one of ${LOG_LEVELS.join(', ')}\n`,
+  );
+  process.exit(2);
+}
+const workerEnv = { ...tracingEnv, ...(logLevel && { LOG_LEVEL: logLevel }) };
 // Small sizes that still exercise every code path: for proving the benchmark works, never for a figure.
 const SMOKE = {
   compaction: { conversationTurns: 120, chats: 40, warmupChats: 8 },
@@ -156,6 +173,7 @@ const SMOKE = {
     memoryStreams: 50,
     timeoutMs: 60_000,
   },
+  workspace: { iterations: 2 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -234,7 +252,7 @@ for (const name of selected) {
           turnsPerSlot: Math.floor(positive('turns-per-slot', values['turns-per-slot'])),
         }),
         ...(values.profile && { profileDir: values.profile }),
-        ...(tracingEnv && { env: tracingEnv }),
+        ...(Object.keys(workerEnv).length > 0 && { env: workerEnv }),
         runs,
       });
     } else if (name === 'concurrency') {
@@ -273,6 +291,12 @@ for (const name of selected) {
         apart: values.apart === true,
         runs,
       });
+    } else if (name === 'workspace') {
+      results.workspace = await benchWorkspace({
+        ...WORKSPACE_DEFAULTS,
+        ...(smoke && SMOKE.workspace),
+        runs,
+      });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).
       results.memory = await benchMemory({ ...MEMORY_DEFAULTS, ...(smoke && SMOKE.memory) });
@@ -294,6 +318,7 @@ for (const name of selected) {
 report.benchmarks = results;
 report.smoke = smoke;
 report.tracing = sink ? { sampler: 'parentbased_always_on', exported: sink.stats() } : false;
+report.workerLogLevel = logLevel ?? 'info';
 await sink?.close();
 report.totalSeconds = Math.round((Date.now() - started) / 1000);
 if (values.charts) {

@@ -15,7 +15,9 @@ import { freePort, inBatches, randomPrefix } from './util.js';
  */
 
 export const WEB_SECRET = 'stream-bench-web-token-secret-of-32-chars-or-more';
-export const API_TOKEN = 'stream-bench-api-token';
+export const API_TOKEN = 'stream-bench-api-token-of-32-chars-or-more';
+/** /metrics of an ingress needs it while /v1 needs a token (docs/security.md). */
+export const METRICS_TOKEN = 'stream-bench-metrics-token-of-32-chars';
 
 export interface OwnRedis {
   url: string;
@@ -89,6 +91,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       LLM_MODEL: 'mock',
       API_TOKEN,
       WEB_TOKEN_SECRET: WEB_SECRET,
+      METRICS_TOKEN,
       ...o.env,
     };
     const workers: RoleProcess[] = [];
@@ -164,7 +167,9 @@ export async function webTokens(chatKeys: string[]): Promise<Map<string, string>
 
 /** RSS and V8 heap used of a process, from its `/metrics`. */
 export async function processMemory(metricsBase: string): Promise<{ rss: number; heap: number }> {
-  const text = await (await fetch(`${metricsBase}/metrics`)).text();
+  const text = await (
+    await fetch(`${metricsBase}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+  ).text();
   const value = (name: string) => sampleValue(text, name) ?? Number.NaN;
   return { rss: value('process_resident_memory_bytes'), heap: value('nodejs_heap_size_used_bytes') };
 }

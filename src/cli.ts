@@ -64,6 +64,9 @@ async function start(role: Role, config: Config, logger: Logger): Promise<Closab
       return startInOrder([() => prepareWorker(config, logger)]);
     }
     case 'all': {
+      // The ingress's access rule is checked before the worker connects (startIngress checks it too).
+      const { apiAccessOf } = await import('./ingress/api-access.js');
+      apiAccessOf(config);
       const { prepareWorker } = await import('./roles/worker.js');
       const { startIngress } = await import('./roles/ingress.js');
       const { prepareCompactor } = await import('./roles/compactor.js');

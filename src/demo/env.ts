@@ -19,11 +19,15 @@ const EXAMPLES = new URL('../examples/', import.meta.url);
 
 /**
  * The roles' configuration: a key prefix of their own, local ports, the mock model, and the
- * example skills (the mock loads a skill the user names: "skill: weather — …").
+ * example skills (the mock loads a skill the user names: "skill: weather — …"). A development
+ * run on 127.0.0.1 whatever the shell holds: its own requests carry no API token.
  */
 export function demoConfig(base: Config, mockUrl: string): Config {
   return {
     ...base,
+    NODE_ENV: 'development',
+    API_AUTH: undefined,
+    API_TOKEN: undefined,
     CHATLANE_PREFIX: `chatlane-demo-${randomBytes(3).toString('hex')}`,
     HOST: '127.0.0.1',
     PORT: 0,

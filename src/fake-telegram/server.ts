@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { parseMarkdownV2 } from './markdown-v2.js';
 
 /**
  * A local fake of the Telegram Bot API (tests and `chatlane demo`; never used in production)
@@ -12,15 +13,22 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
  * getWebhookInfo. `new FakeTelegram({ richMessages: false })` is a server older than 10.1: no
  * sendRichMessage / sendRichMessageDraft (404), so the adapter falls back to sendMessage and
  * sendMessageDraft. Errors come in Telegram's own shape (`{ ok: false, error_code,
- * description, parameters: { retry_after } }`), scripted per chat with `failNext`.
+ * description, parameters: { retry_after } }`), scripted per chat with `failNext`. Like the
+ * Bot API, sendMessage and editMessageText refuse MarkdownV2 Telegram cannot parse ("can't
+ * parse entities", ./markdown-v2.ts) and text past 4,096 characters after parsing, and
+ * sendRichMessage Markdown past 32,768 ("message is too long").
  */
+export const TEXT_LIMIT = 4096;
+export const RICH_LIMIT = 32_768;
 export const BOT = { id: 7000001, username: 'chatlane_test_bot', token: '7000001:TEST-token_abc' };
 
 export interface SentMessage {
   method: string;
   chatId: string;
   threadId: number | undefined;
+  /** As sent: MarkdownV2 source with `parseMode` MarkdownV2, a rich message's Markdown. */
   text: string;
+  parseMode?: string;
   at: number;
   /** Telegram's message_id (for edits; unset on refused calls and drafts). */
   messageId?: number;
@@ -206,6 +214,20 @@ export class FakeTelegram {
     return true;
   }
 
+  /** What the Bot API refuses in a text it would show: unparsable MarkdownV2, or too long. */
+  private static refusal(message: SentMessage, rich: boolean): string | undefined {
+    if (rich) {
+      return Array.from(message.text).length > RICH_LIMIT ? 'message is too long' : undefined;
+    }
+    let shown = message.text;
+    if (message.parseMode === 'MarkdownV2') {
+      const parsed = parseMarkdownV2(message.text);
+      if (!parsed.ok) return parsed.error;
+      shown = parsed.text;
+    }
+    return shown.length > TEXT_LIMIT ? 'message is too long' : undefined;
+  }
+
   private badRequest(reply: (status: number, body: unknown) => void, what: string): void {
     reply(400, { ok: false, error_code: 400, description: `Bad Request: ${what}` });
   }
@@ -232,17 +254,19 @@ export class FakeTelegram {
       chatId,
       threadId: target?.threadId,
       text: text ?? '',
+      ...(typeof params.parse_mode === 'string' && { parseMode: params.parse_mode }),
       at: Date.now(),
       ...(target && { messageId: target.messageId }),
     };
     if (this.failed(edit, reply)) return;
     const bad = !text
       ? 'message text is empty'
-      : !target
-        ? 'message to edit not found'
-        : this.current.get(target.messageId!) === text
-          ? 'message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message'
-          : undefined;
+      : (FakeTelegram.refusal(edit, params.rich_message !== undefined) ??
+        (!target
+          ? 'message to edit not found'
+          : this.current.get(target.messageId!) === text
+            ? 'message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message'
+            : undefined));
     if (bad || !text || !target) {
       this.badRequest(reply, bad ?? '');
       return;
@@ -317,11 +341,16 @@ export class FakeTelegram {
       chatId: String(params.chat_id),
       threadId: params.message_thread_id as number | undefined,
       text: FakeTelegram.textOf(params) ?? '',
+      ...(typeof params.parse_mode === 'string' && { parseMode: params.parse_mode }),
       at: Date.now(),
     };
     if (this.failed(message, reply)) return;
-    if (!message.text) {
-      this.badRequest(reply, 'message text is empty');
+    const refused = message.text
+      ? FakeTelegram.refusal(message, method === 'sendRichMessage')
+      : 'message text is empty';
+    if (refused) {
+      this.refused.push({ ...message, code: 400 });
+      this.badRequest(reply, refused);
       return;
     }
     message.messageId = 10_000 + this.sent.length + 1;

@@ -2,6 +2,8 @@ import cors from '@fastify/cors';
 import type { Queue } from 'bullmq';
 import Fastify, { type FastifyError, LogController } from 'fastify';
 import { Redis } from 'ioredis';
+import type { ResolveAll } from '../shared/address-policy.js';
+import type { TrustProxy } from '../shared/config.js';
 import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -15,11 +17,12 @@ import type { ChatStore } from '../shared/store/chat-store.js';
 import { ContactBook } from '../shared/store/contacts.js';
 import { ReplyStreams } from '../shared/store/reply-streams.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
+import { authFailures, DEFAULT_AUTH_FAILURES } from './auth-failures.js';
 import { clientErrorHandler, frameworkErrors } from './client-errors.js';
 import { ContactTracker } from './contacts.js';
 import { ERROR_CODES, type ErrorCode, errorBody, HttpError } from './errors.js';
 import { createIngest, type Ingest } from './ingest.js';
-import { instrumentIngress } from './metrics.js';
+import { instrumentIngress, metricsGuard } from './metrics.js';
 import { registerPlatformHandler } from './platforms/handler.js';
 import { platformWebhookRoutes } from './platforms/webhook.js';
 import { contactRoutes } from './routes/contacts.js';
@@ -32,9 +35,10 @@ import { outboxRoutes } from './routes/outbox.js';
 import { streamRoutes } from './routes/stream.js';
 import { uiRoutes } from './routes/ui.js';
 import { usageRoutes } from './routes/usage.js';
+import { securityHeaders } from './security-headers.js';
 import { STREAM_DEFAULTS, StreamClients, type StreamSettings } from './stream/clients.js';
 import { bodyTooDeep } from './validation.js';
-import { apiAuth } from './web-token.js';
+import { apiAuth, type WebTokenRules } from './web-token.js';
 import { type GenericWebhookOptions, genericWebhookRoutes } from './webhooks/generic.js';
 
 /** How long a slow client may take (see HTTP_*_TIMEOUT_MS in config). */
@@ -88,14 +92,38 @@ export interface IngressDeps {
   contacts?: ContactBook;
   /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
   files?: FilePolicy;
+  /**
+   * How ingest resolves the host names of URLs a user names (reply URLs, file parts) for the
+   * address policy; default the system resolver. Tests map names to addresses.
+   */
+  resolve?: ResolveAll;
   /** MEMORY_MAX_TOKENS: the cap of a chat's memory document (default 1000). */
   memoryMaxTokens?: number;
-  /** Browsers (docs/streaming.md): per-chat tokens, CORS origins, how long POST /v1/ui waits. */
-  web?: { tokenSecret?: string | undefined; origins?: readonly string[]; waitMs?: number };
+  /**
+   * Browsers (docs/streaming.md): per-chat tokens and what they must satisfy (default: a life of
+   * at most a day, no aud/iss), CORS origins, how long POST /v1/ui waits.
+   */
+  web?: {
+    tokenSecret?: string | undefined;
+    tokenRules?: WebTokenRules;
+    origins?: readonly string[];
+    waitMs?: number;
+  };
+  /** Who else may read what (docs/security.md); every field has a default. */
+  security?: IngressSecurity;
   /** Chat platforms (Chat SDK) this process receives from; absent: none enabled. */
   platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
   /** The usage endpoint's prices (MODEL_PRICES_FILE) and the daily budget it reports. */
   usage?: { prices?: PriceTable | undefined; dailyTokenBudget?: number };
+}
+
+export interface IngressSecurity {
+  /** METRICS_TOKEN: the bearer token of /metrics (see `metricsGuard`). */
+  metricsToken?: string | undefined;
+  /** TRUST_PROXY: Fastify's `trustProxy` (default false: `request.ip` is the peer). */
+  trustProxy?: TrustProxy;
+  /** AUTH_FAILURE_LIMIT and AUTH_FAILURE_WINDOW_MS (default 20 a minute; limit 0 = none). */
+  authFailures?: { limit: number; windowMs: number };
 }
 
 export interface IngressState {
@@ -147,6 +175,11 @@ function throttledLog(logger: Logger, intervalMs = 1000) {
   };
 }
 
+/** A hop count as the function proxy-addr makes of one (Fastify's types take no number). */
+function fastifyTrust(trust: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
+  return typeof trust === 'number' ? (_address, hop) => hop < trust : trust;
+}
+
 /**
  * App factory: no `listen` here, so tests drive it with `inject()` and the process entry
  * decides how to serve it.
@@ -165,6 +198,8 @@ export async function buildIngress(deps: IngressDeps) {
     routerOptions: { maxParamLength: 256 },
     // Errors before any route runs, in the documented shape too.
     clientErrorHandler: clientErrorHandler(deps.logger),
+    // Behind a proxy the operator names, request.ip is the client it forwarded for.
+    trustProxy: fastifyTrust(deps.security?.trustProxy ?? false),
     frameworkErrors,
     ...(http && {
       requestTimeout: http.requestTimeoutMs,
@@ -215,6 +250,21 @@ export async function buildIngress(deps: IngressDeps) {
   );
   const origins = deps.web?.origins ?? [];
   if (origins.length > 0) {
+    // @fastify/cors answers an OPTIONS that is not a preflight with a text/plain 400 of its
+    // own; this hook runs first and answers it in the documented shape (itself: the plugin's
+    // OPTIONS route is registered before the app's error handler, so it would not apply).
+    app.addHook('onRequest', (request, reply, done) => {
+      const preflight = request.headers.origin && request.headers['access-control-request-method'];
+      if (request.method !== 'OPTIONS' || preflight) return done();
+      reply
+        .code(ERROR_CODES.BAD_REQUEST)
+        .send(
+          errorBody(
+            'BAD_REQUEST',
+            'OPTIONS answers CORS preflights only: Origin and Access-Control-Request-Method are required',
+          ),
+        );
+    });
     await app.register(cors, {
       origin: [...origins],
       methods: ['GET', 'POST'],
@@ -255,7 +305,28 @@ export async function buildIngress(deps: IngressDeps) {
   // Open streams would keep the server from closing: end them first (clients resume elsewhere).
   app.addHook('preClose', async () => app.streams.close());
   const queues = deps.queues ?? [deps.turns];
-  instrumentIngress(app, deps.metrics ?? processMetrics(), deps.metricsQueues ?? queues);
+  const authOn = Boolean(deps.apiToken || deps.web?.tokenSecret);
+  const trustProxy = deps.security?.trustProxy ?? false;
+  const failures = await authFailures(
+    app,
+    {
+      ...(deps.security?.authFailures ?? DEFAULT_AUTH_FAILURES),
+      trustProxy: trustProxy !== false && !(Array.isArray(trustProxy) && trustProxy.length === 0),
+    },
+    deps.logger,
+  );
+  const metricsToken = deps.security?.metricsToken;
+  instrumentIngress(
+    app,
+    deps.metrics ?? processMetrics(),
+    deps.metricsQueues ?? queues,
+    metricsGuard({ token: metricsToken, authOn, failures }),
+  );
+  if (authOn && metricsToken === undefined) {
+    deps.logger.warn(
+      '/metrics answers 401 while /v1 needs a token: set METRICS_TOKEN (at least 32 characters) and scrape with Authorization: Bearer <METRICS_TOKEN>',
+    );
+  }
 
   const logUnavailable = throttledLog(deps.logger);
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -290,17 +361,18 @@ export async function buildIngress(deps: IngressDeps) {
   });
 
   await app.register(healthRoutes);
-  await registerAdmin(app, queues, deps.admin ?? {}, deps.logger);
+  await registerAdmin(app, queues, deps.admin ?? {}, deps.logger, failures);
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   const refuseWhenShuttingDown = (_request: unknown, _reply: unknown, done: (err?: Error) => void) => {
     done(app.lifecycle.shuttingDown ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down') : undefined);
   };
   await app.register(async (hooks) => {
+    securityHeaders(hooks, 'api');
     hooks.addHook('onRequest', refuseWhenShuttingDown);
-    await hooks.register(
-      genericWebhookRoutes,
-      deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } },
-    );
+    await hooks.register(genericWebhookRoutes, {
+      ...(deps.genericWebhooks ?? { sources: new Map(), replyPolicy: { allowHttp: false, hosts: [] } }),
+      ...(deps.resolve && { resolve: deps.resolve }),
+    });
     await hooks.register(platformWebhookRoutes, {
       runtime: deps.platforms?.runtime,
       metrics: deps.metrics ?? processMetrics(),
@@ -316,9 +388,20 @@ export async function buildIngress(deps: IngressDeps) {
   }
   await app.register(
     async (api) => {
+      securityHeaders(api, 'api');
       api.addHook('onRequest', refuseWhenShuttingDown);
-      if (deps.apiToken || deps.web?.tokenSecret) {
-        api.addHook('onRequest', apiAuth({ apiToken: deps.apiToken, webTokenSecret: deps.web?.tokenSecret }));
+      // Auth is this scope's own hook, on its own routes: never the root's (an app that mounts
+      // chatlane keeps its other routes as they are).
+      if (authOn) {
+        api.addHook(
+          'onRequest',
+          apiAuth({
+            apiToken: deps.apiToken,
+            webTokenSecret: deps.web?.tokenSecret,
+            ...(deps.web?.tokenRules && { webTokenRules: deps.web.tokenRules }),
+            failures,
+          }),
+        );
       }
       await api.register(messageRoutes);
       await api.register(outboxRoutes);

@@ -34,6 +34,10 @@ export const ERROR_CODES = {
   URI_TOO_LONG: 414,
   UNSUPPORTED_MEDIA_TYPE: 415,
   CHAT_FULL: 429,
+  /** The client address made AUTH_FAILURE_LIMIT failed authentications within AUTH_FAILURE_WINDOW_MS. */
+  TOO_MANY_AUTH_FAILURES: 429,
+  /** A chat already has SSE_MAX_CLIENTS_PER_CHAT streamed responses open on this ingress. */
+  STREAM_LIMIT: 429,
   HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   REDIS_UNAVAILABLE: 503,

@@ -1,6 +1,12 @@
 import type { Queue } from 'bullmq';
+import type { ResolveAll } from '../shared/address-policy.js';
 import type { ReplyRoute } from '../shared/delivery/route.js';
-import { DEFAULT_FILE_POLICY, type FilePolicy, messageFileProblem } from '../shared/file-parts.js';
+import {
+  DEFAULT_FILE_POLICY,
+  type FilePolicy,
+  messageFileHostProblem,
+  messageFileProblem,
+} from '../shared/file-parts.js';
 import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
 import type { ChatMessage } from '../shared/messages.js';
 import { ReplicationTimeoutError, type WriteMark } from '../shared/replica-acks.js';
@@ -22,8 +28,8 @@ import { withRedis } from './validation.js';
  *   → contact book, when the message has a username (at most once a minute per name and chat)
  *
  * File parts are checked first (`FilePolicy`: https: or size-capped data: URLs, allowed
- * media types); a refused one is a 400 (FILE_URL_NOT_ALLOWED, FILE_TYPE_NOT_ALLOWED,
- * FILE_TOO_LARGE) and nothing is written.
+ * media types, then a public host by the address policy, names resolved); a refused one is a
+ * 400 (FILE_URL_NOT_ALLOWED, FILE_TYPE_NOT_ALLOWED, FILE_TOO_LARGE) and nothing is written.
  *
  * Resolves only once the message is in Redis: a caller that answers 2xx after it has kept
  * its promise to the sender. Throws `HttpError` with the registry's code:
@@ -57,6 +63,8 @@ export interface IngestDeps {
   contacts?: ContactTracker;
   /** Which file parts are accepted (default: DEFAULT_FILE_POLICY). */
   files?: FilePolicy;
+  /** How file hosts are resolved for the address policy (default: the system resolver). */
+  resolve?: ResolveAll;
 }
 
 async function confirmReplicated(store: ChatStore, mark: WriteMark | undefined): Promise<void> {
@@ -81,7 +89,8 @@ export function createIngest(deps: IngestDeps): Ingest {
   const files = deps.files ?? DEFAULT_FILE_POLICY;
 
   const ingest: Ingest = async ({ chatKey, message, route }) => {
-    const problem = messageFileProblem(message.parts, files);
+    const problem =
+      messageFileProblem(message.parts, files) ?? (await messageFileHostProblem(message.parts, deps.resolve));
     if (problem) throw new HttpError(problem.code, problem.message);
     const mark = store.markWrite(chatKey);
     const result = await withRedis(() => store.ingest(chatKey, message, limits, route));

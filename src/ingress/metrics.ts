@@ -1,12 +1,17 @@
 import type { Queue } from 'bullmq';
 import type {
   FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
   RawReplyDefaultExpression,
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
 import type { Logger } from '../shared/logger.js';
 import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
+import { bearerCheck } from '../shared/secret.js';
+import type { AuthFailures } from './auth-failures.js';
+import { HttpError } from './errors.js';
 
 type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
 
@@ -37,12 +42,59 @@ function resultOf(statusCode: number, payload: unknown): { result: string; reaso
   return { result: 'rejected', reason: CODE.exec(text)?.[1] ?? `HTTP_${statusCode}` };
 }
 
+type MetricsGuard = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/** Who may read the ingress's /metrics (docs/security.md). */
+export interface MetricsAccess {
+  /** METRICS_TOKEN: set, /metrics answers only `Authorization: Bearer <METRICS_TOKEN>`. */
+  token?: string | undefined;
+  /** /v1 needs a token: then /metrics without METRICS_TOKEN answers nobody (401). */
+  authOn: boolean;
+  failures: AuthFailures;
+}
+
+/**
+ * The onRequest check of `GET /metrics`, or undefined when it is open (no METRICS_TOKEN and /v1
+ * open: development). The API token never opens it: a scraper should not hold a key that writes
+ * chats. A wrong token counts as a failed authentication of the address.
+ */
+export function metricsGuard(access: MetricsAccess): MetricsGuard | undefined {
+  const { token, authOn, failures } = access;
+  if (token === undefined) {
+    if (!authOn) return undefined;
+    return async () => {
+      throw new HttpError(
+        'UNAUTHORIZED',
+        '/metrics needs METRICS_TOKEN: set it on the ingress and scrape with Authorization: Bearer <METRICS_TOKEN>',
+      );
+    };
+  }
+  const check = bearerCheck(token);
+  return async (request, reply) => {
+    await failures.check(request, reply);
+    const result = check(request.headers.authorization);
+    if (result === 'ok') return;
+    if (result === 'wrong') await failures.record(request);
+    throw new HttpError(
+      'UNAUTHORIZED',
+      result === 'missing'
+        ? 'missing bearer token (Authorization: Bearer <METRICS_TOKEN>)'
+        : 'wrong metrics token',
+    );
+  };
+}
+
 /**
  * Adds the request-duration histogram and the message counter to every route of `app`, and
- * `GET /metrics` (registry + BullMQ's own queue metrics, read on scrape). Call on the root
- * instance before routes are registered.
+ * `GET /metrics` (registry + BullMQ's own queue metrics, read on scrape) behind `guard`
+ * (`metricsGuard`). Call on the root instance before routes are registered.
  */
-export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Queue[]): void {
+export function instrumentIngress(
+  app: App,
+  metrics: Metrics,
+  queues: readonly Queue[],
+  guard?: MetricsGuard,
+): void {
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   app.addHook('onSend', (request, reply, payload, done) => {
     if (request.method === 'POST' && INGEST_ROUTES.has(request.routeOptions.url ?? '')) {
@@ -64,7 +116,7 @@ export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Q
     done();
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', guard ? { onRequest: guard } : {}, async (_request, reply) => {
     const text = await renderMetrics(metrics, queues);
     return reply.header('content-type', metricsContentType(metrics)).send(text);
   });

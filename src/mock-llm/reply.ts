@@ -5,7 +5,8 @@ import { NO_CHAT_KEY } from './state.js';
  * The deterministic "model" every wire protocol shares: what to answer a conversation, in
  * a form of its own that each protocol adapter (chat-completions.ts, responses.ts,
  * anthropic.ts, gemini.ts) converts its request to and its answer from. The scripted
- * behaviour (reply through chat_send, skills, summaries) lives only here.
+ * behaviour (reply through chat_send, skills, `$ command` through exec_shell, summaries)
+ * lives only here.
  */
 
 export interface MockToolCall {
@@ -53,6 +54,17 @@ const CHAT_SEND = 'chat_send';
 const SKILLS_LOAD = 'skills_load';
 /** A user asking for a skill by name ("… skill: weather …") makes the mock load it first. */
 const SKILL_REQUEST = /\bskill:\s*([A-Za-z0-9_-]+)/i;
+/**
+ * A user asking for an offered tool by name, with its input as JSON on the same line
+ * ("… tool: lookup {"id":"42"}"; `{}` without one), makes the mock call it first, then say
+ * what it returned through chat_send.
+ */
+const TOOL_REQUEST = /\btool:\s*([A-Za-z0-9_-]+)(?:[ \t]+(\{[^\n]*\}))?/i;
+const EXEC_SHELL = 'exec_shell';
+/** A user message starting with `$ ` is a command: the mock runs it with exec_shell, when offered. */
+const SHELL_REQUEST = /^\$ ([\s\S]+)$/;
+/** How much of a command's result the mock's reply quotes. */
+const SHELL_REPLY_CHARS = 2000;
 
 export function chatKeyOf(messages: readonly MockMessage[]): string {
   for (const message of messages) {
@@ -121,6 +133,28 @@ function toolCall(name: string, args: unknown): MockReply {
   return { kind: 'tool', id: nextId('call_'), name, arguments: JSON.stringify(args) };
 }
 
+/** The JSON input of a requested tool call; `{}` when absent or not JSON. */
+function toolInput(json: string | undefined): unknown {
+  try {
+    return json ? (JSON.parse(json) as unknown) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The requested tool (TOOL_REQUEST) the last results answer: its name and what it returned
+ * (the result's text as the request carried it).
+ */
+function requestedToolResult(messages: readonly MockMessage[]): { name: string; result: string } | undefined {
+  const before = messages.findLastIndex((m) => m.role !== 'tool');
+  const call = messages[before]?.toolCalls?.find((c) => c.name !== SKILLS_LOAD && c.name !== CHAT_SEND);
+  if (!call) return undefined;
+  const asked = TOOL_REQUEST.exec(freshUserTexts(messages, before).join('\n'));
+  if (asked?.[1] !== call.name) return undefined;
+  return { name: call.name, result: messages.at(-1)?.text ?? '' };
+}
+
 /**
  * The skill a `skills_load` call just answered: the assistant message with the call, before
  * its result(s).
@@ -136,9 +170,18 @@ function loadedSkill(messages: readonly MockMessage[]): string | undefined {
   }
 }
 
+/** Whether the tool results just back answer an `exec_shell` call (the assistant message before them). */
+function ranCommand(messages: readonly MockMessage[]): boolean {
+  const before = messages.findLastIndex((m) => m.role !== 'tool');
+  return messages[before]?.toolCalls?.some((c) => c.name === EXEC_SHELL) ?? false;
+}
+
 export function decideReply(messages: readonly MockMessage[], tools: readonly string[]): MockReply {
   const last = messages[messages.length - 1];
   if (last?.role === 'tool') {
+    // A command ran for the user: send its result (as the tool gave it) back through chat_send.
+    if (ranCommand(messages) && tools.includes(CHAT_SEND))
+      return toolCall(CHAT_SEND, { text: `shell: ${last.text.slice(0, SHELL_REPLY_CHARS)}` });
     // A skill was loaded for the user's messages: now answer them, saying which skill was used.
     const skill = loadedSkill(messages);
     if (skill && tools.includes(CHAT_SEND)) {
@@ -146,14 +189,27 @@ export function decideReply(messages: readonly MockMessage[], tools: readonly st
       const fresh = freshUserTexts(messages, callAt);
       return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')} (with skill ${skill})` });
     }
+    // A requested tool answered: say what it returned.
+    const asked = requestedToolResult(messages);
+    if (asked && tools.includes(CHAT_SEND)) {
+      const callAt = messages.findLastIndex((m) => m.role !== 'tool');
+      const fresh = freshUserTexts(messages, callAt);
+      return toolCall(CHAT_SEND, {
+        text: `echo: ${fresh.join(' | ')} (tool ${asked.name}: ${asked.result})`,
+      });
+    }
     // Tool results are back: the model has said what it had to say, the turn ends.
     return { kind: 'text', content: '' };
   }
 
   if (tools.includes(CHAT_SEND)) {
     const fresh = freshUserTexts(messages);
+    const command = tools.includes(EXEC_SHELL) ? SHELL_REQUEST.exec(fresh.at(-1) ?? '')?.[1] : undefined;
+    if (command) return toolCall(EXEC_SHELL, { command });
     const skill = tools.includes(SKILLS_LOAD) ? SKILL_REQUEST.exec(fresh.join('\n'))?.[1] : undefined;
     if (skill) return toolCall(SKILLS_LOAD, { name: skill });
+    const asked = TOOL_REQUEST.exec(fresh.join('\n'));
+    if (asked?.[1] && tools.includes(asked[1])) return toolCall(asked[1], toolInput(asked[2]));
     return toolCall(CHAT_SEND, { text: `echo: ${fresh.join(' | ')}` });
   }
 

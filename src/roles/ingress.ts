@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
+import { apiAccessOf } from '../ingress/api-access.js';
 import { buildIngress, type IngressApp } from '../ingress/app.js';
 import { startPollers } from '../ingress/platforms/poller.js';
 import type { Queue } from '../shared/bullmq.js';
@@ -34,6 +35,9 @@ export interface IngressHandle {
 const QUEUE_SETUP_TIMEOUT_MS = 30_000;
 
 export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
+  // Before anything connects or binds: an ingress that would serve an open API in production stops here.
+  const access = apiAccessOf(config);
+  if (access.open) logger.warn(access.warning);
   const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
   await waitReady(redis, 10_000);
@@ -60,7 +64,21 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     store,
     turns,
     apiToken: config.API_TOKEN,
-    web: { tokenSecret: config.WEB_TOKEN_SECRET, origins: config.WEB_ORIGINS, waitMs: config.UI_WAIT_MS },
+    web: {
+      tokenSecret: config.WEB_TOKEN_SECRET,
+      tokenRules: {
+        maxTtlS: config.WEB_TOKEN_MAX_TTL_S,
+        audience: config.WEB_TOKEN_AUDIENCE,
+        issuer: config.WEB_TOKEN_ISSUER,
+      },
+      origins: config.WEB_ORIGINS,
+      waitMs: config.UI_WAIT_MS,
+    },
+    security: {
+      metricsToken: config.METRICS_TOKEN,
+      trustProxy: config.TRUST_PROXY,
+      authFailures: { limit: config.AUTH_FAILURE_LIMIT, windowMs: config.AUTH_FAILURE_WINDOW_MS },
+    },
     logger,
     queues,
     metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues : [],
@@ -77,6 +95,13 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
     files: filePolicy(config),
+    streams: {
+      heartbeatMs: config.SSE_HEARTBEAT_MS,
+      maxClients: config.SSE_MAX_CLIENTS,
+      maxClientsPerChat: config.SSE_MAX_CLIENTS_PER_CHAT,
+      pollMs: config.SSE_POLL_MS,
+      pollMaxMs: config.SSE_POLL_MAX_MS,
+    },
     memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     usage: { prices: config.MODEL_PRICES, dailyTokenBudget: config.CHAT_DAILY_TOKEN_BUDGET },
     limits: {

@@ -22,14 +22,21 @@ import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { contactBookFromConfig } from '../shared/store/contacts.js';
 import { loadProviders } from '../worker/agent/providers.js';
+import { checkTools } from '../worker/agent/tools/custom-tools.js';
 import { compactChat } from '../worker/compaction/compact.js';
 import { compactionDepsFromConfig } from '../worker/compaction/compaction-deps.js';
 import { compactionThreshold } from '../worker/compaction/cut.js';
 import { buildDeliveryWorker, type DeliveryParts } from '../worker/delivery/delivery-parts.js';
 import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
+import { openExecShell } from '../worker/shell/exec-shell.js';
 import { RunningTurns } from '../worker/turn/running-turns.js';
 import type { TurnDeps } from '../worker/turn/turn.js';
-import { loadCapabilities, readOperatorPrompt, turnDepsFromConfig } from '../worker/turn/turn-deps.js';
+import {
+  loadCapabilities,
+  readOperatorPrompt,
+  type TurnParts,
+  turnDepsFromConfig,
+} from '../worker/turn/turn-deps.js';
 import { createTurnWorker } from '../worker/turn/turn-worker.js';
 import { prepareSweeper } from '../worker/upkeep/sweeper.js';
 
@@ -66,12 +73,19 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
   return mcp;
 }
 
+/** What a program gives the worker in code, beside the environment's configuration. */
+export type WorkerParts = Pick<TurnParts, 'tools'>;
+
 /**
  * Steps 1–3 of the startup order (`../shared/process/startup.ts`): checks, connections, side server bound.
  * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
  * connections to tool servers, ...) go into the matching step below.
  */
-export async function prepareWorker(config: Config, logger: Logger): Promise<PreparedWorker> {
+export async function prepareWorker(
+  config: Config,
+  logger: Logger,
+  parts: WorkerParts = {},
+): Promise<PreparedWorker> {
   // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup.
   const models = requireModel(config);
   const compactionModels = requireCompactionModel(config);
@@ -79,10 +93,14 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
   const capabilities = loadCapabilities(config, logger);
+  if (parts.tools) await checkTools(parts.tools, { mcpServers: Object.keys(mcpFile?.mcpServers ?? {}) });
 
   // 2. Connections.
   const providers = await loadProviders(models, compactionModels);
   const opened = new Opened();
+  // exec_shell: the sandbox is probed once here; a host that cannot run it stops the worker.
+  const shell = await opened.step(() => openExecShell(config, logger));
+  if (shell) opened.add(() => shell.close());
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
   opened.add(() => closeRedis(connection));
@@ -115,7 +133,12 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, { metrics: processMetrics(), capabilities, providers }),
+    ...turnDepsFromConfig(config, store, logger, {
+      metrics: processMetrics(),
+      capabilities,
+      providers,
+      ...(parts.tools && { tools: parts.tools }),
+    }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);
@@ -126,6 +149,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     typing: new TypingIndicator(senders, logger),
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
+    ...(shell && { shell }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -219,6 +243,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         }
         await side.close();
         await mcp?.close();
+        await shell?.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
@@ -256,6 +281,10 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
 }
 
 /** Starts the turn worker: `prepareWorker` (checks, connections, side server), then run. */
-export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
-  return runPrepared(await prepareWorker(config, logger));
+export async function startWorker(
+  config: Config,
+  logger: Logger,
+  parts: WorkerParts = {},
+): Promise<WorkerHandle> {
+  return runPrepared(await prepareWorker(config, logger, parts));
 }

@@ -1,15 +1,10 @@
 import { z } from 'zod';
+import { accessShape, secretOf, webTokenShape } from './config-auth.js';
+import { execShellProblems, execShellShape } from './config-exec-shell.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
+import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
-import {
-  clusterNodes,
-  flag,
-  int,
-  latencyRange,
-  nameList,
-  optionalString,
-  otelPairs,
-} from './config-values.js';
+import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { EnabledPlatform } from './platforms/platform.js';
 import { platformsFromEnv } from './platforms/registry.js';
@@ -17,6 +12,8 @@ import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
 import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
 
+export type { TrustProxy } from './config-auth.js';
+export type { AllowedHost } from './config-exec-shell.js';
 export {
   type ModelConfig,
   type ModelSpec,
@@ -94,17 +91,20 @@ export const configSchema = () =>
     PORT: int(3000)
       .pipe(z.number().max(65535))
       .describe('ingress HTTP port; a taken port stops the process with a message naming PORT'),
-    API_TOKEN: optionalString.describe(
-      'bearer token required by /v1/* when set (the load test sends it too)',
+    API_TOKEN: secretOf(32).describe(
+      'bearer token of /v1/* (every route, every chat), at least 32 characters; set, /v1 refuses requests without a valid token (the load test sends it too)',
     ),
     // Bull Board at /admin/queues: mounted only when both are set (basic auth).
     ADMIN_USER: optionalString.describe(
       'Bull Board basic-auth user; the board at /admin/queues is mounted only when ADMIN_USER and ADMIN_PASSWORD are both set',
     ),
-    ADMIN_PASSWORD: optionalString.describe('Bull Board basic-auth password (see ADMIN_USER)'),
+    ADMIN_PASSWORD: secretOf(12).describe(
+      'Bull Board basic-auth password, at least 12 characters (see ADMIN_USER)',
+    ),
     ADMIN_READ_ONLY: flag('false').describe(
       'Bull Board shows queues and jobs but refuses every action (405)',
     ),
+    ...accessShape(),
     // Worker / compactor side port for /metrics, /healthz, /readyz. Unset: DEFAULT_METRICS_PORT
     // if it is free, else any free port (so several processes share a host with no setup).
     // Set: exactly that port (0 = any free port); a taken one stops the process.
@@ -132,50 +132,8 @@ export const configSchema = () =>
       .default('info')
       .describe('pino log level'),
 
-    // OpenTelemetry tracing (docs/tracing.md): the standard OTEL_* variables, read here only.
-    // With neither endpoint set tracing is off and no tracing SDK module is loaded.
-    OTEL_EXPORTER_OTLP_ENDPOINT: optionalString
-      .pipe(z.string().url().optional())
-      .describe(
-        'OTLP/HTTP collector base URL; traces go to <url>/v1/traces. Unset (and the next one unset): tracing off',
-      ),
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString
-      .pipe(z.string().url().optional())
-      .describe('Full OTLP/HTTP URL for traces, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT'),
-    OTEL_EXPORTER_OTLP_PROTOCOL: z
-      .enum(['http/protobuf', 'http/json'])
-      .default('http/protobuf')
-      .describe('OTLP encoding over HTTP: http/protobuf or http/json (grpc is not supported)'),
-    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z
-      .enum(['http/protobuf', 'http/json'])
-      .optional()
-      .describe('OTLP encoding for traces only; wins over OTEL_EXPORTER_OTLP_PROTOCOL'),
-    OTEL_EXPORTER_OTLP_HEADERS: otelPairs.describe(
-      'Headers sent with every OTLP export, key=value pairs separated by commas (values URL-encoded)',
-    ),
-    OTEL_SERVICE_NAME: optionalString.describe(
-      'service.name of every span of this process (default: chatlane-<role>, e.g. chatlane-worker)',
-    ),
-    OTEL_RESOURCE_ATTRIBUTES: otelPairs.describe(
-      'Extra resource attributes on every span, key=value pairs separated by commas (e.g. deployment.environment=prod)',
-    ),
-    OTEL_TRACES_SAMPLER: z
-      .enum([
-        'always_on',
-        'always_off',
-        'traceidratio',
-        'parentbased_always_on',
-        'parentbased_always_off',
-        'parentbased_traceidratio',
-      ])
-      .default('parentbased_always_on')
-      .describe('Which traces are recorded: always_on, always_off, traceidratio or their parentbased_ forms'),
-    OTEL_TRACES_SAMPLER_ARG: z.coerce
-      .number()
-      .min(0)
-      .max(1)
-      .optional()
-      .describe('The ratio (0..1) of the traceidratio samplers (default 1)'),
+    // OpenTelemetry (docs/tracing.md): the standard OTEL_* variables (config-otel.ts).
+    ...otelShape(),
 
     LLM_BASE_URL: httpUrl.describe(
       'endpoint of the openai-compatible provider (models with no provider prefix); a worker or compactor that needs it and lacks it stops naming it',
@@ -241,6 +199,24 @@ export const configSchema = () =>
     ),
     MCP_CONNECT_TIMEOUT_MS: int(10_000, 100).describe('time allowed to connect to one MCP server'),
     MCP_RECONNECT_MS: int(10_000, 100).describe('pause between reconnects to an MCP server that is down'),
+    // The program's own tools (startChatlane's `tools`): held to the same rules as MCP tools, with
+    // limits of their own, since code in the worker and a remote server fail in different ways.
+    TOOL_TIMEOUT_MS: int(30_000, 100).describe(
+      "one call of a tool given in code (startChatlane's tools); past it the call is a tool error the model reads",
+    ),
+    TOOL_RESULT_MAX_CHARS: int(20_000, 200).describe(
+      'a result of a tool given in code longer than this (as JSON) is cut with a note',
+    ),
+    // context.once(key, fn): results kept in the chat's slot (docs/design.md, "once").
+    ONCE_RESULT_MAX_BYTES: int(8192, 16).describe(
+      "largest result (as JSON) a tool's context.once(key, fn) stores; fn's result over it is not kept and the call fails, without running fn again",
+    ),
+    ONCE_MAX_KEYS: int(200, 1).describe(
+      'once keys kept per chat (context.once); past it the key written longest ago is forgotten',
+    ),
+    ONCE_KEEP_MS: int(7 * 24 * 3600 * 1000, 1000).describe(
+      'how long a once result is kept after it was written (context.once); the chat also drops it with the chat',
+    ),
     // A directory of skills (<skill>/SKILL.md with name and description front matter).
     SKILLS_DIR: optionalString.describe(
       'directory of skills, each <folder>/SKILL.md with name and description front matter',
@@ -396,13 +372,18 @@ export const configSchema = () =>
       'allow http: reply URLs (development); https only otherwise',
     ),
 
-    // Live stream (GET /v1/chats/:chatKey/stream): heartbeat comment interval, streams per
-    // ingress process, and on a Redis Cluster the interval between reads of a chat with news,
-    // backing off to SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one
-    // blocking XREAD instead).
-    SSE_HEARTBEAT_MS: int(15_000, 100).describe('a heartbeat comment goes to every live stream this often'),
+    // Streamed responses (GET /v1/chats/:chatKey/stream, POST /v1/ui, GET /v1/ui/:id/stream):
+    // heartbeat comment interval, how many one ingress process serves in all and per chat, and
+    // on a Redis Cluster the interval between reads of a chat with news, backing off to
+    // SSE_POLL_MAX_MS while it is quiet (a single Redis is read with one blocking XREAD instead).
+    SSE_HEARTBEAT_MS: int(15_000, 100).describe(
+      'a heartbeat comment goes to every streamed response this often',
+    ),
     SSE_MAX_CLIENTS: int(10_000, 1).describe(
-      'live streams one ingress process serves (503 STREAM_CAPACITY beyond)',
+      'streamed responses (live streams, /v1/ui replies and resumes) one ingress process serves at once (503 STREAM_CAPACITY beyond)',
+    ),
+    SSE_MAX_CLIENTS_PER_CHAT: int(10, 1).describe(
+      'streamed responses of one chat one ingress process serves at once, every kind together (429 STREAM_LIMIT beyond): one browser token cannot use up SSE_MAX_CLIENTS',
     ),
     SSE_POLL_MS: int(250, 10).describe(
       "Redis Cluster only: how often a watched chat's streams are read after news",
@@ -411,11 +392,10 @@ export const configSchema = () =>
       'Redis Cluster only: the read interval a quiet chat backs off to',
     ),
 
-    WEB_TOKEN_SECRET: optionalString
-      .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters')
-      .describe(
-        "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream; unset: no browser tokens",
-      ),
+    WEB_TOKEN_SECRET: secretOf(32).describe(
+      "HS256 secret of per-chat browser tokens (JWT, sub = chatKey, exp required) that open /v1/ui* and one chat's live stream, at least 32 characters; set, /v1 refuses requests without a valid token; unset: no browser tokens",
+    ),
+    ...webTokenShape(),
     WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
       'comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
     ),
@@ -436,6 +416,8 @@ export const configSchema = () =>
       .enum(['on', 'off'])
       .default('off')
       .describe('on gives the model chat_contact_send (writing to another chat found in the contact book)'),
+    // exec_shell (docs/agent.md "exec_shell"): bash in a bubblewrap sandbox over the chat's workspace.
+    ...execShellShape(),
 
     // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
@@ -579,8 +561,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
-  const redisProblems = redisTopologyProblems(config);
-  if (redisProblems.length > 0) throw new ConfigError(`invalid configuration:\n${redisProblems.join('\n')}`);
+  const problems = [...redisTopologyProblems(config), ...otelProblems(config), ...execShellProblems(config)];
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(

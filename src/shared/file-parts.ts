@@ -1,13 +1,14 @@
-import { isIP } from 'node:net';
-import { isPrivateAddress } from './webhooks/reply-url.js';
+import { hostProblem, type ResolveAll, resolvedHostProblem } from './address-policy.js';
 
 /**
  * Which file parts a user message may carry (checked at ingest, the one path every entry
  * point takes). A file part is fetched later by the worker for the model, so an accepted
  * URL is a promise that it can be fetched safely: `https:` only (never `http:`, `file:`,
  * `ftp:` ...), or inline `data:` up to a size cap, with a media type the operator allows.
- * Host names are judged again after DNS resolution when the worker fetches (safe-fetch.ts);
- * here only what needs no DNS is refused (IP literals and `localhost`).
+ * The host must be public by the one address policy (`address-policy.ts`): an IP literal or a
+ * `localhost` name is refused without DNS (`fileProblem`), a name by what it resolves to
+ * (`messageFileHostProblem`), and the worker judges the addresses it connects to again when it
+ * fetches (safe-download.ts).
  */
 export interface FilePolicy {
   /** FILE_MEDIA_TYPES: exact types (`application/pdf`) or a family (`image/*`), lowercase. */
@@ -51,33 +52,33 @@ export function mediaTypeAllowed(mediaType: string, allowed: readonly string[]):
   return allowed.some((a) => a === type || (a.endsWith('/*') && type.startsWith(a.slice(0, -1))));
 }
 
-/** Decoded size of a data: URL's payload, or undefined when it is not a well-formed data: URL. */
+/**
+ * Base64 (RFC 4648's alphabet) that decodes: padded to a multiple of 4, or unpadded with a
+ * length that is not 1 more than one (no 6-bit remainder can be a byte).
+ */
+function isBase64(payload: string): boolean {
+  const m = /^([A-Za-z0-9+/]*)(={0,2})$/.exec(payload);
+  if (!m) return false;
+  const data = m[1]!.length;
+  const pad = m[2]!.length;
+  return pad > 0 ? (data + pad) % 4 === 0 : data % 4 !== 1;
+}
+
+/**
+ * Decoded size of a data: URL's payload, or undefined when it is not a well-formed base64
+ * data: URL (`data:<type>;base64,<payload>`). Only base64: the model request carries a file's
+ * bytes as base64 (the AI SDK reads the payload as such), so a percent-encoded or broken
+ * payload would fail every attempt of the turn instead of being refused here.
+ */
 function dataUrl(url: string): { mediaType: string; bytes: number } | undefined {
   const comma = url.indexOf(',');
   if (comma < 0) return undefined;
   const header = url.slice(5, comma);
   const payload = url.slice(comma + 1);
-  const base64 = /;base64$/i.test(header);
-  const mediaType = (base64 ? header.slice(0, -7) : header) || 'text/plain';
-  if (base64) {
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined;
-    const pad = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
-    return { mediaType, bytes: Math.floor((payload.length * 3) / 4) - pad };
-  }
-  try {
-    return { mediaType, bytes: Buffer.byteLength(decodeURIComponent(payload), 'utf8') };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Why a host literal in an https URL cannot be fetched, if it is one. */
-function privateHost(url: URL): string | undefined {
-  const host = url.hostname.toLowerCase();
-  const literal = host.replace(/^\[|\]$/g, '');
-  if (isIP(literal) && isPrivateAddress(literal)) return `${literal} is a private address`;
-  if (host === 'localhost' || host.endsWith('.localhost')) return 'localhost is a private address';
-  return undefined;
+  if (!/;base64$/i.test(header) || !isBase64(payload)) return undefined;
+  const mediaType = header.slice(0, -7) || 'text/plain';
+  const pad = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
+  return { mediaType, bytes: Math.floor((payload.length * 3) / 4) - pad };
 }
 
 /** The first reason a file part is refused, or undefined when it may be stored. */
@@ -95,7 +96,12 @@ export function fileProblem(
   const raw = typeof part.url === 'string' ? part.url : '';
   if (/^data:/i.test(raw)) {
     const data = dataUrl(raw);
-    if (!data) return { code: 'FILE_URL_NOT_ALLOWED', message: 'url: not a well-formed data: URL' };
+    if (!data) {
+      return {
+        code: 'FILE_URL_NOT_ALLOWED',
+        message: 'url: not a well-formed base64 data: URL (data:<media type>;base64,<base64>)',
+      };
+    }
     if (!mediaTypeAllowed(data.mediaType, policy.mediaTypes)) {
       return {
         code: 'FILE_TYPE_NOT_ALLOWED',
@@ -125,7 +131,7 @@ export function fileProblem(
   if (url.username || url.password) {
     return { code: 'FILE_URL_NOT_ALLOWED', message: 'url: must not carry credentials' };
   }
-  const host = privateHost(url);
+  const host = hostProblem(url.hostname);
   if (host) return { code: 'FILE_URL_NOT_ALLOWED', message: `url: ${host}` };
   return undefined;
 }
@@ -141,4 +147,28 @@ export function messageFileProblem(
     if (problem) return { code: problem.code, message: `message part ${i}: ${problem.message}` };
   }
   return undefined;
+}
+
+/**
+ * The first file part whose https host name resolves to an address that is not public. Runs
+ * after `messageFileProblem` (every https URL parses); each distinct host is resolved once.
+ */
+export async function messageFileHostProblem(
+  parts: ReadonlyArray<{ type: string }>,
+  resolve?: ResolveAll,
+): Promise<FileProblem | undefined> {
+  const hosts = new Map<string, Promise<string | undefined>>();
+  const checks = parts.flatMap((part, i) => {
+    const url = part.type === 'file' ? (part as { url?: unknown }).url : undefined;
+    if (typeof url !== 'string' || !/^https:/i.test(url)) return [];
+    const host = new URL(url).hostname;
+    let check = hosts.get(host);
+    if (!check) {
+      check = resolvedHostProblem(host, resolve);
+      hosts.set(host, check);
+    }
+    return [check.then((problem) => problem && `message part ${i}: url: ${problem}`)];
+  });
+  const message = (await Promise.all(checks)).find((p) => p !== undefined);
+  return message === undefined ? undefined : { code: 'FILE_URL_NOT_ALLOWED', message };
 }

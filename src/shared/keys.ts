@@ -26,13 +26,32 @@ const CHAT_KEY_NAMES = [
   'memory',
   // hash: model usage by `<day>|<model>|<kind>` and each day's budget total (src/shared/usage.ts)
   'usage',
+  // hash: a tool's context.once key → its record JSON (`run` while fn runs, `done` with the
+  // result); written only by the fenced once.lua (docs/design.md, "once")
+  'once',
+  // zset: once key → time of its record's last write (ms): retention and the per-chat cap
+  'onceAt',
   // hash: delivery's streamed platform post (PLATFORM_STREAMING): `run` + `after` (which reply
   // stream it follows, read up to where), and while a post waits for its outbox item `part`,
   // `msg` (the platform's message id), `text` and `end`. Written only under the delivery lease.
   'posts',
+  // string: exec_shell's workspace, a gzipped tar (EXEC_SHELL_WORKSPACE_MAX_BYTES before
+  // compression), written fenced after each command that changed it (workspace-save.lua)
+  'workspace',
 ] as const;
 
 export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
+
+/**
+ * The chatKey of a chat's events key (`<prefix>:{c:<chatKey>}:events`), or undefined for any
+ * other key. A chatKey holds no braces, so the tag ends at the first `}` after `{c:`.
+ */
+export function chatKeyOfEventsKey(prefix: string, key: string): string | undefined {
+  const head = `${prefix}:{c:`;
+  if (!key.startsWith(head) || !key.endsWith('}:events')) return undefined;
+  const chatKey = key.slice(head.length, -'}:events'.length);
+  return chatKey.length > 0 && !chatKey.includes('}') ? chatKey : undefined;
+}
 
 /** The hash tag every key of a chat shares: one Cluster slot per chat. */
 function chatTag(prefix: string, chatKey: string): string {
@@ -62,7 +81,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the fourteen, so it builds those rather than all of them every call. The names are
+ * the seventeen, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -97,6 +116,15 @@ export function allChatKeys(prefix: string, chatKey: string, contextIds: readonl
     ...Object.values(chatKeys(prefix, chatKey)),
     ...contextIds.map((id) => contextMessagesKey(prefix, chatKey, id)),
   ];
+}
+
+/**
+ * string: the chatKey a signed generic webhook's `webhook-id` was stored in, for the
+ * idempotency window: Standard Webhooks ids are unique per source, not per chat. Source names
+ * and webhook ids carry no braces (config and route check them), so the tag holds.
+ */
+export function webhookIdKey(prefix: string, source: string, webhookId: string): string {
+  return `${prefix}:{w:${source}}:id:${webhookId}`;
 }
 
 /** Best-effort index of chats by last activity (lives in its own slot, by design). */

@@ -1,5 +1,6 @@
 import type { UIMessage } from 'ai';
 import { z } from 'zod';
+import { isRetrievedPart, retrievedText } from './retrieved.js';
 
 /**
  * chatlane's message: an AI SDK `UIMessage` whose metadata we check with zod at every
@@ -92,6 +93,8 @@ export function messageTokenText(message: Pick<ChatMessage, 'parts' | 'role'>): 
     else if (part.type.startsWith('tool-') || part.type === 'dynamic-tool') {
       out.push(part.type, JSON.stringify(part.input ?? null), JSON.stringify(part.output ?? null));
     } else if (part.type === 'file') out.push(String(part.filename ?? part.url ?? 'file'));
+    // What a stage retrieved for the message is read by the model as the label and the text.
+    else if (isRetrievedPart(part)) out.push(retrievedText(part) ?? '');
   }
   return out.join('\n');
 }

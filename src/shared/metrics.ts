@@ -39,10 +39,15 @@ export interface Metrics {
   deliverySendDuration: Histogram<'channel'>;
   deliveryLag: Histogram<'channel'>;
   sseClients: Gauge;
+  sseMaxClients: Gauge;
+  sseMaxClientsPerChat: Gauge;
+  sseRefused: Counter<'limit'>;
   compactionRuns: Counter<'result'>;
   compactionTokensSaved: Counter;
   queueMetricsUp: Gauge<'queue'>;
   mcpServerUp: Gauge<'server'>;
+  toolCalls: Counter<'tool' | 'result'>;
+  toolCallDuration: Histogram<'tool'>;
   modelUp: Gauge<'model'>;
   modelFallbacks: Counter<'model'>;
 }
@@ -130,13 +135,13 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     }),
     deliveries: new Counter({
       name: 'chatlane_deliveries_total',
-      help: 'Sends of outbox items by channel and result (delivered, retry, failed)',
+      help: 'Sends of outbox items by channel and result (delivered, retry, failed); an item sent as several messages counts delivered once',
       labelNames: ['channel', 'result'],
       registers,
     }),
     deliverySendDuration: new Histogram({
       name: 'chatlane_delivery_send_duration_seconds',
-      help: "One send of an outbox item to its channel, until the receiver's answer",
+      help: "One send of an outbox item (or of one message of it, when it is split) to its channel, until the receiver's answer",
       labelNames: ['channel'],
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
@@ -144,6 +149,22 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
     sseClients: new Gauge({
       name: 'chatlane_sse_clients',
       help: 'Live stream (SSE) clients connected to this ingress process',
+      registers,
+    }),
+    sseMaxClients: new Gauge({
+      name: 'chatlane_sse_max_clients',
+      help: 'SSE_MAX_CLIENTS: streamed responses (live streams, /v1/ui replies and resumes) this ingress process serves at once',
+      registers,
+    }),
+    sseMaxClientsPerChat: new Gauge({
+      name: 'chatlane_sse_max_clients_per_chat',
+      help: 'SSE_MAX_CLIENTS_PER_CHAT: streamed responses of one chat this ingress process serves at once',
+      registers,
+    }),
+    sseRefused: new Counter({
+      name: 'chatlane_sse_refused_total',
+      help: 'Streamed responses refused at a cap: limit="process" (503 STREAM_CAPACITY) or limit="chat" (429 STREAM_LIMIT)',
+      labelNames: ['limit'],
       registers,
     }),
     deliveryLag: new Histogram({
@@ -175,6 +196,19 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_mcp_server_up',
       help: '1 while the worker is connected to the MCP server (MCP_CONFIG), 0 while it is down and being retried',
       labelNames: ['server'],
+      registers,
+    }),
+    toolCalls: new Counter({
+      name: 'chatlane_tool_calls_total',
+      help: "Calls of the tools given in code (startChatlane's tools), by tool and result: ok, error (it threw, or the chat's context did not satisfy its contextSchema), timeout (past TOOL_TIMEOUT_MS); an error or timeout is a tool error the model reads",
+      labelNames: ['tool', 'result'],
+      registers,
+    }),
+    toolCallDuration: new Histogram({
+      name: 'chatlane_tool_call_duration_seconds',
+      help: 'One call of a tool given in code, until its result (or error), by tool',
+      labelNames: ['tool'],
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     }),
     modelUp: new Gauge({
@@ -229,6 +263,15 @@ export function recordDelivery(
 /** An item given up on (skipped past): permanent failure or attempts exhausted. */
 export function recordDeliveryFailure(metrics: Metrics, channel: string): void {
   metrics.deliveryFailures.inc({ channel });
+}
+
+/** One call of a tool given in code: its result and duration. */
+export function recordToolCall(
+  metrics: Metrics,
+  call: { tool: string; result: 'ok' | 'error' | 'timeout'; seconds: number },
+): void {
+  metrics.toolCalls.inc({ tool: call.tool, result: call.result });
+  metrics.toolCallDuration.observe({ tool: call.tool }, call.seconds);
 }
 
 /** One model call: its duration and result, and for an answered call its tokens and cost. */

@@ -64,9 +64,15 @@ export function tokensByKind(call: CallUsage): Record<UsageKind, number> {
  */
 export class UsageTally {
   private calls: CallUsage[] = [];
+  /** Every call added, taken or not: the turn's summary (its log line). */
+  readonly total = { calls: 0, inputTokens: 0, cachedInputTokens: 0, outputTokens: 0 };
 
   add(call: CallUsage): void {
     this.calls.push(call);
+    this.total.calls += 1;
+    this.total.inputTokens += call.inputTokens;
+    this.total.cachedInputTokens += call.cachedInputTokens;
+    this.total.outputTokens += call.outputTokens;
   }
 
   /** The calls so far, emptied: the caller writes them. */

@@ -11,12 +11,28 @@ export function webTokenKey(secret: string): Uint8Array {
   return new TextEncoder().encode(secret);
 }
 
-/** A token for `chatKey`, valid for `ttlSeconds`. */
-export async function mintWebToken(secret: string, chatKey: string, ttlSeconds = 3600): Promise<string> {
-  return new SignJWT({})
+/** Claims an ingress may require (WEB_TOKEN_AUDIENCE, WEB_TOKEN_ISSUER). */
+export interface WebTokenClaims {
+  audience?: string | undefined;
+  issuer?: string | undefined;
+}
+
+/**
+ * A token for `chatKey`, valid for `ttlSeconds` (the ingress refuses one longer-lived than
+ * WEB_TOKEN_MAX_TTL_S, a day by default), with `aud` and `iss` when given.
+ */
+export async function mintWebToken(
+  secret: string,
+  chatKey: string,
+  ttlSeconds = 3600,
+  claims: WebTokenClaims = {},
+): Promise<string> {
+  const jwt = new SignJWT({})
     .setProtectedHeader({ alg: WEB_TOKEN_ALG })
     .setSubject(chatKey)
     .setIssuedAt()
-    .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSeconds)
-    .sign(webTokenKey(secret));
+    .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSeconds);
+  if (claims.audience !== undefined) jwt.setAudience(claims.audience);
+  if (claims.issuer !== undefined) jwt.setIssuer(claims.issuer);
+  return jwt.sign(webTokenKey(secret));
 }

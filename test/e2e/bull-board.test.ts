@@ -52,8 +52,14 @@ describe.skipIf(!haveChromium)(
       const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD } });
       try {
         const page = await context.newPage();
+        // The board runs under its Content-Security-Policy: nothing of it may be refused.
+        const refused: string[] = [];
+        page.on('console', (m) => {
+          if (m.text().includes('Content Security Policy')) refused.push(m.text());
+        });
         const response = await page.goto(`${url}/admin/queues`);
         expect(response?.status()).toBe(200);
+        expect(response?.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
         // The board is a client-side app: wait until it has fetched and rendered the queues.
         for (const name of ['turns', 'compaction', 'deliveries', 'maintenance']) {
           await page.getByText(name, { exact: true }).first().waitFor({ timeout: 20_000 });
@@ -64,6 +70,31 @@ describe.skipIf(!haveChromium)(
         // A queue's page carries its description under the name.
         await page.goto(`${url}/admin/queues/queue/maintenance`);
         await page.getByText(QUEUE_DESCRIPTIONS.maintenance).first().waitFor({ timeout: 20_000 });
+        expect(refused).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    }, 60_000);
+
+    it('refuses to be framed by another page (clickjacking an operator into a job action)', async () => {
+      const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD } });
+      try {
+        const page = await context.newPage();
+        const refused = new Promise<string>((resolve) => {
+          page.on('console', (m) => {
+            if (m.text().includes('frame-ancestors')) resolve(m.text());
+          });
+        });
+        await page.setContent(`<iframe src="${url}/admin/queues"></iframe>`);
+        // "Framing '…' violates the following Content Security Policy directive: frame-ancestors 'none'"
+        expect(await refused).toMatch(/(Refused to frame|Framing) .*frame-ancestors 'none'/);
+        const frame = page.frames().find((f) => f !== page.mainFrame());
+        expect(
+          await frame
+            ?.locator('body')
+            .textContent()
+            .catch(() => ''),
+        ).not.toContain('deliveries');
       } finally {
         await context.close();
       }

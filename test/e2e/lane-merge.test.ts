@@ -54,5 +54,14 @@ describe('lane merge across processes', () => {
     expect(commits[0]!.data).toMatchObject({ consumed: 2, merged: 1, messageIds: ['m1', 'm2'] });
     const outbox = (await store.readOutbox('merge', undefined, 10)).map((o) => o.text);
     expect(outbox).toEqual(['echo: book a table', 'echo: for four people']);
+    // The worker's line for the turn (docs/operations.md, "Logs") counts both, one merged.
+    const worker = stack.procs.find((p) => !p.url)!;
+    const line = await waitFor(
+      async () => worker.logs.find((l) => l.msg === 'turn ended' && l.chatKey === 'merge'),
+      {
+        what: 'the turn line',
+      },
+    );
+    expect(line).toMatchObject({ outcome: 'done', messages: 2, merged: 1, sent: 2 });
   }, 30_000);
 });

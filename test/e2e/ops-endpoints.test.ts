@@ -18,7 +18,7 @@ describe('operations endpoints of real processes', () => {
   beforeAll(async () => {
     mock = await startMockLlm({ port: 0 });
     const env = { CHATLANE_PREFIX: prefix, LLM_BASE_URL: mock.url, LLM_MODEL: 'mock', METRICS_PORT: '0' };
-    ingress = await startRole('ingress', { ...env, ADMIN_USER: 'ops', ADMIN_PASSWORD: 'secret' });
+    ingress = await startRole('ingress', { ...env, ADMIN_USER: 'ops', ADMIN_PASSWORD: 'a-board-password' });
     worker = await startRole('worker', env);
     const started = worker.logs.find((l) => l.msg === 'worker started');
     metricsUrl = String(started?.metricsUrl);
@@ -69,7 +69,7 @@ describe('operations endpoints of real processes', () => {
   it('the ingress mounts the board from ADMIN_USER/ADMIN_PASSWORD, behind basic auth', async () => {
     expect((await fetch(`${ingress.url}/admin/queues`)).status).toBe(401);
     const ok = await fetch(`${ingress.url}/admin/queues/api/queues`, {
-      headers: { authorization: `Basic ${Buffer.from('ops:secret').toString('base64')}` },
+      headers: { authorization: `Basic ${Buffer.from('ops:a-board-password').toString('base64')}` },
     });
     expect(ok.status).toBe(200);
     expect(ingress.logs.some((l) => l.msg === 'Bull Board mounted')).toBe(true);

@@ -11,16 +11,24 @@ const SERVER = 2;
 const CLIENT = 3;
 
 /** The user's system behind replyTo: takes every reply. */
-async function replyReceiver(): Promise<{ url: string; texts: string[]; server: Server }> {
+async function replyReceiver(): Promise<{
+  url: string;
+  texts: string[];
+  traceparents: Array<string | undefined>;
+  server: Server;
+}> {
   const texts: string[] = [];
+  const traceparents: Array<string | undefined> = [];
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     texts.push((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { text: string }).text);
+    traceparents.push(req.headers.traceparent as string | undefined);
     res.writeHead(200).end('ok');
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/replies`, texts, server };
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/replies`;
+  return { url, texts, traceparents, server };
 }
 
 /** The span's ancestors within its trace, nearest first. */
@@ -56,8 +64,8 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=e2e',
     };
     ingress = await stack.start('ingress', otel);
-    // debug: the turn's own line ('turn committed') is written inside its spans.
-    worker = await stack.start('worker', { ...otel, LOG_LEVEL: 'debug' });
+    // At the default level: the turn's own line ('turn ended') is written inside its span.
+    worker = await stack.start('worker', otel);
     await stack.start('delivery', otel);
   }, 60_000);
 
@@ -147,6 +155,8 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
     expect(attempt?.name).toBe('chatlane.delivery.attempt');
     expect(attempt?.attributes['chatlane.delivery.result']).toBe('ok');
     expect(clientPost.attributes['http.request.method']).toBe('POST');
+    // The receiver got the POST's context (OTEL_PROPAGATORS, tracecontext by default) to continue the trace.
+    expect(replies.traceparents[0]).toBe(`00-${traceId}-${clientPost.spanId}-01`);
 
     // Standard OTEL variables reached the exporter and the resource.
     expect(otlp.requests.every((r) => r.contentType.startsWith('application/json'))).toBe(true);
@@ -155,7 +165,7 @@ describe('one trace from a signed webhook to the model and the delivery POST (OT
     const traced = worker.logs.filter((l) => l.trace_id === traceId);
     expect(traced.length).toBeGreaterThan(0);
     // The turn's bindings stay beside the trace fields.
-    const committed = traced.find((l) => l.msg === 'turn committed');
+    const committed = traced.find((l) => l.msg === 'turn ended' && l.outcome === 'done');
     expect(committed).toMatchObject({ chatKey: 'traced', runId: turn?.attributes['chatlane.run_id'] });
     expect(trace.some((s) => s.spanId === committed?.span_id)).toBe(true);
   }, 60_000);

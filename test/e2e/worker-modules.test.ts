@@ -100,6 +100,18 @@ describe('what a worker process loads', () => {
     expect(loaded(modules, CONDITIONAL.fastify)).toBe(false);
   });
 
+  it('with OTEL_SDK_DISABLED=true and an endpoint set: no tracing SDK module, so no exporter, and nothing reaches the receiver', async () => {
+    const otlp = new OtlpReceiver();
+    await otlp.start();
+    const modules = await workerModules('disabled', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_SDK_DISABLED: 'true',
+    }).finally(() => otlp.close());
+    expect(loaded(modules, /\/node_modules\/ai\//)).toBe(true);
+    expect(loaded(modules, TRACING_SDK)).toBe(false);
+    expect(otlp.requests).toHaveLength(0);
+  });
+
   it('with Telegram, a signed webhook source, MCP_CONFIG and MODEL_PRICES_FILE set: the Chat SDK, Standard Webhooks signing, @ai-sdk/mcp and the YAML parser are loaded at start, before any job', async () => {
     const mcpConfig = join(dir, 'mcp.json');
     const prices = join(dir, 'prices.yaml');

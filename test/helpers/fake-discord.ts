@@ -7,6 +7,23 @@ import { type FakePlatform, type RecordedCall, startFakePlatform } from './fake-
  * the forwarded form the adapter's Gateway listener posts (`x-discord-gateway-token`).
  */
 export const DISCORD_APPLICATION_ID = '1100000000000000001';
+/** Discord's limit on a message's content; a longer one is refused (50035 Invalid Form Body). */
+export const DISCORD_CONTENT_LIMIT = 2000;
+
+const tooLong = {
+  status: 400,
+  body: {
+    message: 'Invalid Form Body',
+    code: 50035,
+    errors: {
+      content: {
+        _errors: [
+          { code: 'BASE_TYPE_MAX_LENGTH', message: `Must be ${DISCORD_CONTENT_LIMIT} or fewer in length.` },
+        ],
+      },
+    },
+  },
+};
 
 export interface FakeDiscord extends FakePlatform {
   readonly apiUrl: string;
@@ -29,8 +46,10 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
   /** Posted message id → its content now. */
   const contents = new Map<string, string>();
   const fake = await startFakePlatform((call) => {
+    const long = String(call.body.content ?? '').length > DISCORD_CONTENT_LIMIT;
     const post = /^\/api\/v10\/channels\/(\d+)\/messages$/.exec(call.path);
     if (call.method === 'POST' && post) {
+      if (long) return tooLong;
       const id = snowflake();
       contents.set(id, String(call.body.content ?? ''));
       return {
@@ -46,6 +65,7 @@ export async function startFakeDiscord(): Promise<FakeDiscord> {
     const edit = /^\/api\/v10\/channels\/(\d+)\/messages\/(\d+)$/.exec(call.path);
     if (call.method === 'PATCH' && edit) {
       if (!contents.has(edit[2]!)) return { status: 404, body: { message: 'Unknown Message', code: 10008 } };
+      if (long) return tooLong;
       contents.set(edit[2]!, String(call.body.content ?? ''));
       return {
         body: {

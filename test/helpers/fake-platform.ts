@@ -1,4 +1,10 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -35,6 +41,16 @@ export interface FakePlatform {
   callsTo(path: string | RegExp): RecordedCall[];
   /** Answer the next call to `path` this way (queued: one answer per call, in order). */
   scriptNext(path: string | RegExp, answer: FakeAnswer): void;
+  /**
+   * The next call to `path` for which `when` holds goes to `take` instead of being answered:
+   * recorded in `calls`, but neither scripted nor handled (the platform never accepted it).
+   * `take` gets the raw response, to answer late, or never (a test kills the caller meanwhile).
+   */
+  hold(
+    path: string | RegExp,
+    when: (call: RecordedCall) => boolean,
+    take: (res: ServerResponse) => Promise<void>,
+  ): void;
   close(): Promise<void>;
 }
 
@@ -63,6 +79,11 @@ async function readAll(req: IncomingMessage): Promise<string> {
 export async function startFakePlatform(fallback: FakeHandler): Promise<FakePlatform> {
   const calls: RecordedCall[] = [];
   const scripted: { pattern: string | RegExp; answer: FakeAnswer }[] = [];
+  const held: {
+    pattern: string | RegExp;
+    when: (call: RecordedCall) => boolean;
+    take: (res: ServerResponse) => Promise<void>;
+  }[] = [];
 
   const server: Server = createServer((req, res) => {
     void (async () => {
@@ -78,6 +99,11 @@ export async function startFakePlatform(fallback: FakeHandler): Promise<FakePlat
         at: Date.now(),
       };
       calls.push(call);
+      const h = held.findIndex((x) => matches(x.pattern, call.path) && x.when(call));
+      if (h >= 0) {
+        await held.splice(h, 1)[0]!.take(res);
+        return;
+      }
       const i = scripted.findIndex((s) => matches(s.pattern, call.path));
       const answer = i >= 0 ? scripted.splice(i, 1)[0]!.answer : fallback(call);
       const body = answer.body === undefined ? '' : JSON.stringify(answer.body);
@@ -97,6 +123,9 @@ export async function startFakePlatform(fallback: FakeHandler): Promise<FakePlat
     callsTo: (path) => calls.filter((c) => matches(path, c.path)),
     scriptNext: (pattern, answer) => {
       scripted.push({ pattern, answer });
+    },
+    hold: (pattern, when, take) => {
+      held.push({ pattern, when, take });
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -7,18 +7,32 @@ import { type FakePlatform, type RecordedCall, startFakePlatform } from './fake-
  * `X-Hub-Signature-256` signing and `messages` change envelopes.
  */
 export const WHATSAPP_PHONE_NUMBER_ID = '1098765432';
+/** The Cloud API's limit on a text message's body; a longer one is refused (code 100). */
+export const WHATSAPP_TEXT_LIMIT = 4096;
 
 export interface FakeWhatsApp extends FakePlatform {
   /** POST …/<phoneNumberId>/messages calls that send a message (not typing / read receipts). */
   sends(): RecordedCall[];
+  /** The bodies of the text messages it accepted, in order. */
+  texts(): string[];
 }
 
 export async function startFakeWhatsApp(): Promise<FakeWhatsApp> {
   let seq = 0;
+  const accepted: string[] = [];
   const fake = await startFakePlatform((call) => {
     if (call.method === 'POST' && /\/messages$/.test(call.path)) {
       if (call.body.status === 'read') return { body: { success: true } };
+      const body = (call.body.text as { body?: unknown } | undefined)?.body;
+      if (typeof body === 'string' && body.length > WHATSAPP_TEXT_LIMIT) {
+        return graphError(
+          400,
+          100,
+          `(#100) Param text['body'] must be at most ${WHATSAPP_TEXT_LIMIT} characters long.`,
+        );
+      }
       seq += 1;
+      if (typeof body === 'string') accepted.push(body);
       return {
         body: {
           messaging_product: 'whatsapp',
@@ -29,11 +43,11 @@ export async function startFakeWhatsApp(): Promise<FakeWhatsApp> {
     }
     return { status: 404, body: { error: { message: 'unknown path', type: 'OAuthException', code: 803 } } };
   });
+  const sends = () =>
+    fake.callsTo(/\/messages$/).filter((c) => c.method === 'POST' && c.body.status !== 'read' && c.body.type);
   return Object.assign(fake, {
-    sends: () =>
-      fake
-        .callsTo(/\/messages$/)
-        .filter((c) => c.method === 'POST' && c.body.status !== 'read' && c.body.type),
+    sends,
+    texts: () => [...accepted],
   });
 }
 
@@ -95,3 +109,36 @@ export const graphError = (status: number, code: number, message = 'graph error'
   status,
   body: { error: { message, type: 'OAuthException', code, fbtrace_id: 'Afake' } },
 });
+
+/** The test app's secrets and its one user. */
+export const WHATSAPP_APP_SECRET = 'meta-app-secret-for-tests';
+export const WHATSAPP_VERIFY_TOKEN = 'verify-token-for-tests';
+export const WHATSAPP_USER = '15551234567';
+/** The chat of WHATSAPP_USER. */
+export const WHATSAPP_CHAT = `whatsapp-${WHATSAPP_PHONE_NUMBER_ID}:${WHATSAPP_USER}`;
+
+/** The WHATSAPP_* variables of a chatlane whose WhatsApp sender talks to `fake`. */
+export function whatsappEnv(fake: { url: string }): Record<string, string> {
+  return {
+    WHATSAPP_ACCESS_TOKEN: 'EAAG-test-token',
+    WHATSAPP_APP_SECRET,
+    WHATSAPP_PHONE_NUMBER_ID,
+    WHATSAPP_VERIFY_TOKEN,
+    WHATSAPP_API_URL: fake.url,
+  };
+}
+
+/** WHATSAPP_USER writes `text` to the bot: a signed webhook into `app` (its chat gets a route). */
+export async function whatsappSays(
+  app: { inject(opts: Record<string, unknown>): Promise<{ statusCode: number }> },
+  text = 'hi',
+): Promise<number> {
+  const payload = JSON.stringify(whatsappTextWebhook({ from: WHATSAPP_USER, text }));
+  const res = await app.inject({
+    method: 'POST',
+    url: '/webhooks/whatsapp',
+    headers: whatsappSignedHeaders(WHATSAPP_APP_SECRET, payload),
+    payload,
+  });
+  return res.statusCode;
+}

@@ -38,6 +38,13 @@ export interface TestIngressOptions {
   /** REDIS_REPLICA_ACKS for the store's writes. */
   replicaAcks?: ReplicaAcks;
   web?: IngressDeps['web'];
+  security?: IngressDeps['security'];
+  /** How ingest resolves host names for the address policy (default: the system resolver). */
+  resolve?: IngressDeps['resolve'];
+  /** Bull Board's credentials (default: not mounted). */
+  admin?: IngressDeps['admin'];
+  /** Default: silent. */
+  logger?: IngressDeps['logger'];
 }
 
 export async function testIngress(
@@ -52,7 +59,7 @@ export async function testIngress(
     store,
     turns,
     apiToken: opts.apiToken,
-    logger: silentLogger(),
+    logger: opts.logger ?? silentLogger(),
     ...(opts.http ? { http: opts.http } : {}),
     limits: { maxPendingPerChat: 1000, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024, ...opts.limits },
     ...(opts.genericWebhooks && { genericWebhooks: opts.genericWebhooks }),
@@ -64,6 +71,9 @@ export async function testIngress(
     ...(opts.metrics && { metrics: opts.metrics }),
     ...(opts.usage && { usage: opts.usage }),
     ...(opts.web && { web: opts.web }),
+    ...(opts.security && { security: opts.security }),
+    ...(opts.resolve && { resolve: opts.resolve }),
+    ...(opts.admin && { admin: opts.admin }),
   });
   return {
     app,

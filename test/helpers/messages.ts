@@ -32,3 +32,22 @@ export function textOf(message: ChatMessage): string {
 export function counted(message: ChatMessage): ChatMessage {
   return { ...message, metadata: { ...message.metadata, tokens: messageTokens(message) } };
 }
+
+/** A `turn.committed` event's data as a worker writes it, for tests that record one by hand. */
+export function committedEventData(runId: string) {
+  return {
+    runId,
+    fence: '1',
+    worker: 'test-worker',
+    messageIds: ['m1'],
+    consumed: 1,
+    merged: 0,
+    appended: 1,
+    steps: 1,
+    models: ['mock'],
+    sent: 1,
+    inputMessages: 1,
+    tokens: 10,
+    ms: 5,
+  };
+}

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import { pino } from 'pino';
 import type { AdminOptions } from '../../src/ingress/admin.js';
-import { buildIngress, type IngressApp } from '../../src/ingress/app.js';
+import { buildIngress, type IngressApp, type IngressSecurity } from '../../src/ingress/app.js';
 import { createQueue, QUEUES, type TurnJob, watchQueues } from '../../src/shared/jobs.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { RedisClient } from '../../src/shared/redis.js';
@@ -22,7 +22,7 @@ export interface OpsIngress {
 export async function opsIngress(
   redis: RedisClient,
   prefix: string,
-  opts: { admin?: AdminOptions; apiToken?: string } = {},
+  opts: { admin?: AdminOptions; apiToken?: string; security?: IngressSecurity } = {},
 ): Promise<OpsIngress> {
   const store = new ChatStore(redis, { prefix, maxEvents: 100 });
   const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
@@ -38,6 +38,7 @@ export async function opsIngress(
     metrics,
     apiToken: opts.apiToken,
     admin: opts.admin,
+    ...(opts.security && { security: opts.security }),
     logger,
     limits: { maxPendingPerChat: 2, dedupWindowMs: 60_000, bodyLimitBytes: 256 * 1024 },
   });

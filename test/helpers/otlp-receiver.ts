@@ -11,6 +11,10 @@ export interface ReceivedSpan {
   kind: number;
   attributes: Record<string, unknown>;
   links: Array<{ traceId: string; spanId: string }>;
+  /** When the span ended (its endTimeUnixNano, in ms). */
+  endMs: number;
+  /** When the export that carried it arrived (Date.now() of the receiver). */
+  receivedAt: number;
 }
 
 interface AnyValue {
@@ -44,6 +48,7 @@ interface ExportRequest {
         kind?: number;
         attributes?: KeyValue[];
         links?: Array<{ traceId: string; spanId: string }>;
+        endTimeUnixNano?: string | number;
       }>;
     }>;
   }>;
@@ -56,7 +61,12 @@ interface ExportRequest {
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   /** Every export request: its content type and the headers the exporter sent. */
-  readonly requests: Array<{ contentType: string; headers: Record<string, unknown>; bytes: number }> = [];
+  readonly requests: Array<{
+    contentType: string;
+    headers: Record<string, unknown>;
+    bytes: number;
+    receivedAt: number;
+  }> = [];
   private server: Server | undefined;
   url = '';
 
@@ -70,15 +80,17 @@ export class OtlpReceiver {
         res.writeHead(404).end();
         return;
       }
-      this.requests.push({ contentType, headers: { ...req.headers }, bytes: body.length });
-      if (contentType.startsWith('application/json')) this.decode(JSON.parse(body.toString('utf8')));
+      const receivedAt = Date.now();
+      this.requests.push({ contentType, headers: { ...req.headers }, bytes: body.length, receivedAt });
+      if (contentType.startsWith('application/json'))
+        this.decode(JSON.parse(body.toString('utf8')), receivedAt);
       res.writeHead(200, { 'content-type': contentType }).end(contentType.includes('json') ? '{}' : '');
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
   }
 
-  private decode(request: ExportRequest): void {
+  private decode(request: ExportRequest, receivedAt: number): void {
     for (const rs of request.resourceSpans ?? []) {
       const service = String(attributesOf(rs.resource?.attributes)['service.name'] ?? '');
       for (const ss of rs.scopeSpans ?? []) {
@@ -92,6 +104,8 @@ export class OtlpReceiver {
             kind: s.kind ?? 0,
             attributes: attributesOf(s.attributes),
             links: (s.links ?? []).map((l) => ({ traceId: l.traceId, spanId: l.spanId })),
+            endMs: Number(BigInt(s.endTimeUnixNano ?? 0) / 1_000_000n),
+            receivedAt,
           });
         }
       }

@@ -24,15 +24,22 @@ export interface RoleProcess {
 
 /**
  * Start `node dist/cli.js <role>` as a real process and wait until it says it is up
- * ('ingress listening' / 'worker started' / …). Tests kill only what they started, by pid.
+ * ('ingress listening' / 'worker started' / …), or, with `readyUrl` (a process logging below
+ * info says nothing), until that URL answers 200. Tests kill only what they started, by pid.
+ * `entry` runs another script in the CLI's place (a test's own worker, built from dist/).
  */
 export async function startRole(
   role: 'ingress' | 'worker' | 'compactor' | 'delivery' | 'all' | 'mock-llm',
   env: Record<string, string>,
-  { timeoutMs = 20_000, nodeArgs = [] as string[] } = {},
+  {
+    timeoutMs = 20_000,
+    nodeArgs = [] as string[],
+    readyUrl = undefined as string | undefined,
+    entry = CLI,
+  } = {},
 ): Promise<RoleProcess> {
   if (!existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build` (npm test does)');
-  const child = spawn(process.execPath, [...nodeArgs, CLI, role], {
+  const child = spawn(process.execPath, [...nodeArgs, entry, role], {
     env: {
       ...process.env,
       REDIS_URL,
@@ -60,6 +67,17 @@ export async function startRole(
       clearTimeout(timer);
       reject(new Error(`${role} exited with ${code} before it was ready: ${stderr}`));
     });
+    const poll = async () => {
+      const ok = await fetch(readyUrl!).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) {
+        clearTimeout(timer);
+        resolve(undefined);
+      } else if (child.exitCode === null) setTimeout(poll, 100);
+    };
+    if (readyUrl) void poll();
     child.stdout!.on('data', (d: Buffer) => {
       buffer += d.toString();
       let nl = buffer.indexOf('\n');

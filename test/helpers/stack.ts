@@ -18,7 +18,8 @@ export interface Stack {
   ingressUrl(): string;
   /** Each process's last warnings and errors: what an assertion message needs when a run fails. */
   problems(): string;
-  start(role: Role, extraEnv?: Record<string, string>): Promise<RoleProcess>;
+  /** `entry`: a script to run in the CLI's place (startRole). */
+  start(role: Role, extraEnv?: Record<string, string>, options?: { entry?: string }): Promise<RoleProcess>;
 }
 
 /**
@@ -52,8 +53,8 @@ export function useStack(
           return `--- ${name} (pid ${p.pid}): ${lines.length === 0 ? 'no warnings' : ''}\n${lines.map((l) => JSON.stringify(l)).join('\n')}`;
         })
         .join('\n'),
-    async start(role, extraEnv = {}) {
-      const proc = await startRole(role, { ...stack.env, ...extraEnv });
+    async start(role, extraEnv = {}, options = {}) {
+      const proc = await startRole(role, { ...stack.env, ...extraEnv }, options);
       stack.procs.push(proc);
       return proc;
     },

@@ -142,7 +142,7 @@ describe('chat expiry (CHAT_TTL_DAYS)', () => {
     await idle(1000);
     // The index entry is old, but the chat's own stream is not (a contact send, a reply):
     // everything else of it is over 1 s old, the event well within the TTL.
-    await store.appendEvent('busy', 'contact.received', {});
+    await store.appendEvent('busy', 'contact.received', { sendId: 's1', from: 'other', itemId: '1-0' });
     expect(await expireChat(deps(), 'undelivered', Date.now())).toBe('kept:undelivered');
     expect(await expireChat(deps(800), 'busy', 0)).toBe('kept:active');
     expect(Number(await redis.zscore(chatsIndexKey(prefix), 'busy'))).toBeGreaterThan(Date.now() - 800);

@@ -238,6 +238,7 @@ describe('chat_contact_send', () => {
       redis,
       [k.meta, k.relay, k.events],
       [lease.fence, 100, 'run-1', 'send-1', 'c-finn', 'Finn', 'see you at 5', Date.now()],
+      undefined,
     );
     expect((await ing.store.sweepCheck('ops')).relays).toBe(1);
     await sweepTwice('ops');

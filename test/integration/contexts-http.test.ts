@@ -138,10 +138,11 @@ describe('context endpoints', () => {
 
 describe('events and archive endpoints', () => {
   it('pages through the event stream with cursors', async () => {
-    for (let i = 0; i < 5; i++) await ing.store.appendEvent('c1', 'test.event', { i });
+    for (let i = 0; i < 5; i++)
+      await ing.store.appendEvent('c1', 'turn.aborted', { runId: 'r', reason: 'test', i });
     const first = (await ing.app.inject({ method: 'GET', url: '/v1/chats/c1/events?limit=3' })).json();
     expect(first.items.map((e: { data: { i: number } }) => e.data.i)).toEqual([0, 1, 2]);
-    expect(first.items[0]).toMatchObject({ type: 'test.event' });
+    expect(first.items[0]).toMatchObject({ type: 'turn.aborted' });
     const rest = (
       await ing.app.inject({ method: 'GET', url: `/v1/chats/c1/events?after=${first.next}` })
     ).json();
@@ -188,14 +189,14 @@ describe('events and archive endpoints', () => {
   });
 
   it('refuses malformed cursors with 400', async () => {
-    for (const url of [
-      '/v1/chats/c1/events?after=x',
-      '/v1/chats/c1/archive?after=-1',
-      '/v1/chats/c1/archive?limit=1000',
+    for (const [url, code] of [
+      ['/v1/chats/c1/events?after=x', 'INVALID_CURSOR'],
+      ['/v1/chats/c1/archive?after=-1', 'INVALID_CURSOR'],
+      ['/v1/chats/c1/archive?limit=1000', 'VALIDATION_FAILED'],
     ]) {
       const res = await ing.app.inject({ method: 'GET', url });
       expect(res.statusCode, url).toBe(400);
-      expect(res.json().error.code).toBe('VALIDATION_FAILED');
+      expect(res.json().error.code).toBe(code);
     }
   });
 });

@@ -1,4 +1,5 @@
 import type { Queue, Worker } from 'bullmq';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ReplyRoute } from '../../src/shared/delivery/route.js';
 import {
@@ -8,7 +9,7 @@ import {
   type SendResult,
 } from '../../src/shared/delivery/sender.js';
 import { createQueue, type DeliveryJob, QUEUES } from '../../src/shared/jobs.js';
-import { silentLogger } from '../../src/shared/logger.js';
+import { type Logger, silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
@@ -95,19 +96,28 @@ async function writeItems(chatKey: string, texts: string[]): Promise<string[]> {
   return writeReplies(store, queue, chatKey, await fenceOf(chatKey), texts);
 }
 
-function deps(senders: SenderRegistry, settings: Partial<DeliverySettings> = {}): DeliveryDeps {
+function deps(
+  senders: SenderRegistry,
+  settings: Partial<DeliverySettings> = {},
+  logger: Logger = silentLogger(),
+): DeliveryDeps {
   return {
     store: dstore,
     senders,
     settings: { ...SETTINGS, ...settings },
     workerId: 'test',
-    logger: silentLogger(),
+    logger,
     metrics,
   };
 }
 
-function startWorker(senders: SenderRegistry, settings: Partial<DeliverySettings> = {}, concurrency = 4) {
-  const worker = createDeliveryWorker(deps(senders, settings), {
+function startWorker(
+  senders: SenderRegistry,
+  settings: Partial<DeliverySettings> = {},
+  concurrency = 4,
+  logger?: Logger,
+) {
+  const worker = createDeliveryWorker(deps(senders, settings, logger), {
     prefix,
     connection: redis,
     concurrency,
@@ -246,6 +256,31 @@ describe('delivery through the deliveries queue', () => {
     ]);
     const [event] = await eventsOf('c1', 'delivery.failed');
     expect(event!.data).toMatchObject({ itemId: doomed, attempts: 3, reason: 'attempts-exhausted' });
+  });
+
+  it('writes one warn line per failed attempt (chat, item, attempt, reason) and none for a delivered item', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const sender = new ScriptedSender();
+    const down: SendResult = { status: 'retry', reason: 'connection refused' };
+    sender.script.set('doomed', [down, down, down]);
+    startWorker(new SenderRegistry([sender]), { maxAttempts: 3, backoffMs: 20, backoffMaxMs: 40 }, 4, logger);
+    await routeChat('c1');
+    const [doomed, next] = await writeItems('c1', ['doomed', 'next']);
+    await waitFor(async () => (await cursorOf('c1')) === next, { what: 'delivery past the exhausted item' });
+    const warned = lines.filter((l) => l.level === 40);
+    expect(warned.map((l) => [l.msg, l.attempt])).toEqual([
+      ['delivery will be retried', 1],
+      ['delivery will be retried', 2],
+      ['delivery failed; item skipped', 3],
+    ]);
+    for (const line of warned)
+      expect(line).toMatchObject({
+        chatKey: 'c1',
+        itemId: doomed,
+        channel: 'test',
+        reason: expect.any(String),
+      });
   });
 
   it('a chat whose receiver keeps failing does not hold a worker slot: other chats are delivered', async () => {

@@ -7,6 +7,7 @@ import { standardSources } from '../../src/shared/webhooks/standard.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import { docBlock, repoRoot as root } from '../helpers/docs.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import { committedEventData } from '../helpers/messages.js';
 import { freePort } from '../helpers/ports.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { webhookSecret } from '../helpers/webhooks.js';
@@ -181,7 +182,7 @@ describe('docs/live-stream.md: live stream', () => {
     const { out } = runNode(code, {});
     await waitFor(async () => ing.app.streams.size === 1, { what: 'the example connected' });
     await replyAsTurn(ing.store, delivery.queue, 'alice', ['hello alice']);
-    await ing.store.appendEvent('alice', 'turn.committed', { runId: 'r1' });
+    await ing.store.appendEvent('alice', 'turn.committed', committedEventData('r1'));
     await waitFor(async () => out.includes('event: turn.committed'), { what: 'the event printed' });
     expect(out).toContain('reply: hello alice');
   });

@@ -61,6 +61,8 @@ const refused: Array<[string, FilePart, string]> = [
   ['an https: URL naming localhost', file('https://localhost/cat.png'), 'FILE_URL_NOT_ALLOWED'],
   ['an https: URL with credentials', file('https://u:p@example.com/cat.png'), 'FILE_URL_NOT_ALLOWED'],
   ['a malformed data: URL', file('data:image/png;base64,***'), 'FILE_URL_NOT_ALLOWED'],
+  ['a data: URL that is not base64', file('data:image/png,hello%20world'), 'FILE_URL_NOT_ALLOWED'],
+  ['a base64 data: URL that cannot decode', file('data:image/png;base64,abcde'), 'FILE_URL_NOT_ALLOWED'],
   ['a data: URL over the cap', file(`data:image/png;base64,${b64(65)}`), 'FILE_TOO_LARGE'],
   ['a mediaType off the allowlist', file('https://example.com/x.html', 'text/html'), 'FILE_TYPE_NOT_ALLOWED'],
   ['a malformed mediaType', file('https://example.com/x', 'image'), 'FILE_TYPE_NOT_ALLOWED'],

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Queue } from 'bullmq';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { guardedLookup, isPublicAddress } from '../../src/shared/address-policy.js';
 import { deliveryId } from '../../src/shared/delivery/delivery-id.js';
 import { GenericWebhookSender, retryAfterMs } from '../../src/shared/delivery/generic-sender.js';
 import { SenderRegistry } from '../../src/shared/delivery/sender.js';
@@ -9,7 +10,6 @@ import { type DeliveryJob, enqueueDelivery } from '../../src/shared/jobs.js';
 import { chatKeys } from '../../src/shared/keys.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
-import { guardedLookup, isPrivateAddress } from '../../src/shared/webhooks/reply-url.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';
 import { replyAsTurn, type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
@@ -264,10 +264,10 @@ describe('reply URL guard', () => {
       '::ffff:10.0.0.1',
       '0.0.0.0',
     ]) {
-      expect(isPrivateAddress(a), a).toBe(true);
+      expect(isPublicAddress(a), a).toBe(false);
     }
     for (const a of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111'])
-      expect(isPrivateAddress(a), a).toBe(false);
+      expect(isPublicAddress(a), a).toBe(true);
   });
 
   it('refuses a host name that resolves to a private address, on the address the socket would use', async () => {
@@ -286,7 +286,10 @@ describe('reply URL guard', () => {
       attempt: 1,
       signal: AbortSignal.timeout(2000),
     });
-    expect(result).toEqual({ status: 'failed', reason: 'reply URL refused: 127.0.0.1 is a private address' });
+    expect(result).toEqual({
+      status: 'failed',
+      reason: 'reply URL refused: 127.0.0.1 is not a public address (loopback)',
+    });
     expect(receiver.arrivals).toEqual([]);
   });
 

@@ -27,8 +27,16 @@ const post = (chatKey: string, payload: string, headers: Record<string, string> 
     payload,
   });
 
+const API_TOKEN = 'an-api-token-of-at-least-32-characters';
+const METRICS_TOKEN = 'a-metrics-token-of-at-least-32-chars';
+
+/** /metrics as Prometheus reads it: with METRICS_TOKEN (ignored while /v1 is open). */
 const scrape = async () => {
-  const res = await ing.app.inject({ method: 'GET', url: '/metrics' });
+  const res = await ing.app.inject({
+    method: 'GET',
+    url: '/metrics',
+    headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+  });
   expect(res.statusCode).toBe(200);
   expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
   return res.body;
@@ -85,7 +93,7 @@ describe('GET /metrics on the ingress', () => {
 
   it('counts a refused bearer token as a rejection with reason UNAUTHORIZED', async () => {
     await ing.close();
-    ing = await opsIngress(redis, prefix, { apiToken: 'secret' });
+    ing = await opsIngress(redis, prefix, { apiToken: API_TOKEN, security: { metricsToken: METRICS_TOKEN } });
     expect((await post('alice', JSON.stringify({ text: 'hi' }))).statusCode).toBe(401);
     const text = await scrape();
     expect(sampleValue(text, 'chatlane_messages_total', { result: 'rejected', reason: 'UNAUTHORIZED' })).toBe(
@@ -126,11 +134,9 @@ describe('GET /metrics on the ingress', () => {
     }
   });
 
-  it('is reachable without the API token, like /healthz', async () => {
-    await ing.close();
-    ing = await opsIngress(redis, prefix, { apiToken: 'secret' });
-    expect((await ing.app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(200);
-    expect((await ing.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
-    expect((await ing.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  it('is open while /v1 is (development), like /healthz and /readyz', async () => {
+    for (const url of ['/metrics', '/healthz', '/readyz']) {
+      expect((await ing.app.inject({ method: 'GET', url })).statusCode, url).toBe(200);
+    }
   });
 });

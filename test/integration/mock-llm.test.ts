@@ -177,6 +177,40 @@ describe('mock-llm with the AI SDK', () => {
     expect(sent).toEqual(['echo: skill: weather in Oslo? (with skill weather)']);
   });
 
+  it('calls an offered tool the user names ("tool: x {json}") with that input, then says what it returned; an unoffered one it ignores', async () => {
+    const { sent, tools } = chatSend();
+    const inputs: unknown[] = [];
+    const lookup = tool({
+      description: 'Look up an order',
+      inputSchema: z.object({ order: z.string() }),
+      execute: async (input) => {
+        inputs.push(input);
+        return { status: 'shipped' };
+      },
+    });
+    await generateText({
+      model: model(),
+      instructions: system('chat-tool'),
+      messages: [{ role: 'user', content: 'where is it? tool: lookup {"order":"42"}' }],
+      tools: { ...tools, lookup },
+      stopWhen: isStepCount(5),
+    });
+    expect(inputs).toEqual([{ order: '42' }]);
+    expect(sent).toEqual([
+      'echo: where is it? tool: lookup {"order":"42"} (tool lookup: {"status":"shipped"})',
+    ]);
+
+    const plain = chatSend();
+    await generateText({
+      model: model(),
+      instructions: system('chat-tool'),
+      messages: [{ role: 'user', content: 'tool: missing' }],
+      tools: plain.tools,
+      stopWhen: isStepCount(5),
+    });
+    expect(plain.sent).toEqual(['echo: tool: missing']);
+  });
+
   it('answers plain text without tools, and a summary when asked to summarize', async () => {
     const echo = await generateText({ model: model(), instructions: system('chat-text'), prompt: 'ping' });
     expect(echo.text).toBe('echo: ping');

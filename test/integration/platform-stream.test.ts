@@ -4,7 +4,9 @@ import { loadConfig } from '../../src/shared/config.js';
 import { ChatSdkSender } from '../../src/shared/delivery/chat-sdk-sender.js';
 import { followReplyText } from '../../src/shared/delivery/reply-text.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { discord as discordModule } from '../../src/shared/platforms/discord.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../../src/shared/platforms/runtime.js';
+import { telegram } from '../../src/shared/platforms/telegram.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
@@ -37,7 +39,7 @@ beforeEach(async () => {
   replies = new ReplyStreams(redis, { prefix, maxEvents: 100, maxLen: 500, ttlMs: 60_000 });
   fake = await new FakeTelegram().start();
   ({ runtime } = await telegramRuntime(redis, prefix, fake));
-  sender = new ChatSdkSender('telegram', async () => runtime, true);
+  sender = new ChatSdkSender('telegram', async () => runtime, true, telegram.replies);
 });
 afterEach(async () => {
   await runtime.close();
@@ -147,7 +149,12 @@ describe('a reply stream posted to Telegram as it is written', () => {
     expect(follow.text()).toBe(PARTS.slice(0, 3).join(''));
     expect(result.status).toBe('ok');
     const committed = 'The takeover’s whole reply.';
-    const edited = await sender.editPost('telegram:4304', result.messageId!, committed, signal());
+    const edited = await sender.editPost(
+      'telegram:4304',
+      result.messageId!,
+      { text: committed, message: { markdown: committed } },
+      signal(),
+    );
     expect(edited.status).toBe('ok');
     const [post] = fake.sentTo(4304);
     expect(fake.sentTo(4304)).toHaveLength(1);
@@ -181,7 +188,7 @@ describe('a reply stream posted to Discord as it is written', () => {
       DISCORD_API_URL: discord.apiUrl,
     });
     discordRuntime = await startPlatformRuntime(config, redis, silentLogger());
-    discordSender = new ChatSdkSender('discord', async () => discordRuntime, true);
+    discordSender = new ChatSdkSender('discord', async () => discordRuntime, true, discordModule.replies);
   });
   afterEach(async () => {
     await discordRuntime.close();

@@ -64,8 +64,8 @@ async function start(env: Record<string, string>, chatKey: string, route: ReplyR
   );
 }
 
-async function answered(chatKey: string) {
-  const model = streamingSendModel(() => ({ sends: [{ text: TEXT, pieces: 16 }], gapMs: 100 }));
+async function answered(chatKey: string, text = TEXT) {
+  const model = streamingSendModel(() => ({ sends: [{ text, pieces: 16 }], gapMs: 100 }));
   expect((await answer(redis, prefix, delivery.queue, chatKey, model)).status).toBe('done');
   return deliveredAll(redis, prefix, delivery.queue, chatKey, () => store.readOutbox(chatKey, undefined, 10));
 }
@@ -111,19 +111,16 @@ describe('PLATFORM_STREAMING=on, Discord', () => {
     discord = await startFakeDiscord();
   });
   afterEach(() => discord.close());
+  const discordEnv = () => ({
+    DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
+    DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
+    DISCORD_APPLICATION_ID,
+    DISCORD_API_URL: discord.apiUrl,
+  });
 
   it('gets one post before the item is written, edited as the reply grows, ending on the committed text', async () => {
     const chatKey = 'discord-dm-1400';
-    await start(
-      {
-        DISCORD_BOT_TOKEN: 'discord-bot-token-for-tests',
-        DISCORD_PUBLIC_KEY: discordKeys().publicKeyHex,
-        DISCORD_APPLICATION_ID,
-        DISCORD_API_URL: discord.apiUrl,
-      },
-      chatKey,
-      { channel: 'discord', threadId: 'discord:@me:1400' },
-    );
+    await start(discordEnv(), chatKey, { channel: 'discord', threadId: 'discord:@me:1400' });
     const [item] = await answered(chatKey);
     const posts = discord.posts();
     expect(posts).toHaveLength(1);
@@ -133,6 +130,25 @@ describe('PLATFORM_STREAMING=on, Discord', () => {
     expect(edited.size).toBe(1);
     const [id] = edited;
     expect(discord.contentNow(id!)).toBe(TEXT);
+  });
+
+  it('a reply longer than a message: the streamed post ends as its first message and the others follow it, nothing cut', async () => {
+    const chatKey = 'discord-dm-1401';
+    await start(discordEnv(), chatKey, { channel: 'discord', threadId: 'discord:@me:1401' });
+    const long = Array.from({ length: 110 }, (_, i) => `Sentence ${i} of a long streamed reply.`).join(' ');
+    expect(long.length).toBeGreaterThan(4000);
+    await answered(chatKey, long);
+    // The stream showed what the adapter makes of the text (cut to 2,000 with "..."); delivery
+    // edited the post to the first message and posted the others after it.
+    const [post, ...rest] = discord.posts();
+    expect(post).toBeDefined();
+    const streamed = new Set(discord.edits().map((e) => e.path.split('/').pop()!));
+    expect(streamed.size).toBe(1);
+    const [id] = streamed;
+    const messages = [discord.contentNow(id!)!, ...rest.map((p) => String(p.body.content))];
+    expect(messages.length).toBeGreaterThanOrEqual(3);
+    for (const m of messages) expect(m.length).toBeLessThanOrEqual(2000);
+    expect(messages.join(' ')).toBe(long);
   });
 });
 

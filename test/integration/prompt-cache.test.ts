@@ -1,12 +1,17 @@
+import { tool } from 'ai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type RecordedRequest, type RunningMockLlm, startMockLlm } from '../../src/mock-llm/server.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { switchContext } from '../../src/shared/store/contexts.js';
 import { writeMemory } from '../../src/shared/store/memory.js';
 import { createModel } from '../../src/worker/agent/model.js';
+import { prepareCustomTools } from '../../src/worker/agent/tools/custom-tools.js';
 import { compactChat } from '../../src/worker/compaction/compact.js';
 import { windowStart, windowStep } from '../../src/worker/pipeline/provider.js';
+import { applyStages } from '../../src/worker/pipeline/stages.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
+import { retrieving } from '../helpers/rag.js';
 import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
 import { ingestTexts, turnDeps } from '../helpers/turn-deps.js';
 import { mockModelConfig } from '../helpers/worker-config.js';
@@ -92,6 +97,26 @@ describe('requests a prompt cache can reuse', () => {
     expect(last.content).toMatch(/^\[sent \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]\nthanks$/);
   });
 
+  it("keeps the prefix with a Provider that adds retrieved documents: each turn's document rides on its message, after the history, and stays there", async () => {
+    const rag = retrieving((query) => [{ text: `Notes found for "${query}".`, source: 'notes.md' }]);
+    const d = deps();
+    Object.assign(d, applyStages(d, { provider: rag.wrap }));
+    const turns: RecordedRequest[][] = [];
+    for (const text of ['hello', 'where is my order', 'and the invoice?', 'thanks'])
+      turns.push(await turn(d, 'c1', text));
+    for (let t = 1; t < turns.length; t++) {
+      const before = turns[t - 1]!.at(-1)!;
+      const first = turns[t]![0]!;
+      expect(isPrefix(before, first), `turn ${t + 1}`).toBe(true);
+      expect(first.cachedTokens).toBe(before.promptTokens);
+    }
+    // Every turn's question carries its own document, the newest one last in the request.
+    const body = JSON.stringify(bodyOf(turns.at(-1)![0]!).messages);
+    for (const text of ['hello', 'where is my order', 'and the invoice?', 'thanks'])
+      expect(body).toContain(JSON.stringify(`Notes found for "${text}".`).slice(1, -1));
+    expect(rag.queries).toEqual(['hello', 'where is my order', 'and the invoice?', 'thanks']);
+  });
+
   it('keeps the prefix across a lane merge: the next turn starts with the merging turn, merged message included', async () => {
     const d = deps();
     await turn(d, 'c1', 'first');
@@ -138,6 +163,38 @@ describe('requests a prompt cache can reuse', () => {
     // A window sliding by one message per turn would break every pair once it is full.
     expect(broken).toBeGreaterThan(0);
     expect(kept).toBeGreaterThan(broken);
+  });
+
+  it("keeps the prefix with tools given in code: they follow chatlane's own in the order given, the same in every turn, calls to them included", async () => {
+    const d = deps();
+    const given = {
+      zeta_lookup: tool({
+        description: 'Look up an order.',
+        inputSchema: z.object({ order: z.string() }),
+        execute: async ({ order }) => ({ order, status: 'shipped' }),
+      }),
+      alpha_note: tool({
+        description: 'Take a note.',
+        inputSchema: z.object({}),
+        execute: async () => 'noted',
+      }),
+    };
+    d.customTools = prepareCustomTools(given, { timeoutMs: 5000, resultMaxChars: 2000 });
+    const turns: RecordedRequest[][] = [];
+    for (const text of ['hello', 'tool: zeta_lookup {"order":"42"}', 'thanks', 'tool: alpha_note', 'bye']) {
+      turns.push(await turn(d, 'c1', text));
+    }
+    const first = turns[0]![0]!.tools;
+    expect(first.slice(-2)).toEqual(['zeta_lookup', 'alpha_note']);
+    expect(first.slice(0, -2).every((n) => n.startsWith('chat_'))).toBe(true);
+    for (const r of turns.flat()) expect(r.tools).toEqual(first);
+    // The tool-calling turns called the tool given in code and answered with what it returned.
+    expect(JSON.stringify(bodyOf(turns[1]!.at(-1)!).messages)).toContain('shipped');
+    for (let t = 1; t < turns.length; t++) {
+      expect(isPrefix(turns[t - 1]!.at(-1)!, turns[t]![0]!), `turn ${t + 1}`).toBe(true);
+      for (let s = 1; s < turns[t]!.length; s++)
+        expect(isPrefix(turns[t]![s - 1]!, turns[t]![s]!)).toBe(true);
+    }
   });
 
   it('breaks the prefix on purpose when the chat changes (compaction, context switch, memory update), and holds it again on the turn after', async () => {

@@ -215,7 +215,8 @@ describe('outbox window', () => {
 describe('event stream cap', () => {
   it('trims the events of a chat to about EVENTS_MAX_LEN (approximate: whole stream nodes)', async () => {
     const store = storeWith({}, 10);
-    for (let n = 0; n < 400; n++) await store.appendEvent('ev', 'test', { n });
+    for (let n = 0; n < 400; n++)
+      await store.appendEvent('ev', 'turn.aborted', { runId: 'r', reason: 'test', n });
     const len = await redis.xlen(store.keys('ev').events);
     // MAXLEN ~ drops whole radix-tree nodes (stream-node-max-entries, 100 by default).
     expect(len).toBeGreaterThanOrEqual(10);

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ResolveAll } from '../../src/shared/address-policy.js';
 import { FileRefusedError } from '../../src/shared/errors.js';
-import type { ResolveAll } from '../../src/shared/webhooks/reply-url.js';
 import { createSafeDownload } from '../../src/worker/agent/safe-download.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { userMessage } from '../helpers/messages.js';
@@ -67,7 +67,7 @@ describe('the safe file download', () => {
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(FileRefusedError);
-    expect((err as Error).message).toMatch(/resolves to a private address \(127\.0\.0\.1\)/);
+    expect((err as Error).message).toMatch(/resolves to 127\.0\.0\.1 is not a public address \(loopback\)/);
   });
 
   it('refuses IP literals, http: URLs and redirects to a private address', async () => {
@@ -81,12 +81,12 @@ describe('the safe file download', () => {
     });
     const strict = createSafeDownload({ maxBytes: 1000, timeoutMs: 2000 });
     await expect(fetchOne(strict, `https://127.0.0.1:${port}/cat.png`)).rejects.toThrow(
-      /127\.0\.0\.1 is a private address/,
+      /127\.0\.0\.1 is not a public address/,
     );
-    await expect(fetchOne(strict, 'https://[::1]/x.png')).rejects.toThrow(/is a private address/);
+    await expect(fetchOne(strict, 'https://[::1]/x.png')).rejects.toThrow(/::1 is not a public address/);
     await expect(fetchOne(strict, 'http://example.com/x.png')).rejects.toThrow(/https: only/);
     await expect(fetchOne(open, `https://files.example.test:${port}/to-metadata`)).rejects.toThrow(
-      /169\.254\.169\.254 is a private address/,
+      /169\.254\.169\.254 is not a public address \(linkLocal\)/,
     );
   });
 
@@ -131,7 +131,7 @@ describe('the safe file download', () => {
     expect(prompts).toHaveLength(0);
     const [failed] = await deps.store.readHistory('c1');
     expect(failed?.metadata).toMatchObject({ failed: true, failure: { code: 'FILE_REFUSED' } });
-    expect(failed?.metadata.failure?.detail).toMatch(/private address/);
+    expect(failed?.metadata.failure?.detail).toMatch(/not a public address/);
 
     await deps.store.ingest('c1', userMessage('c1', 'f2', 'never mind, hello'), limits);
     expect(await runTurn(deps, 'c1')).toMatchObject({ status: 'done', consumed: 1 });

@@ -78,10 +78,10 @@ describe('lease and fence', () => {
     const lease = await store.acquire('c1', 'w1', 1000);
     if (!lease.ok) throw new Error('acquire failed');
     const k = store.keys('c1');
-    const uncached = new LuaScript('renew', 2);
+    const uncached = new LuaScript('renew', 2, { events: true });
     Object.defineProperty(uncached, 'sha', { value: 'f'.repeat(40) });
-    const renew = (script: LuaScript, owner: string) =>
-      script.run(redis, [k.meta, k.events], [owner, lease.fence, 60_000, 100, 'run-1']);
+    const renew = (script: LuaScript<true>, owner: string) =>
+      script.run(redis, [k.meta, k.events], [owner, lease.fence, 60_000, 100, 'run-1'], undefined);
     expect(await renew(uncached, 'w1')).toBe(1);
     expect(Number(await redis.hget(k.meta, 'leaseUntil')) - Date.now()).toBeGreaterThan(30_000);
     expect(await renew(uncached, 'w2')).toBe(0);

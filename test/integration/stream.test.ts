@@ -2,6 +2,7 @@ import { EventSource } from 'eventsource';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitReady } from '../../src/shared/redis.js';
 import { type TestIngress, testIngress } from '../helpers/ingress.js';
+import { committedEventData } from '../helpers/messages.js';
 import { deletePrefix, keysUnder, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
 const redis = testRedis('ingress');
@@ -81,7 +82,7 @@ describe('GET /v1/chats/:chatKey/stream', () => {
     const client = listen('alice');
     await client.ready;
     const id = await send('alice', 'hello from the agent');
-    await ing.store.appendEvent('alice', 'turn.committed', { runId: 'r1' });
+    await ing.store.appendEvent('alice', 'turn.committed', committedEventData('r1'));
     await waitFor(async () => client.received.length >= 3, { what: 'reply and event' });
     const [, reply, event] = client.received;
     expect(reply).toMatchObject({ type: 'outbox', data: { id, text: 'hello from the agent', runId: 'r1' } });
@@ -110,7 +111,7 @@ describe('GET /v1/chats/:chatKey/stream', () => {
     first.es.close();
 
     await send('alice', 'three');
-    await ing.store.appendEvent('alice', 'turn.committed', { runId: 'r2' });
+    await ing.store.appendEvent('alice', 'turn.committed', committedEventData('r2'));
     await send('alice', 'four');
     const again = listen('alice', { lastEventId: lastId });
     await waitFor(async () => texts(again.received).length === 2, { what: 'the missed replies' });

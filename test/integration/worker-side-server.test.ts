@@ -182,3 +182,38 @@ describe('METRICS_PORT unset', () => {
     }
   });
 });
+
+describe('METRICS_TOKEN on the side port', () => {
+  const TOKEN = 'a-metrics-token-of-at-least-32-chars';
+
+  it('set, /metrics answers only Authorization: Bearer <METRICS_TOKEN>; the probes stay open', async () => {
+    const guarded = await startSideServer({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: createMetrics({ defaultMetrics: false }),
+      redis: { ping: async () => 'PONG' },
+      isRunning: () => true,
+      logger: silentLogger(),
+      metricsToken: TOKEN,
+    });
+    try {
+      const scrape = (authorization?: string) =>
+        fetch(`${guarded.url}/metrics`, authorization ? { headers: { authorization } } : {});
+      const missing = await scrape();
+      expect(missing.status).toBe(401);
+      expect(await missing.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
+      expect((await scrape(`Bearer ${TOKEN}x`)).status).toBe(401);
+      const ok = await scrape(`Bearer ${TOKEN}`);
+      expect(ok.status).toBe(200);
+      expect(await ok.text()).toContain('chatlane_');
+      expect((await fetch(`${guarded.url}/healthz`)).status).toBe(200);
+      expect((await fetch(`${guarded.url}/readyz`)).status).toBe(200);
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('unset, /metrics is open (the side port is internal)', async () => {
+    expect((await get('/metrics')).status).toBe(200);
+  });
+});

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { countTextTokens } from '../../src/shared/tokens.js';
 import { ChatTools, offeredTools } from '../../src/worker/agent/tools/chat-tools.js';
+import { createExecShellTool } from '../../src/worker/agent/tools/exec-shell.js';
 import { turnOf } from '../../src/worker/agent/tools/tool-turn.js';
 import { DefaultAssembler } from '../../src/worker/pipeline/assembler.js';
 import type { ChatToolName } from '../../src/worker/pipeline/chat-tool-names.js';
@@ -49,6 +50,26 @@ describe('offered tools', () => {
     expect(next.active).toHaveLength(10);
   });
 
+  it('offers exec_shell to every turn when EXEC_SHELL=on, and hands it the turn (its workspace)', () => {
+    const execShellTool = createExecShellTool({
+      timeoutMs: 30_000,
+      outputMaxBytes: 16_384,
+      workspaceMaxBytes: 8 * 1024 * 1024,
+      hosts: ['pypi.org'],
+    });
+    const chatTools = new ChatTools({ memoryMaxTokens: 100, execShellTool });
+    const turn = chatTools.forTurn(fresh);
+    expect(turn.tools.exec_shell).toBe(execShellTool);
+    expect(turn.active).toEqual(['exec_shell', ...ALWAYS]);
+    expect(turn.withTurn).toEqual(['exec_shell', ...ALWAYS]);
+    expect(execShellTool.description).toBe(
+      "Run a shell command (bash -c) in /workspace, this chat's own directory, kept between turns (up to 8 MB). " +
+        'Sandboxed: no network except HTTP(S) to pypi.org, read-only system, private /tmp, 30 s limit, ' +
+        'output cut to 16384 bytes each. Returns exitCode, stdout, stderr.',
+    );
+    expect(new ChatTools({ memoryMaxTokens: 100 }).forTurn(fresh).active).not.toContain('exec_shell');
+  });
+
   it('never lets an operator tool shadow one of chatlane’s own', () => {
     const impostor = tool({ description: 'evil', inputSchema: z.object({}), execute: async () => 'x' });
     const { tools, active } = new ChatTools({ memoryMaxTokens: 100 }).forTurn(fresh, { chat_send: impostor });
@@ -61,6 +82,23 @@ describe('offered tools', () => {
     const chatTools = new ChatTools({ memoryMaxTokens: 100, contacts: {} as never, skillsTool: other });
     const { withTurn } = chatTools.forTurn({ ...fresh, archived: 1 }, { srv__lookup: other });
     expect(withTurn.sort()).toEqual(['chat_contact_send', 'chat_history_search', ...ALWAYS].sort());
+  });
+
+  it('offers the tools given in code to every turn, after chatlane’s own in the set, in the order given; none replaces one of ours', () => {
+    const given = tool({ description: 'x', inputSchema: z.object({}), execute: async () => 'x' });
+    const custom = { zeta: given, toString: given, chat_send: given, alpha: given };
+    const chatTools = new ChatTools({ memoryMaxTokens: 100, custom });
+    const first = chatTools.forTurn(fresh, { srv__lookup: given });
+    const names = Object.keys(first.tools);
+    expect(names.slice(0, 1)).toEqual(['srv__lookup']);
+    expect(names.slice(-3)).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.tools.chat_send).not.toBe(given);
+    expect(first.custom).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.active.slice(-3)).toEqual(['zeta', 'toString', 'alpha']);
+    expect(first.withTurn).not.toContain('zeta');
+    expect(chatTools.forTurn({ archived: 1, contexts: 1 }, { srv__lookup: given }).custom).toEqual(
+      first.custom,
+    );
   });
 
   it('fails a tool call that comes without its turn: a wiring bug, not a guess', () => {

@@ -166,6 +166,16 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('hands the ingress its access settings from the host (the image runs with NODE_ENV=production)', () => {
+    // Without API_TOKEN or API_AUTH=none a production ingress refuses to start (docs/security.md).
+    const ingress = env(service('ingress'));
+    for (const name of ['API_TOKEN', 'API_AUTH', 'WEB_TOKEN_SECRET', 'METRICS_TOKEN'])
+      expect(ingress[name], name).toBe(withDefault(name, ''));
+    // Every role's /metrics takes the same scrape token.
+    for (const name of REDIS_CLIENTS)
+      expect(env(service(name)).METRICS_TOKEN, name).toBe(withDefault('METRICS_TOKEN', ''));
+  });
+
   it('publishes the ingress on port 3000', () => {
     const ingress = service('ingress');
     expect((ingress.ports ?? []).map(String)).toContain('3000:3000');

@@ -1,23 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
-  ConfigError,
+  type ConfigError,
   filePolicy,
   loadConfig,
   parseModelId,
   requireCompactionModel,
   requireModel,
 } from '../../src/shared/config.js';
-
-/** The ConfigError thrown by `fn`; fails the test when nothing or something else is thrown. */
-function configErrorOf(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return err as ConfigError;
-  }
-  throw new Error('expected a ConfigError, nothing was thrown');
-}
+import { configErrorOf } from '../helpers/config-error.js';
 
 /** The variable names a ConfigError lists, one per `  NAME: reason` line. */
 function namedVariables(err: ConfigError): string[] {

@@ -15,6 +15,7 @@ const PARTS: ReadonlyArray<{ part: string; floor: number }> = [
   { part: 'src/fake-telegram/', floor: 1 },
   { part: 'src/loadtest/', floor: 1 },
   { part: 'src/worker/pipeline/', floor: 2 },
+  { part: 'src/worker/shell/', floor: 2 },
   { part: 'src/worker/agent/', floor: 3 },
   { part: 'src/worker/mcp/', floor: 3 },
   { part: 'src/worker/turn/', floor: 4 },

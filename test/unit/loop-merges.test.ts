@@ -106,3 +106,38 @@ describe('the tool loop with lane merges (AI SDK 7 carries prepareStep messages 
     expect(transcripts[3]!.slice(0, transcripts[2]!.length)).toEqual(transcripts[2]);
   });
 });
+
+describe('the tool loop and the sandbox session', () => {
+  it('hands the turn’s sandbox session to every tool as experimental_sandbox', async () => {
+    const sandbox = { description: 'a sandbox' } as unknown as NonNullable<
+      Parameters<typeof runLoop>[0]['sandbox']
+    >;
+    const seen: unknown[] = [];
+    const { model } = scriptedModel((_prompt, call) =>
+      call === 0 ? { toolCalls: [{ name: 'probe', input: {} }] } : { text: 'done' },
+    );
+    await runLoop<string>({
+      model,
+      system: 's',
+      messages: [user('go')],
+      tools: {
+        probe: tool({
+          inputSchema: z.object({}),
+          execute: async (_input, options) => {
+            seen.push(options.experimental_sandbox);
+            return 'ok';
+          },
+        }),
+      },
+      maxSteps: 4,
+      maxMerges: 0,
+      abort: new TurnAbort(),
+      responseId: 'r',
+      logger: silentLogger(),
+      nextArrivals: async () => [],
+      toModel: async (items) => items.map(user),
+      sandbox,
+    });
+    expect(seen).toEqual([sandbox]);
+  });
+});

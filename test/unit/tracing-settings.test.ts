@@ -68,6 +68,47 @@ describe('tracing settings from the standard OTEL_* variables', () => {
     ).toMatchObject({ sampler: 'parentbased_traceidratio', ratio: 0.25 });
   });
 
+  it('OTEL_SDK_DISABLED=true turns tracing off even with an endpoint set (so nothing of the SDK starts)', () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+    expect(settingsOf({ ...env, OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
+    expect(settingsOf({ ...env, OTEL_SDK_DISABLED: 'false' })?.url).toBe('http://c:4318/v1/traces');
+  });
+
+  it('OTEL_PROPAGATORS: tracecontext,baggage by default, in the order given, none for no propagation on the wire', () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+    expect(settingsOf(env)?.propagators).toEqual(['tracecontext', 'baggage']);
+    expect(settingsOf({ ...env, OTEL_PROPAGATORS: 'baggage, tracecontext' })?.propagators).toEqual([
+      'baggage',
+      'tracecontext',
+    ]);
+    expect(settingsOf({ ...env, OTEL_PROPAGATORS: 'tracecontext' })?.propagators).toEqual(['tracecontext']);
+    expect(settingsOf({ ...env, OTEL_PROPAGATORS: 'none' })?.propagators).toEqual([]);
+  });
+
+  it('OTEL_BSP_*: the batch span processor gets the spec defaults, or the values given', () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+    expect(settingsOf(env)?.batch).toEqual({
+      scheduledDelayMillis: 5000,
+      exportTimeoutMillis: 30_000,
+      maxQueueSize: 2048,
+      maxExportBatchSize: 512,
+    });
+    expect(
+      settingsOf({
+        ...env,
+        OTEL_BSP_SCHEDULE_DELAY: '300',
+        OTEL_BSP_EXPORT_TIMEOUT: '2000',
+        OTEL_BSP_MAX_QUEUE_SIZE: '100',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '100',
+      })?.batch,
+    ).toEqual({
+      scheduledDelayMillis: 300,
+      exportTimeoutMillis: 2000,
+      maxQueueSize: 100,
+      maxExportBatchSize: 100,
+    });
+  });
+
   it('refuses what it cannot honour, naming the variable: grpc, an unknown sampler, a ratio past 1, a header without =', () => {
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
     for (const [name, value] of [
@@ -76,6 +117,17 @@ describe('tracing settings from the standard OTEL_* variables', () => {
       ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
       ['OTEL_EXPORTER_OTLP_HEADERS', 'novalue'],
       ['OTEL_EXPORTER_OTLP_ENDPOINT', 'not a url'],
+      ['OTEL_SDK_DISABLED', 'yes'],
+      ['OTEL_PROPAGATORS', 'b3'],
+      ['OTEL_PROPAGATORS', 'tracecontext,none'],
+      ['OTEL_PROPAGATORS', 'baggage,baggage'],
+      ['OTEL_BSP_SCHEDULE_DELAY', '-1'],
+      ['OTEL_BSP_SCHEDULE_DELAY', 'soon'],
+      ['OTEL_BSP_EXPORT_TIMEOUT', '0'],
+      ['OTEL_BSP_MAX_QUEUE_SIZE', '0'],
+      ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE', '1.5'],
+      // The SDK would silently cut the batch to the queue size.
+      ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE', '4096'],
     ] as const) {
       expect(() => loadConfig({ ...env, [name]: value }), name).toThrow(ConfigError);
       expect(() => loadConfig({ ...env, [name]: value }), name).toThrow(name);

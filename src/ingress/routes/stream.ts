@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { HttpError } from '../errors.js';
 import type { StreamClients } from '../stream/clients.js';
 import { parseCursor, type StreamCursor } from '../stream/cursor.js';
-import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
+import { hijackStream, reserveStream } from '../stream/hijack.js';
 import { parseChatKey, parseOrThrow, withRedis } from '../validation.js';
 
 const streamQuery = z.object({ lastEventId: z.string().max(100).optional() }).strict();
@@ -12,7 +12,8 @@ const streamQuery = z.object({ lastEventId: z.string().max(100).optional() }).st
  * `GET /v1/chats/:chatKey/stream`: Server-Sent Events of the chat's outbox items
  * (`event: outbox`) and chat events (`event: event`) as they happen. Everything that can be
  * refused is refused before the stream opens (400 INVALID_CHAT_KEY / INVALID_CURSOR, 401 by
- * the /v1 bearer hook, 503 when Redis is down or the process is at SSE_MAX_CLIENTS).
+ * the /v1 bearer hook, 429 when the chat is at SSE_MAX_CLIENTS_PER_CHAT, 503 when Redis is
+ * down or the process is at SSE_MAX_CLIENTS).
  * Resume with `Last-Event-ID` (or `?lastEventId=`): see `../stream/cursor.ts`.
  */
 export async function streamRoutes(app: FastifyInstance): Promise<void> {
@@ -33,8 +34,9 @@ export async function streamRoutes(app: FastifyInstance): Promise<void> {
         );
       }
     }
-    assertStreamRoom(clients);
-    const open = await withRedis(() => clients.open(chatKey, from));
+    const slot = reserveStream(clients, chatKey);
+    const view = request.webChat === undefined ? 'api' : 'browser';
+    const open = await withRedis(() => clients.open(slot, from, view));
 
     const res = hijackStream(reply, {
       'content-type': 'text/event-stream; charset=utf-8',

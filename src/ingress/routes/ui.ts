@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { HttpError } from '../errors.js';
-import { assertStreamRoom, hijackStream } from '../stream/hijack.js';
+import type { StreamSlot } from '../stream/clients.js';
+import { hijackStream, reserveStream } from '../stream/hijack.js';
+import { browserMessage } from '../ui/browser-view.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
 import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
@@ -39,11 +41,21 @@ export interface UiRouteOptions {
 export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): Promise<void> {
   const { store } = app.deps;
   const replies = app.replies;
-  /** One response's deps; the process counts it among its streams until it closes. */
-  const open = (chatKey: string, about: Set<string>): UiReply => {
-    let release = (): void => undefined;
-    const ui = new UiReply({ ...deps(), onClose: () => release() }, chatKey, about);
-    release = app.streams.adopt(ui);
+  /** One response in a slot the process counts (`reserveStream`) until the response closes. */
+  const open = (slot: StreamSlot, about: Set<string>): UiReply => {
+    let forget = (): void => undefined;
+    const ui = new UiReply(
+      {
+        ...deps(),
+        onClose: () => {
+          forget();
+          slot.release();
+        },
+      },
+      slot.chatKey,
+      about,
+    );
+    forget = app.streams.adopt(ui);
     return ui;
   };
   const deps = (): UiReplyDeps => ({
@@ -71,8 +83,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
-    assertStreamRoom(app.streams);
-    const ui = open(chatKey, new Set([message.id]));
+    const ui = open(reserveStream(app.streams, chatKey), new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
       await withRedis(() => ui.watchEvents());
@@ -88,10 +99,20 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
 
   app.get('/ui/:id/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
-    assertStreamRoom(app.streams);
-    const run = await withRedis(() => replies.liveRun(chatKey));
-    if (!run) return reply.code(204).send();
-    const ui = open(chatKey, new Set());
+    // Taken before the read, so resumes racing for the last slot cannot all pass.
+    const slot = reserveStream(app.streams, chatKey);
+    let run: string | undefined;
+    try {
+      run = await withRedis(() => replies.liveRun(chatKey));
+    } catch (err) {
+      slot.release();
+      throw err;
+    }
+    if (!run) {
+      slot.release();
+      return reply.code(204).send();
+    }
+    const ui = open(slot, new Set());
     try {
       await withRedis(async () => {
         await ui.watchEvents();
@@ -109,7 +130,9 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const [history, pending] = await withRedis(() =>
       Promise.all([store.readHistory(chatKey), store.readAllPending(chatKey)]),
     );
-    return { chatKey, messages: [...history, ...pending].map(toWebMessage) };
+    const messages = [...history, ...pending].map(toWebMessage);
+    // A browser token reads a failure's code and a generic sentence; the API token, the detail.
+    return { chatKey, messages: request.webChat === undefined ? messages : messages.map(browserMessage) };
   });
 
   app.post('/ui/:id/stop', async (request, reply) => {

@@ -1,4 +1,4 @@
-import { isStreamId } from '../routes/outbox.js';
+import { isStreamId } from '../../shared/stream-id.js';
 
 /**
  * A live stream client's position in a chat's two streams (outbox and events), written as

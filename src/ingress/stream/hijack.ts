@@ -1,20 +1,30 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { HttpError } from '../errors.js';
-import type { StreamClients } from './clients.js';
+import type { StreamClients, StreamSlot } from './clients.js';
 
 /**
- * The one capacity rule for every long-lived response (`/v1/chats/:chatKey/stream`, `/v1/ui`):
- * checked before anything opens, so a refusal is a plain 503 STREAM_CAPACITY and costs no
- * Redis read. A closing process counts as full.
+ * The one capacity rule for every long-lived response (`/v1/chats/:chatKey/stream`,
+ * `POST /v1/ui`, `GET /v1/ui/:id/stream`): a slot is taken before anything opens, so a refusal
+ * costs no Redis read — 503 STREAM_CAPACITY at SSE_MAX_CLIENTS (a closing process counts as
+ * full; another ingress may have room), 429 STREAM_LIMIT at SSE_MAX_CLIENTS_PER_CHAT (the
+ * chat's own streams must close first). The caller releases the slot when its response ends.
  */
-export function assertStreamRoom(clients: StreamClients): void {
-  if (clients.full) {
+export function reserveStream(clients: StreamClients, chatKey: string): StreamSlot {
+  const slot = clients.reserve(chatKey);
+  if (slot === 'process') {
     throw new HttpError(
       'STREAM_CAPACITY',
       `this ingress already serves ${clients.size} streams; retry (another ingress)`,
     );
   }
+  if (slot === 'chat') {
+    throw new HttpError(
+      'STREAM_LIMIT',
+      `chat ${chatKey} already has ${clients.sizeOf(chatKey)} open streams on this ingress (SSE_MAX_CLIENTS_PER_CHAT); close one first`,
+    );
+  }
+  return slot;
 }
 
 /**

@@ -3,7 +3,7 @@ import { lazyChatKeys } from '../../shared/keys.js';
 import type { Logger } from '../../shared/logger.js';
 import { type RedisClient, refreshSlotsOnRedirect } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
-import { compareStreamIds } from '../../shared/stream-id.js';
+import { compareStreamIds, rangeStartAfter } from '../../shared/stream-id.js';
 import type { StreamCursor, StreamName } from './cursor.js';
 import { KeyTails, type TailSink } from './tails.js';
 
@@ -213,9 +213,11 @@ export class StreamHub {
     for (const stream of STREAMS) {
       let after = client.cursor[stream];
       for (;;) {
+        const start = rangeStartAfter(after);
+        if (start === undefined) break;
         const page = (await this.opts.redis.xrange(
           channel.keys[stream],
-          `(${after}`,
+          start,
           '+',
           'COUNT',
           PAGE,

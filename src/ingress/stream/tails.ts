@@ -1,7 +1,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { type RedisClient, refreshSlotsOnRedirect } from '../../shared/redis.js';
 import type { StreamEntry } from '../../shared/store/chat-store.js';
-import { compareStreamIds } from '../../shared/stream-id.js';
+import { compareStreamIds, rangeStartAfter } from '../../shared/stream-id.js';
 
 /**
  * Single streams followed by key (a turn's reply stream, `/v1/ui`), read by the hub's one
@@ -54,7 +54,9 @@ export class KeyTails {
     try {
       await tail.ready;
       for (let after = from; ; ) {
-        const page = (await this.redis.xrange(key, `(${after}`, '+', 'COUNT', PAGE)) as StreamEntry[];
+        const start = rangeStartAfter(after);
+        if (start === undefined) break;
+        const page = (await this.redis.xrange(key, start, '+', 'COUNT', PAGE)) as StreamEntry[];
         for (const entry of page) deliver(client, entry);
         if (page.length < PAGE) break;
         after = page.at(-1)![0];

@@ -3,7 +3,8 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
 import { closeRedis, createRedisClient } from '../redis.js';
-import type { SendRequest, SendResult, StreamingSender } from './sender.js';
+import { type PlatformReplies, type ReplyPart, renderReply, type SplitReply } from './render/format.js';
+import type { SendRequest, SendResult, SplitRequest, StreamingSender } from './sender.js';
 
 const MAX_RETRY_AFTER_MS = 3600_000;
 
@@ -37,24 +38,55 @@ export function classifySendError(err: unknown): SendResult {
 }
 
 /**
- * Delivers outbox items of chats that came in through a chat platform: posts the item's text
- * (Markdown, converted by the adapter) to `route.threadId` through the platform's Chat SDK
- * adapter, so a forum topic's reply lands in the topic. Also shows the bot as typing when
- * asked (`typing`), where the module says its adapter can.
+ * Delivers outbox items of chats that came in through a chat platform, to `route.threadId`
+ * through the platform's Chat SDK adapter, so a forum topic's reply lands in the topic. The
+ * item's Markdown becomes the platform's messages in one place, its module's reply format
+ * (`split`, src/shared/delivery/render): delivery sends them one at a time and records each.
+ * Also shows the bot as typing when asked (`typing`), where the module says its adapter can.
  */
 export class ChatSdkSender implements StreamingSender {
+  private readonly replies: () => Promise<PlatformReplies>;
+
   constructor(
     readonly channel: string,
     private readonly runtime: () => Promise<PlatformRuntime>,
     private readonly canType: boolean,
-  ) {}
+    replies: () => Promise<PlatformReplies>,
+  ) {
+    let loading: Promise<PlatformReplies> | undefined;
+    this.replies = () => {
+      loading ??= replies().catch((err: unknown) => {
+        loading = undefined;
+        throw err;
+      });
+      return loading;
+    };
+  }
 
-  async send({ route, item, signal }: SendRequest): Promise<SendResult> {
+  async split({ item, format }: SplitRequest): Promise<SplitReply | Exclude<SendResult, { status: 'ok' }>> {
+    try {
+      const [runtime, replies] = await Promise.all([this.runtime(), this.replies()]);
+      const chosen =
+        replies.formats.find((f) => f.id === format) ?? replies.choose(runtime.adapter(this.channel));
+      return renderReply(item.text, chosen);
+    } catch (err) {
+      return { status: 'retry', reason: `cannot split the reply now: ${(err as Error).message}` };
+    }
+  }
+
+  async send({ route, item, signal, part }: SendRequest): Promise<SendResult> {
     const threadId = route.threadId;
     if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
     // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
     return this.call(threadId, signal, 'send', async (runtime) => {
-      await runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text });
+      const replies = await this.replies();
+      const adapter = runtime.adapter(this.channel);
+      // Without a part (a caller that does not split): every part, in order.
+      const parts = part ? [part.reply] : renderReply(item.text, replies.choose(adapter)).parts;
+      for (const one of parts) {
+        if (replies.post) await replies.post(adapter, threadId, one);
+        else await adapter.postMessage(threadId, one.message);
+      }
       return { status: 'ok' };
     });
   }
@@ -77,10 +109,10 @@ export class ChatSdkSender implements StreamingSender {
     });
   }
 
-  /** Replaces the text of a message this bot posted (a streamed post cut short gets the committed text). */
-  editPost(threadId: string, messageId: string, markdown: string, signal: AbortSignal): Promise<SendResult> {
+  /** Replaces the text of a message this bot posted (a streamed post gets its item's first part). */
+  editPost(threadId: string, messageId: string, part: ReplyPart, signal: AbortSignal): Promise<SendResult> {
     return this.call(threadId, signal, 'edit', async (runtime) => {
-      await runtime.adapter(this.channel).editMessage(threadId, messageId, { markdown });
+      await runtime.adapter(this.channel).editMessage(threadId, messageId, part.message);
       return { status: 'ok' };
     });
   }

@@ -1,7 +1,8 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { inSpan, traceparent } from '../tracing/spans.js';
-import { guardedLookup, isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
+import { guardedLookup } from '../address-policy.js';
+import { inSpan, propagationHeaders } from '../tracing/spans.js';
+import { isListedHost, type ReplyUrlPolicy, replyUrlProblem } from '../webhooks/reply-url.js';
 import type { StandardWebhookSource } from '../webhooks/standard.js';
 import { deliveryId } from './delivery-id.js';
 import type { Sender, SendRequest, SendResult } from './sender.js';
@@ -83,7 +84,7 @@ export class GenericWebhookSender implements Sender {
 
 /**
  * `post` as an HTTP client span (tracing on; node:http has no instrumentation of ours), whose
- * traceparent goes along so the receiver can continue the trace.
+ * context goes along (OTEL_PROPAGATORS: traceparent by default) so the receiver can continue the trace.
  */
 function tracedPost(...args: Parameters<typeof post>): ReturnType<typeof post> {
   const [url, headers, ...rest] = args;
@@ -94,8 +95,7 @@ function tracedPost(...args: Parameters<typeof post>): ReturnType<typeof post> {
     'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
   };
   return inSpan('POST', { kind: 'client', attributes }, async (span) => {
-    const tp = span && traceparent(span);
-    const res = await post(url, tp ? { ...headers, traceparent: tp } : headers, ...rest);
+    const res = await post(url, { ...headers, ...propagationHeaders(span) }, ...rest);
     span?.setAttribute('http.response.status_code', res.status);
     return res;
   });

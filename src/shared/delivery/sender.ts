@@ -1,4 +1,5 @@
 import type { OutboxItem } from '../store/chat-store.js';
+import type { ReplyPart, SplitReply } from './render/format.js';
 import type { ReplyRoute } from './route.js';
 
 /**
@@ -8,7 +9,9 @@ import type { ReplyRoute } from './route.js';
  * both construct and register them.
  *
  * Contract for `send`:
- * - It posts exactly one outbox item to the conversation `route` names.
+ * - It posts exactly one outbox item to the conversation `route` names; with `split`, one
+ *   part of one (`request.part`): an item split into parts is sent part by part, each
+ *   accepted part recorded before the next (see deliver.ts).
  * - It must not throw: a throw is treated as `retry` (a transient failure) and logged.
  * - It must honour `signal` (aborted after DELIVERY_TIMEOUT_MS): a send still running then is
  *   treated as `retry`, and the delivery lease it runs under is long enough for any send that
@@ -28,6 +31,15 @@ export interface Sender {
   /** The `route.channel` this sender serves. */
   readonly channel: string;
   send(request: SendRequest): Promise<SendResult>;
+  /**
+   * Optional: the item as the messages its receiver gets, in order (a chat platform's limit
+   * and dialect, src/shared/delivery/render). Without it an item is one message. `format`
+   * (a partly delivered item's, from its part cursor) asks for the split it began with; a
+   * sender that no longer has that format answers with its current one. Must not throw: a
+   * result that is not a split is the item's answer for this attempt (`retry`: the platform
+   * runtime is not up yet).
+   */
+  split?(request: SplitRequest): Promise<SplitReply | Exclude<SendResult, { status: 'ok' }>>;
   /**
    * Optional: show "typing" in the conversation `threadId` (a chat platform thread) for a few
    * seconds; called every few seconds while a turn of the chat runs. Must not throw.
@@ -50,7 +62,7 @@ export interface StreamingSender extends Sender {
     signal: AbortSignal,
   ): Promise<SendResult & { messageId?: string }>;
   /** Replaces the text of a message this bot posted. */
-  editPost(threadId: string, messageId: string, markdown: string, signal: AbortSignal): Promise<SendResult>;
+  editPost(threadId: string, messageId: string, part: ReplyPart, signal: AbortSignal): Promise<SendResult>;
   /** Removes a message this bot posted. */
   deletePost(threadId: string, messageId: string, signal: AbortSignal): Promise<SendResult>;
 }
@@ -63,9 +75,18 @@ export interface SendRequest {
   chatKey: string;
   route: ReplyRoute;
   item: OutboxItem;
-  /** 1 for the first try of this item, 2 for the first retry, ... */
+  /** 1 for the first try of this item (of this part of it), 2 for the first retry, ... */
   attempt: number;
   signal: AbortSignal;
+  /** With `split`: the one message of the item this send posts, and where it stands. */
+  part?: { index: number; count: number; reply: ReplyPart };
+}
+
+export interface SplitRequest {
+  chatKey: string;
+  route: ReplyRoute;
+  item: OutboxItem;
+  format?: string;
 }
 
 export type SendResult =

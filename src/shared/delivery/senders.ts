@@ -22,7 +22,7 @@ export async function createSenders(config: Config, logger: Logger): Promise<Sen
     // One Chat SDK runtime for every platform, built on the first send.
     const runtime = lazyPlatformRuntime(config, logger);
     for (const { module } of config.PLATFORMS) {
-      registry.register(new ChatSdkSender(module.name, runtime.get, module.typing));
+      registry.register(new ChatSdkSender(module.name, runtime.get, module.typing, module.replies));
     }
     registry.onClose(runtime.close);
   }

@@ -1,3 +1,4 @@
+import type { DiscordFormatConverter } from '@chat-adapter/discord';
 import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, listVar, missingVars, urlProblem } from './env.js';
@@ -65,12 +66,14 @@ export const discord: PlatformModule<DiscordSettings> = {
   name: 'discord',
   typing: true,
   fromEnv,
+  replies: async () => (await import('../delivery/render/discord.js')).discordReplies,
   describe: (s) => ({ applicationId: s.applicationId, apiUrl: s.apiUrl ?? 'https://discord.com/api/v10' }),
   async createAdapter(s: DiscordSettings, logger: Logger): Promise<Adapter> {
     // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.
-    const [{ DiscordAdapter }, { discordSendError }] = await Promise.all([
+    const [{ DiscordAdapter }, { discordSendError }, { onlyIdMentions }] = await Promise.all([
       import('@chat-adapter/discord'),
       import('./discord-errors.js'),
+      import('./discord-mentions.js'),
     ]);
     class ChatlaneDiscordAdapter extends DiscordAdapter {
       protected override async discordFetch(path: string, method: string, body?: unknown): Promise<Response> {
@@ -81,7 +84,7 @@ export const discord: PlatformModule<DiscordSettings> = {
         }
       }
     }
-    return new ChatlaneDiscordAdapter({
+    const adapter = new ChatlaneDiscordAdapter({
       botToken: s.botToken,
       publicKey: s.publicKey,
       applicationId: s.applicationId,
@@ -90,6 +93,8 @@ export const discord: PlatformModule<DiscordSettings> = {
       logger: chatSdkLogger(logger.child({ platform: 'discord' })),
       ...(s.apiUrl !== undefined && { apiUrl: s.apiUrl }),
     });
+    onlyIdMentions((adapter as unknown as { formatConverter: DiscordFormatConverter }).formatConverter);
+    return adapter;
   },
   /**
    * `discord-<guild>:<channel>[:<thread>]` (`@me` for DMs): a mention in a channel opens a

@@ -104,6 +104,7 @@ export const gchat: PlatformModule<GChatSettings> = {
   name: 'gchat',
   typing: false,
   fromEnv,
+  replies: async () => (await import('../delivery/render/gchat.js')).gchatReplies,
   describe: (s) => ({
     verifies: [s.projectNumber && 'project number', s.endpointUrl && 'endpoint URL']
       .filter(Boolean)

@@ -1,4 +1,5 @@
 import type { Adapter, Message } from 'chat';
+import type { PlatformReplies } from '../delivery/render/format.js';
 import type { Logger } from '../logger.js';
 import type { MessageMetadata } from '../messages.js';
 
@@ -54,6 +55,10 @@ import type { MessageMetadata } from '../messages.js';
  *    before it sends anything (Meta's WhatsApp `hub.challenge` handshake): `GET
  *    /webhooks/<name>` is then handed to the adapter too; other platforms answer it 404.
  *
+ * 13. `replies()`: how a reply becomes this platform's messages: its format(s) from
+ *    src/shared/delivery/render/ (the one place that renders and splits replies), imported
+ *    dynamically like the adapter. Delivery posts each part as the format hands it over.
+ *
  * Errors from `adapter.postMessage` are classified by the shared sender through the Chat SDK's
  * error classes (`AdapterRateLimitError.retryAfter`, `PermissionError`, ...): a module needs
  * no code for delivery unless its adapter throws something else.
@@ -73,6 +78,7 @@ export interface PlatformModule<S = unknown> {
   readonly typing: boolean;
   polling?(settings: S): boolean;
   readonly verifiesWithGet?: boolean;
+  replies(): Promise<PlatformReplies>;
 }
 
 export type PlatformEnvResult<S> =

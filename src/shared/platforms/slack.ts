@@ -51,6 +51,7 @@ export const slack: PlatformModule<SlackSettings> = {
   // Slack shows no "typing" for bots outside assistant threads.
   typing: false,
   fromEnv,
+  replies: async () => (await import('../delivery/render/slack.js')).slackReplies,
   describe: (s) => ({ apiUrl: s.apiUrl ?? 'https://slack.com/api/' }),
   async createAdapter(s: SlackSettings, logger: Logger): Promise<Adapter> {
     // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.

@@ -46,6 +46,7 @@ export const teams: PlatformModule<TeamsSettings> = {
   name: 'teams',
   typing: true,
   fromEnv,
+  replies: async () => (await import('../delivery/render/teams.js')).teamsReplies,
   describe: (s) => ({ appId: s.appId, tenant: s.appTenantId ?? '(multi-tenant)' }),
   async createAdapter(s: TeamsSettings, logger: Logger): Promise<Adapter> {
     const { TeamsAdapter } = await import('@chat-adapter/teams');

@@ -105,14 +105,15 @@ export const telegram: PlatformModule<TelegramSettings> = {
   name: 'telegram',
   typing: true,
   fromEnv,
+  replies: async () => (await import('../delivery/render/telegram.js')).telegramReplies,
   describe: (s) => ({
     mode: s.mode,
     apiUrl: s.apiUrl ?? 'https://api.telegram.org',
     userName: s.userName ?? '(from getMe)',
   }),
   async createAdapter(s: TelegramSettings, logger: Logger): Promise<Adapter> {
-    const { createTelegramAdapter } = await import('@chat-adapter/telegram');
-    const adapter = createTelegramAdapter({
+    const { ChatlaneTelegramAdapter } = await import('./telegram-adapter.js');
+    const adapter = new ChatlaneTelegramAdapter({
       botToken: s.botToken,
       // Never the adapter's own polling on initialize(): chatlane's poller starts it under
       // the fleet-wide lease. A polling deployment serves no webhook (the route answers 404),

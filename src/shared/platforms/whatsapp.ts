@@ -79,6 +79,7 @@ export const whatsapp: PlatformModule<WhatsAppSettings> = {
   typing: false,
   verifiesWithGet: true,
   fromEnv,
+  replies: async () => (await import('../delivery/render/whatsapp.js')).whatsappReplies,
   describe: (s) => ({ phoneNumberId: s.phoneNumberId, apiUrl: s.apiUrl ?? 'https://graph.facebook.com' }),
   async createAdapter(s: WhatsAppSettings, logger: Logger): Promise<Adapter> {
     // With the adapter: the error classes come from the Chat SDK, loaded only for a platform.

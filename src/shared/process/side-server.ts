@@ -12,6 +12,7 @@ import {
   renderMetrics,
 } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
+import { bearerCheck } from '../secret.js';
 
 /**
  * The small HTTP server beside a worker (or compactor) process: `/metrics`, `/healthz` and
@@ -32,6 +33,8 @@ export interface SideServerOptions {
   role?: string;
   /** Extra state shown in /readyz without deciding readiness (e.g. MCP servers that are down). */
   detail?: () => Record<string, unknown>;
+  /** METRICS_TOKEN: set, /metrics answers only `Authorization: Bearer <it>` (probes stay open). */
+  metricsToken?: string | undefined;
 }
 
 const PING_TIMEOUT_MS = 1000;
@@ -50,13 +53,13 @@ const json = (status: number, value: unknown): SideAnswer => ({
 });
 
 /**
- * The side server's three routes as a function of method and URL (the query is ignored).
- * Served by plain `node:http` (see `listen`): a web framework here would be the largest
- * module set a worker loads, held in memory for three fixed GET routes.
+ * The side server's three routes as a function of method, URL (the query is ignored) and the
+ * Authorization header. Served by plain `node:http` (see `listen`): a web framework here would
+ * be the largest module set a worker loads, held in memory for three fixed GET routes.
  */
 export function sideServerRoutes(
   opts: SideServerOptions,
-): (method: string, url: string) => Promise<SideAnswer> {
+): (method: string, url: string, authorization?: string) => Promise<SideAnswer> {
   const role = opts.role ?? 'worker';
   const detail = () => opts.detail?.() ?? {};
 
@@ -86,20 +89,32 @@ export function sideServerRoutes(
     return { status: 200, contentType: metricsContentType(opts.metrics), body };
   }
 
-  const routes = new Map<string, () => Promise<SideAnswer>>([
+  const metricsAuth = opts.metricsToken === undefined ? undefined : bearerCheck(opts.metricsToken);
+  const routes = new Map<string, (authorization: string | undefined) => Promise<SideAnswer>>([
     ['/healthz', async () => json(200, { status: 'ok', role })],
     ['/readyz', readyz],
-    ['/metrics', metrics],
+    [
+      '/metrics',
+      async (authorization) => {
+        const check = metricsAuth?.(authorization) ?? 'ok';
+        if (check === 'ok') return metrics();
+        const message =
+          check === 'missing'
+            ? 'missing bearer token (Authorization: Bearer <METRICS_TOKEN>)'
+            : 'wrong metrics token';
+        return json(401, { error: { code: 'UNAUTHORIZED', message } });
+      },
+    ],
   ]);
 
-  return async (method, url) => {
+  return async (method, url, authorization) => {
     const path = url.split('?', 1)[0] ?? url;
     const route = method === 'GET' || method === 'HEAD' ? routes.get(path) : undefined;
     if (!route) {
       return json(404, { statusCode: 404, error: 'Not Found', message: `Route ${method}:${path} not found` });
     }
     try {
-      return await route();
+      return await route(authorization);
     } catch (err) {
       opts.logger.error({ err, path }, 'side server request failed');
       return json(500, { statusCode: 500, error: 'Internal Server Error', message: (err as Error).message });
@@ -133,7 +148,7 @@ function urlOf(address: AddressInfo): string {
 async function listen(opts: SideServerOptions, host: string, port: number): Promise<SideServerHandle> {
   const answer = sideServerRoutes(opts);
   const server = createServer((req, res) => {
-    void answer(req.method ?? 'GET', req.url ?? '/').then((a) => {
+    void answer(req.method ?? 'GET', req.url ?? '/', req.headers.authorization).then((a) => {
       res.writeHead(a.status, { 'content-type': a.contentType, 'content-length': Buffer.byteLength(a.body) });
       res.end(req.method === 'HEAD' ? undefined : a.body);
     });
@@ -197,7 +212,7 @@ export async function startSideServer(opts: SideServerOptions & SideServerListen
  * process their exporter (by default the ingress is, so a fleet's sums count each queue once).
  */
 export async function startRoleSideServer(
-  config: Pick<Config, 'HOST' | 'METRICS_PORT' | 'QUEUE_METRICS' | 'CHATLANE_PREFIX'>,
+  config: Pick<Config, 'HOST' | 'METRICS_PORT' | 'QUEUE_METRICS' | 'CHATLANE_PREFIX' | 'METRICS_TOKEN'>,
   opts: Pick<SideServerOptions, 'metrics' | 'isRunning' | 'logger' | 'detail'> & {
     role: Exclude<MetricsRole, 'ingress'>;
     redis: RedisClient;
@@ -209,7 +224,13 @@ export async function startRoleSideServer(
   const closeQueues = () => Promise.all(queues.map((q) => q.close().catch(() => undefined)));
   let side: SideServerHandle;
   try {
-    side = await startSideServer({ ...opts, host: config.HOST, port: config.METRICS_PORT, queues });
+    side = await startSideServer({
+      ...opts,
+      host: config.HOST,
+      port: config.METRICS_PORT,
+      queues,
+      metricsToken: config.METRICS_TOKEN,
+    });
   } catch (err) {
     await closeQueues();
     throw err;

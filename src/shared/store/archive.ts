@@ -87,6 +87,7 @@ export async function applyCompaction(
       store.retention.archiveMaxBytes,
       ...store.usageArgs(apply.usage),
     ],
+    store.events,
   )) as [string, string | number | undefined];
   if (raw[0] === 'ok') return { status: 'ok', version: String(raw[1]) };
   if (raw[0] === 'noop') return { status: 'noop' };

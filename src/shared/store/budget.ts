@@ -50,6 +50,7 @@ export async function checkBudget(
         ...check.consumed,
         ...check.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),
       ],
+      store.events,
     ),
   );
   if (raw[0] === 'under') return { ok: true, status: 'under', used: Number(raw[1]) };

@@ -1,10 +1,13 @@
 import { Cluster } from 'ioredis';
+import type { z } from 'zod';
 import { encodeRoute, type ReplyRoute } from '../delivery/route.js';
+import type { ChatlaneEventType, EVENT_DATA, EventSink } from '../events.js';
 import { type ChatKeys, chatsIndexKey, lazyChatKeys } from '../keys.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { type ReplicaAcks, ReplicationTimeoutError, type WriteMark } from '../replica-acks.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../retention.js';
 import { storedJson } from '../storable.js';
+import { rangeStartAfter } from '../stream-id.js';
 import { type CallUsage, usageArgs, usageWrite } from '../usage.js';
 import {
   type AcquireResult,
@@ -75,6 +78,8 @@ export class ChatStore {
   /** Which UTC day usage and the daily budget count in. */
   readonly now: () => number;
   private readonly replicaAcks: ReplicaAcks | undefined;
+  /** A program's onEvent (through EventFeed): every script of this store that writes events reports them here. */
+  readonly events: EventSink | undefined;
 
   constructor(
     readonly redis: RedisClient,
@@ -85,6 +90,7 @@ export class ChatStore {
     this.retention = { ...DEFAULT_STORE_RETENTION, ...options.retention };
     this.now = options.now ?? Date.now;
     this.replicaAcks = options.replicaAcks;
+    this.events = options.events;
   }
 
   /**
@@ -167,6 +173,7 @@ export class ChatStore {
       this.redis,
       [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory, k.archive, k.contexts],
       [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
+      this.events,
     );
     // Not a z.union: trying 'busy' first would build a failed parse on every acquire.
     if (Array.isArray(reply) && reply[0] === 'busy') return { ok: false, ttlMs: acquireBusy.parse(reply)[1] };
@@ -194,6 +201,7 @@ export class ChatStore {
       this.redis,
       [k.meta, k.events],
       [owner, fence, leaseMs, this.maxEvents, runId],
+      this.events,
     );
     return Number(res) === 1;
   }
@@ -213,7 +221,7 @@ export class ChatStore {
       keys.push(k.meta, k.events);
       args.push(l.owner, l.fence, l.leaseMs, l.runId);
     }
-    const renewed = renewedSchema.parse(await scripts.renewMany.run(this.redis, keys, args));
+    const renewed = renewedSchema.parse(await scripts.renewMany.run(this.redis, keys, args, this.events));
     if (renewed.length !== leases.length)
       throw new Error(`renew-many answered ${renewed.length} of ${leases.length} leases`);
     return renewed.map((n) => n === 1);
@@ -260,6 +268,7 @@ export class ChatStore {
           // The model's own output (tool inputs) is clipped, never a reason to fail the turn.
           ...turn.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),
         ],
+        this.events,
       ),
     );
     if (raw[0] === 'ok') {
@@ -319,6 +328,7 @@ export class ChatStore {
           reply?.ttlMs ?? '',
           ...(reply?.fields.flat() ?? []),
         ],
+        this.events,
       ),
     );
     if (raw[0] === 'ok')
@@ -349,6 +359,7 @@ export class ChatStore {
         this.redis,
         [k.meta, k.inbox, k.events, k.usage],
         [fence, owner, this.maxEvents, runId, ...this.usageArgs(usage)],
+        this.events,
       ),
     );
     return { ok: raw[0] === 'ok', pending: Number(raw[1]) };
@@ -435,7 +446,9 @@ export class ChatStore {
    * callers await it, a second suspended frame per read (held until Redis answers) buys nothing.
    */
   private rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
-    return this.redis.xrange(key, after ? `(${after}` : '-', '+', 'COUNT', count) as Promise<StreamEntry[]>;
+    const start = after ? rangeStartAfter(after) : '-';
+    if (start === undefined) return Promise.resolve([]);
+    return this.redis.xrange(key, start, '+', 'COUNT', count) as Promise<StreamEntry[]>;
   }
 
   async readHistory(chatKey: string): Promise<ChatMessage[]> {
@@ -453,19 +466,18 @@ export class ChatStore {
     return entries.map(outboxItemOf);
   }
 
-  async appendEvent(chatKey: string, type: string, data: Record<string, unknown>): Promise<string> {
-    const id = await this.redis.xadd(
-      this.keys(chatKey).events,
-      'MAXLEN',
-      '~',
-      this.maxEvents,
-      '*',
-      'type',
-      type,
-      'data',
-      storedJson(data, { tooDeep: 'clip' }),
-    );
-    return id ?? '';
+  /** Records an event written from TypeScript; its data is checked against the type's schema (events.ts) by the compiler. */
+  async appendEvent<T extends ChatlaneEventType>(
+    chatKey: string,
+    type: T,
+    data: z.input<(typeof EVENT_DATA)[T]>,
+  ): Promise<string> {
+    const key = this.keys(chatKey).events;
+    const json = storedJson(data, { tooDeep: 'clip' });
+    const id =
+      (await this.redis.xadd(key, 'MAXLEN', '~', this.maxEvents, '*', 'type', type, 'data', json)) ?? '';
+    if (this.events && id) this.events([[key, id, type, json]]);
+    return id;
   }
 
   async readEvents(chatKey: string, after: string | undefined, limit: number): Promise<ChatEvent[]> {

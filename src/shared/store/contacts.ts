@@ -170,6 +170,7 @@ export class ContactBook {
       this.redis,
       [k.meta, k.relay, k.events],
       [from.fence, this.store.maxEvents, from.runId, sendId, to.chatKey, to.username, text, ts],
+      this.store.events,
     )) as [string, string];
     if (raw[0] !== 'ok') return { ok: false, reason: 'fenced-out', detail: String(raw[1]) };
     try {
@@ -203,6 +204,7 @@ export class ContactBook {
         this.store.maxEvents,
         this.options.dedupWindowMs,
       ],
+      this.store.events,
     )) as [string, string, number];
     await this.redis.xdel(this.store.keys(fromChatKey).relay, entryId);
     return { to, itemId: raw[0] === 'ok' ? String(raw[1]) : undefined, routed: Number(raw[2]) === 1 };

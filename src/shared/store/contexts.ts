@@ -141,6 +141,7 @@ export async function switchContext(
       store.retention.contextsMax,
       ...evict,
     ],
+    store.events,
   )) as [string, ...Array<string | number>];
   if (raw[0] === 'fenced-out') return { status: 'fenced-out' };
   if (raw[0] === 'not-found') return { status: 'not-found' };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { decodeRoute, type ReplyRoute } from '../delivery/route.js';
+import type { EventSink } from '../events.js';
 import { lazyChatKeys } from '../keys.js';
 import { type OutboxItem, outboxItemOf, type StreamEntry } from './chat-store.js';
 import { type RedisClient, scripts } from './scripts.js';
@@ -21,6 +22,27 @@ export interface StreamedPost {
   /** What the post shows. */
   text: string;
   end: 'complete' | 'cut';
+}
+
+/**
+ * An outbox item split into several platform messages and partly sent (`meta.dPart`): the
+ * next claim sends on from part `sent` (0-based) of the same split.
+ */
+export interface PartCursor {
+  itemId: string;
+  /** Parts that went out. */
+  sent: number;
+  /** Parts the item has. */
+  parts: number;
+  /** The split's format id (src/shared/delivery/render). */
+  format: string;
+}
+
+const PART = /^(\S+) (\d+) (\d+) (\S+)$/;
+
+function partOf(raw: unknown): PartCursor | undefined {
+  const m = typeof raw === 'string' ? PART.exec(raw) : null;
+  return m ? { itemId: m[1]!, sent: Number(m[2]), parts: Number(m[3]), format: m[4]! } : undefined;
 }
 
 /** The posts hash: the reply stream delivery follows, read up to `after`, and the post waiting. */
@@ -74,9 +96,11 @@ export type ClaimResult =
       /** The raw stored route, for the log when it cannot be read. */
       rawRoute: string;
       cursor: string;
-      /** Failed attempts already made at `items[0]` (0 when none). */
+      /** Failed attempts already made at `items[0]` (at its next part; 0 when none). */
       headTries: number;
       items: OutboxItem[];
+      /** The part cursor, when `items[0]` is partly sent. */
+      part?: PartCursor;
       /** Streaming only. */
       posts?: PostsState;
     };
@@ -84,6 +108,12 @@ export type ClaimResult =
 export type AdvanceResult = { ok: true } | { ok: false; reason: 'lost' | 'moved'; detail: string };
 
 const head = z.tuple([z.string()]).rest(z.unknown());
+
+/** A cursor script's answer: `ok`, or `lost` / `moved` with the owner or cursor found instead. */
+function advanceResult(raw: z.infer<typeof head>): AdvanceResult {
+  if (raw[0] === 'ok') return { ok: true };
+  return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+}
 const entrySchema = z.tuple([z.string(), z.array(z.string())]);
 
 export class DeliveryStore {
@@ -93,6 +123,8 @@ export class DeliveryStore {
     readonly maxEvents: number,
     /** PLATFORM_STREAMING=on: claims and cursor moves carry the chat's posts hash. */
     readonly streaming = false,
+    /** A program's onEvent: `delivery.failed` as the cursor move records it. */
+    readonly events?: EventSink,
   ) {}
 
   /** Take the delivery lease and read up to `max` items after the cursor. */
@@ -121,7 +153,7 @@ export class DeliveryStore {
         unanswered: Number(unanswered) || 0,
       };
     }
-    const [, rawRoute, cursor, tryItem, tries, entries, posts] = raw as [
+    const [, rawRoute, cursor, tryItem, tries, entries, rawPart, posts] = raw as [
       string,
       string,
       string,
@@ -129,11 +161,13 @@ export class DeliveryStore {
       number,
       unknown,
       unknown,
+      unknown,
     ];
     const items = z
       .array(entrySchema)
       .parse(entries)
       .map((e) => outboxItemOf(e as StreamEntry));
+    const part = partOf(rawPart);
     return {
       status: 'ok',
       route: decodeRoute(rawRoute),
@@ -141,13 +175,16 @@ export class DeliveryStore {
       cursor: String(cursor),
       headTries: items[0] && items[0].id === String(tryItem) ? Number(tries) : 0,
       items,
+      ...(part && items[0]?.id === part.itemId && { part }),
       ...(this.streaming && { posts: postsOf(posts) }),
     };
   }
 
   /**
    * Move the cursor from `expected` to `itemId` (compare-and-set) and renew the lease.
-   * `failed`, when given, is recorded as the item's `delivery.failed` event in the same script.
+   * `failed`, when given, is recorded as the item's `delivery.failed` event in the same script;
+   * `split` (an item sent as several messages) as its `delivery.split` event. `partsBefore`:
+   * how many of the item's parts went out before this step, checked against its part cursor.
    */
   async advance(
     chatKey: string,
@@ -156,18 +193,53 @@ export class DeliveryStore {
     item: Pick<OutboxItem, 'id' | 'runId' | 'part'>,
     leaseMs: number,
     failed?: Record<string, unknown>,
+    opts: { split?: Record<string, unknown>; partsBefore?: number } = {},
   ): Promise<AdvanceResult> {
     const k = lazyChatKeys(this.prefix, chatKey);
-    const args = [owner, expected, item.id, leaseMs, this.maxEvents, failed ? JSON.stringify(failed) : ''];
     const raw = head.parse(
       await scripts.deliveryAdvance.run(
         this.redis,
         this.streaming ? [k.meta, k.events, k.posts] : [k.meta, k.events],
-        this.streaming ? [...args, item.runId, item.part ?? ''] : args,
+        [
+          owner,
+          expected,
+          item.id,
+          leaseMs,
+          this.maxEvents,
+          failed ? JSON.stringify(failed) : '',
+          this.streaming ? item.runId : '',
+          this.streaming ? (item.part ?? '') : '',
+          opts.split ? JSON.stringify(opts.split) : '',
+          opts.partsBefore ?? '',
+        ],
+        this.events,
       ),
     );
-    if (raw[0] === 'ok') return { ok: true };
-    return { ok: false, reason: raw[0] === 'moved' ? 'moved' : 'lost', detail: String(raw[1] ?? '') };
+    return advanceResult(raw);
+  }
+
+  /**
+   * A part of `itemId` went out: its part cursor moves from `sentBefore` parts to `sent`
+   * (compare-and-set, with the cursor still at `expected`), the lease is renewed and the
+   * attempt count starts again for the next part.
+   */
+  async advancePart(
+    chatKey: string,
+    owner: string,
+    expected: string,
+    itemId: string,
+    split: { sentBefore: number; sent: number; parts: number; format: string },
+    leaseMs: number,
+  ): Promise<AdvanceResult> {
+    const k = lazyChatKeys(this.prefix, chatKey);
+    const raw = head.parse(
+      await scripts.deliveryPart.run(
+        this.redis,
+        [k.meta],
+        [owner, expected, itemId, split.sentBefore, split.sent, split.parts, split.format, leaseMs],
+      ),
+    );
+    return advanceResult(raw);
   }
 
   /**
@@ -207,13 +279,18 @@ export class DeliveryStore {
     return Number(await scripts.deliveryRelease.run(this.redis, [k.meta], [owner])) === 1;
   }
 
-  /** The route and cursor as stored (inspection and tests). */
-  async state(chatKey: string): Promise<{ route: ReplyRoute | undefined; deliveredTo: string | undefined }> {
-    const [route, deliveredTo] = await this.redis.hmget(
+  /** The route, cursor and part cursor as stored (inspection and tests). */
+  async state(chatKey: string): Promise<{
+    route: ReplyRoute | undefined;
+    deliveredTo: string | undefined;
+    part: PartCursor | undefined;
+  }> {
+    const [route, deliveredTo, part] = await this.redis.hmget(
       lazyChatKeys(this.prefix, chatKey).meta,
       'route',
       'deliveredTo',
+      'dPart',
     );
-    return { route: decodeRoute(route), deliveredTo: deliveredTo ?? undefined };
+    return { route: decodeRoute(route), deliveredTo: deliveredTo ?? undefined, part: partOf(part) };
   }
 }

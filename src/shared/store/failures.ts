@@ -60,6 +60,7 @@ export async function failBatch(
         ...batch.consumed,
         ...batch.messages.map((m) => storedJson(m, { tooDeep: 'clip' })),
       ],
+      store.events,
     ),
   );
   if (raw[0] === 'ok') return { ok: true, id: String(raw[1]), routed: Number(raw[2]) === 1 };

@@ -33,6 +33,7 @@ export async function writeMemory(
     store.redis,
     [k.meta, k.memory, k.events],
     [write.fence ?? '', store.maxEvents, write.content, write.runId, tokens],
+    store.events,
   )) as [string, string?];
   return res[0] === 'ok' ? { status: 'ok', tokens } : { status: 'fenced-out' };
 }

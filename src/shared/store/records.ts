@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { EventSink } from '../events.js';
 import { type ChatMessage, parseStoredMessage } from '../messages.js';
 import { parseJsonAs } from '../parse-json.js';
 import type { ReplicaAcks } from '../replica-acks.js';
@@ -18,6 +19,8 @@ export interface StoreOptions {
   now?: () => number;
   /** REDIS_REPLICA_ACKS: the writes that must survive a failover are confirmed on replicas. */
   replicaAcks?: ReplicaAcks | undefined;
+  /** Where the events this store writes go besides the chat's stream (a program's onEvent). */
+  events?: EventSink | undefined;
 }
 
 export type IngestResult =

@@ -1,5 +1,7 @@
 import { Cluster } from 'ioredis';
+import type { EventSink } from '../events.js';
 import { lazyChatKeys, replyStreamKey } from '../keys.js';
+import { rangeStartAfter } from '../stream-id.js';
 import { replyResultsSchema, type StreamEntry } from './records.js';
 import { type RedisClient, scripts } from './scripts.js';
 
@@ -55,6 +57,8 @@ export interface ReplyStreamOptions {
   maxLen: number;
   /** How long a reply stream lives after its last write (REPLY_STREAM_TTL_MS). */
   ttlMs: number;
+  /** A program's onEvent: `reply.started`, `reply.merged` and `turn.stop-requested` as written. */
+  events?: EventSink | undefined;
 }
 
 /** The event a turn records when its reply opens or a merge joins it (read by `/v1/ui`). */
@@ -156,7 +160,12 @@ export class ReplyStreams {
       event ? JSON.stringify(event.data) : '',
     ];
     for (const [field, value] of fields) args.push(field, value);
-    const result = await scripts.replyWrite.run(this.redis, [k.meta, own, k.events, previous], args);
+    const result = await scripts.replyWrite.run(
+      this.redis,
+      [k.meta, own, k.events, previous],
+      args,
+      this.options.events,
+    );
     return result as ReplyWriteResult;
   }
 
@@ -194,15 +203,18 @@ export class ReplyStreams {
       this.redis,
       [k.meta, k.events],
       [this.options.maxEvents],
+      this.options.events,
     )) as ['stopping' | 'idle', string];
     return status;
   }
 
   /** Entries after `after` (exclusive), oldest first. */
   async read(chatKey: string, runId: string, after = '0-0', count = 500): Promise<ReplyEntry[]> {
+    const start = rangeStartAfter(after);
+    if (start === undefined) return [];
     const raw = (await this.redis.xrange(
       this.key(chatKey, runId),
-      `(${after}`,
+      start,
       '+',
       'COUNT',
       count,

@@ -1,6 +1,6 @@
 import * as api from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { type Instrumentation, registerInstrumentations } from '@opentelemetry/instrumentation';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
@@ -107,16 +107,23 @@ function instrumentationsFor(role: string): Promise<Instrumentation[]> {
   ]);
 }
 
+/** OTEL_PROPAGATORS as one propagator (an empty composite for `none`: nothing injected or read). */
+function propagatorFor(settings: TracingSettings): api.TextMapPropagator {
+  const of = { tracecontext: W3CTraceContextPropagator, baggage: W3CBaggagePropagator };
+  return new CompositePropagator({ propagators: settings.propagators.map((name) => new of[name]()) });
+}
+
 export async function startSdk(settings: TracingSettings): Promise<RunningTracing> {
   await interceptModules(['ioredis']);
   const exporter = await exporterFor(settings);
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ ...settings.resource, 'service.name': settings.serviceName }),
     sampler: samplerFor(settings),
-    spanProcessors: [new BatchSpanProcessor({ exporter })],
+    // OTEL_BSP_*; shutdown() still flushes every buffered span, whatever the delay.
+    spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })],
   });
   api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  api.propagation.setGlobalPropagator(propagatorFor(settings));
   api.trace.setGlobalTracerProvider(provider);
   registerInstrumentations({
     tracerProvider: provider,
@@ -127,6 +134,7 @@ export async function startSdk(settings: TracingSettings): Promise<RunningTracin
     api,
     tracer: provider.getTracer('chatlane'),
     bullmq: new BullMQOtel({ tracerName: 'bullmq' }),
+    stored: new W3CTraceContextPropagator(),
   });
   return {
     exporter,

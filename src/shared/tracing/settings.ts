@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { OtelPropagator } from '../config-otel.js';
 
 /** What the tracing SDK is started with: the OTEL_* variables as src/shared/config.ts read them. */
 export interface TracingSettings {
@@ -12,17 +13,27 @@ export interface TracingSettings {
   sampler: Config['OTEL_TRACES_SAMPLER'];
   /** The ratio of the traceidratio samplers (1 when unset). */
   ratio: number;
+  /** OTEL_PROPAGATORS: what goes on the wire (HTTP headers, BullMQ jobs); empty for `none`. */
+  propagators: OtelPropagator[];
+  /** OTEL_BSP_*: the batch span processor. */
+  batch: {
+    scheduledDelayMillis: number;
+    exportTimeoutMillis: number;
+    maxQueueSize: number;
+    maxExportBatchSize: number;
+  };
   /** The role(s) of this process: which instrumentations it needs (fastify only where an HTTP API runs). */
   role: string;
 }
 
 /**
- * The tracing settings of a process of `role`, or undefined when no OTLP endpoint is set:
- * tracing is then off and nothing of the tracing SDK is loaded.
+ * The tracing settings of a process of `role`, or undefined when no OTLP endpoint is set or
+ * OTEL_SDK_DISABLED is true: tracing is then off and nothing of the tracing SDK is loaded.
  */
 export function tracingSettings(
   config: Pick<
     Config,
+    | 'OTEL_SDK_DISABLED'
     | 'OTEL_EXPORTER_OTLP_ENDPOINT'
     | 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
     | 'OTEL_EXPORTER_OTLP_PROTOCOL'
@@ -32,9 +43,15 @@ export function tracingSettings(
     | 'OTEL_RESOURCE_ATTRIBUTES'
     | 'OTEL_TRACES_SAMPLER'
     | 'OTEL_TRACES_SAMPLER_ARG'
+    | 'OTEL_PROPAGATORS'
+    | 'OTEL_BSP_SCHEDULE_DELAY'
+    | 'OTEL_BSP_EXPORT_TIMEOUT'
+    | 'OTEL_BSP_MAX_QUEUE_SIZE'
+    | 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'
   >,
   role: string,
 ): TracingSettings | undefined {
+  if (config.OTEL_SDK_DISABLED) return undefined;
   const url =
     config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
     (config.OTEL_EXPORTER_OTLP_ENDPOINT &&
@@ -51,6 +68,13 @@ export function tracingSettings(
     resource: config.OTEL_RESOURCE_ATTRIBUTES,
     sampler: config.OTEL_TRACES_SAMPLER,
     ratio: config.OTEL_TRACES_SAMPLER_ARG ?? 1,
+    propagators: config.OTEL_PROPAGATORS,
+    batch: {
+      scheduledDelayMillis: config.OTEL_BSP_SCHEDULE_DELAY,
+      exportTimeoutMillis: config.OTEL_BSP_EXPORT_TIMEOUT,
+      maxQueueSize: config.OTEL_BSP_MAX_QUEUE_SIZE,
+      maxExportBatchSize: config.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+    },
     role,
   };
 }

@@ -1,5 +1,5 @@
 import type * as OtelApi from '@opentelemetry/api';
-import type { Attributes, Span, Tracer } from '@opentelemetry/api';
+import type { Attributes, Span, TextMapPropagator, Tracer } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
 
 /**
@@ -11,6 +11,12 @@ interface Installed {
   api: typeof OtelApi;
   tracer: Tracer;
   bullmq: Telemetry;
+  /**
+   * W3C trace context, whatever OTEL_PROPAGATORS says: the traceparent chatlane stores with a
+   * message or an outbox item is its own record in Redis, read back by its own processes, not
+   * a header on the wire.
+   */
+  stored: TextMapPropagator;
 }
 
 let otel: Installed | undefined;
@@ -35,7 +41,7 @@ const KINDS = { internal: 0, server: 1, client: 2, producer: 3, consumer: 4 } as
 
 function contextOf(o: Installed, traceparent: string | undefined): OtelApi.Context {
   if (traceparent === undefined) return o.api.context.active();
-  return o.api.propagation.extract(o.api.ROOT_CONTEXT, { traceparent });
+  return o.stored.extract(o.api.ROOT_CONTEXT, { traceparent }, o.api.defaultTextMapGetter);
 }
 
 function linksOf(o: Installed, traceparents: ReadonlyArray<string | undefined>): OtelApi.Link[] {
@@ -111,15 +117,30 @@ export function markSpan(name: string, options: SpanOptions): void {
   if (o) start(o, name, options)[0].end();
 }
 
-/** The W3C traceparent of `span`, or of the active span; undefined when tracing is off or nothing is sampled. */
+/**
+ * The W3C traceparent of `span`, or of the active span, to store with what it wrote (a message,
+ * an outbox item); undefined when tracing is off or nothing is sampled.
+ */
 export function traceparent(span?: Span): string | undefined {
   const o = otel;
   if (!o) return undefined;
   const ctx = span ? o.api.trace.setSpan(o.api.ROOT_CONTEXT, span) : o.api.context.active();
   if (!o.api.trace.getSpanContext(ctx)) return undefined;
   const carrier: { traceparent?: string } = {};
-  o.api.propagation.inject(ctx, carrier);
+  o.stored.inject(ctx, carrier, o.api.defaultTextMapSetter);
   return carrier.traceparent;
+}
+
+/**
+ * The headers that carry `span`'s context to another service over HTTP, by OTEL_PROPAGATORS
+ * (traceparent, tracestate, baggage); none when tracing is off or `none` is configured.
+ */
+export function propagationHeaders(span: Span | undefined): Record<string, string> {
+  const o = otel;
+  if (!o || !span) return {};
+  const carrier: Record<string, string> = {};
+  o.api.propagation.inject(o.api.trace.setSpan(o.api.context.active(), span), carrier);
+  return carrier;
 }
 
 /** Adds links from `span` to these traceparents (messages merged after the turn began). */

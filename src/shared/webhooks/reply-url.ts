@@ -1,16 +1,14 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
+import { hostProblem } from '../address-policy.js';
 
 /**
  * Where generic webhook replies may go (`replyTo.url`). A reply URL is chosen by whoever
- * can sign a webhook for the source, so it is a server-side request forgery vector: left
- * open, a caller could make chatlane POST to cloud metadata (169.254.169.254), Redis or an
- * admin port on the private network. The policy:
+ * can sign a webhook for the source, so it is a server-side request forgery vector. The policy:
  * - https only, unless GENERIC_WEBHOOK_REPLY_ALLOW_HTTP (development);
  * - with GENERIC_WEBHOOK_REPLY_HOSTS set, only those hosts (exact or `*.domain`); the
  *   operator vouches for them, so they may be private addresses;
- * - any other host must resolve to public addresses only, checked on the address the
- *   connection actually uses (`guardedLookup`), so DNS rebinding cannot slip past it;
+ * - any other host must be public by the one address policy (`../address-policy.ts`): an IP
+ *   literal or `localhost` name here, a name by what it resolves to at ingest
+ *   (`resolvedHostProblem`) and again on the address the connection uses (`guardedLookup`);
  * - no redirects are followed.
  * Checked at ingest (400, nothing stored) and again before every send (config may change).
  */
@@ -20,41 +18,7 @@ export interface ReplyUrlPolicy {
   hosts: readonly string[];
 }
 
-const PRIVATE = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 3],
-] as const) {
-  PRIVATE.addSubnet(net, bits, 'ipv4');
-}
-for (const [net, bits] of [
-  ['::', 127],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) {
-  PRIVATE.addSubnet(net, bits, 'ipv6');
-}
-
-/** Loopback, private, link-local, carrier-grade NAT, multicast and reserved addresses. */
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return PRIVATE.check(address, 'ipv4');
-  if (family !== 6) return false;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');
-  return PRIVATE.check(address, 'ipv6');
-}
-
-function hostMatches(host: string, pattern: string): boolean {
+export function hostMatches(host: string, pattern: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return host === pattern;
 }
@@ -70,7 +34,10 @@ export function isListedHost(url: URL, policy: ReplyUrlPolicy): boolean {
   return policy.hosts.some((p) => hostMatches(host, p));
 }
 
-/** The checks that need no DNS; returns why the URL is refused, or undefined. */
+/**
+ * The checks that need no DNS; returns why the URL is refused, or undefined. A URL that passes
+ * and is not on the allowlist still has its host name resolved (`resolvedHostProblem`).
+ */
 export function replyUrlProblem(raw: string, policy: ReplyUrlPolicy): string | undefined {
   let url: URL;
   try {
@@ -88,52 +55,5 @@ export function replyUrlProblem(raw: string, policy: ReplyUrlPolicy): string | u
       ? undefined
       : `host ${hostOf(url)} is not in GENERIC_WEBHOOK_REPLY_HOSTS`;
   }
-  const literal = url.hostname.replace(/^\[|\]$/g, '');
-  if (isIP(literal) && isPrivateAddress(literal)) return `${literal} is a private address`;
-  if (hostOf(url) === 'localhost' || hostOf(url).endsWith('.localhost'))
-    return 'localhost is a private address';
-  return undefined;
+  return hostProblem(url.hostname);
 }
-
-type LookupCallback = (
-  err: NodeJS.ErrnoException | null,
-  address: string | LookupAddress[],
-  family?: number,
-) => void;
-
-/** How host names are resolved: `dns.lookup` with `all: true` (tests pass their own). */
-export type ResolveAll = (
-  hostname: string,
-  options: LookupOptions,
-  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
-) => void;
-
-const systemResolve: ResolveAll = (hostname, options, callback) =>
-  dnsLookup(hostname, { ...options, all: true }, callback);
-
-/**
- * A `lookup` for http(s).request that refuses hosts resolving to any private address (or
- * any address `blocked` refuses): the check runs on the addresses the socket will connect
- * to, after DNS, so a public-looking name pointing at 127.0.0.1 is caught.
- */
-export function guardLookup(resolve: ResolveAll = systemResolve, blocked = isPrivateAddress) {
-  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
-    resolve(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, []);
-      const bad = addresses.find((a) => blocked(a.address));
-      if (bad || addresses.length === 0) {
-        const refused: NodeJS.ErrnoException = new Error(
-          `${hostname} resolves to a private address (${bad?.address ?? 'none'})`,
-        );
-        refused.code = 'EPRIVATEADDRESS';
-        return callback(refused, []);
-      }
-      if (options.all) return callback(null, addresses);
-      const first = addresses[0]!;
-      return callback(null, first.address, first.family);
-    });
-  };
-}
-
-/** `guardLookup` over the system resolver. */
-export const guardedLookup = guardLookup();

@@ -1,4 +1,5 @@
 import {
+  type Experimental_SandboxSession,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
@@ -28,12 +29,11 @@ export interface LoopInput<T> {
   /** The names of `tools` the model is offered (all when absent); fixed for the whole loop. */
   activeTools?: string[];
   /**
-   * Handed to the execute of every tool in `toolContextFor` as its `context` (the turn's state:
-   * tool-turn.ts). AI SDK 7 scopes tool context per tool name (`toolsContext`).
+   * Each tool's `context`, by tool name (AI SDK 7 `toolsContext`: a tool gets only its own
+   * entry): the turn's state for chatlane's own tools (tool-turn.ts), the chat's context for
+   * the tools given in code (custom-tools.ts), nothing for an operator's MCP tools.
    */
-  toolContext?: unknown;
-  /** The tools that get `toolContext` (chatlane's own); all offered tools when absent. */
-  toolContextFor?: readonly string[];
+  toolsContext?: Record<string, unknown>;
   maxSteps: number;
   maxMerges: number;
   /**
@@ -69,6 +69,8 @@ export interface LoopInput<T> {
   onPart?: (part: TextStreamPart<ToolSet>) => void;
   /** Arrivals merged into the turn, right after they are taken. */
   onMerge?: (items: T[]) => void;
+  /** EXEC_SHELL=on: the chat's workspace as the AI SDK's sandbox session, for tools that run in one. */
+  sandbox?: Experimental_SandboxSession;
 }
 
 /** The AI SDK's download hook (experimental_download). */
@@ -154,7 +156,9 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     messages: input.messages,
     tools: input.tools,
     ...(input.activeTools && { activeTools: input.activeTools }),
-    ...toolsContextOf(input),
+    // Typed `object`: the SDK types `toolsContext` from the tools' declared context schemas,
+    // which a `ToolSet` (ours merged with the operator's and the program's) does not carry.
+    ...(input.toolsContext && ({ toolsContext: input.toolsContext } as object)),
     ...(input.providerOptions && { providerOptions: input.providerOptions }),
     stopWhen: isStepCount(input.maxSteps),
     prepareStep,
@@ -173,6 +177,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     // cannot bring them back.)
     include: { requestBody: false },
     ...(input.download && { experimental_download: input.download }),
+    ...(input.sandbox && { experimental_sandbox: input.sandbox }),
     // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
     ...modelTelemetry('chatlane.turn'),
   });
@@ -233,18 +238,4 @@ async function consume<T>(
     }
   }
   return failure;
-}
-
-/**
- * `{ toolsContext }` with one entry per tool that reads the turn: AI SDK 7 hands each tool only
- * its own entry. Typed `object` because the SDK types `toolsContext` from the tools' declared
- * context schemas, which a `ToolSet` (ours merged with the operator's MCP tools) does not carry.
- */
-function toolsContextOf<T>(input: LoopInput<T>): object {
-  if (input.toolContext === undefined) return {};
-  const toolsContext: Record<string, unknown> = {};
-  for (const name of input.toolContextFor ?? input.activeTools ?? Object.keys(input.tools)) {
-    toolsContext[name] = input.toolContext;
-  }
-  return { toolsContext };
 }

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { request } from 'node:https';
 import { isIP } from 'node:net';
+import { addressProblem, guardLookup, hostProblem, type ResolveAll } from '../../shared/address-policy.js';
 import { FileRefusedError } from '../../shared/errors.js';
-import { guardLookup, isPrivateAddress, type ResolveAll } from '../../shared/webhooks/reply-url.js';
 import type { DownloadFunction } from './loop.js';
 
 /**
@@ -10,9 +10,11 @@ import type { DownloadFunction } from './loop.js';
  * whoever sent the message, so fetching it is a server-side request forgery vector: the SDK's
  * own check refuses IP literals only, not a host name that resolves to 127.0.0.1, 10.x or
  * the cloud metadata address. Here every URL (and every redirect) is:
- * - `https:` only, IP literals judged directly;
- * - connected through a `lookup` that refuses private, loopback, link-local and metadata
- *   addresses AFTER DNS resolution, on the very addresses the socket uses (no rebinding gap);
+ * - `https:` only, IP literals and `localhost` names judged directly;
+ * - connected through a `lookup` that refuses every address that is not public by the one
+ *   address policy (`shared/address-policy.ts`: private, loopback, link-local, metadata, NAT64
+ *   and 6to4 forms of them, …) AFTER DNS resolution, on the very addresses the socket uses
+ *   (no rebinding gap);
  * - capped at `maxBytes` (Content-Length and the bytes actually read) and `timeoutMs` overall.
  * chatlane fetches every URL itself, also those the model could fetch on its own: a
  * self-hosted model server inside the private network must not be handed a URL that points
@@ -24,7 +26,7 @@ export interface SafeDownloadOptions {
   timeoutMs: number;
   /** Host name resolution (tests map names to addresses); default `dns.lookup`. */
   resolve?: ResolveAll;
-  /** Which addresses are refused; default every private one. Tests only. */
+  /** Which addresses are refused; default every one the address policy refuses. Tests only. */
   blocked?: (address: string) => boolean;
   /** Extra trusted CA certificates (tests with their own TLS server). */
   ca?: string | Buffer;
@@ -33,15 +35,18 @@ export interface SafeDownloadOptions {
 const MAX_REDIRECTS = 3;
 
 export function createSafeDownload(opts: SafeDownloadOptions): DownloadFunction {
-  const lookup = guardLookup(opts.resolve, opts.blocked);
-  const blocked = opts.blocked ?? isPrivateAddress;
+  const test = opts.blocked;
+  const refuse = test
+    ? (address: string) => (test(address) ? (addressProblem(address) ?? `${address} is blocked`) : undefined)
+    : addressProblem;
+  const lookup = guardLookup(opts.resolve, refuse);
   return (requests) =>
     Promise.all(
       requests.map(async ({ url }) => {
         const deadline = AbortSignal.timeout(opts.timeoutMs);
         let current = url;
         for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-          const res = await get(current, { ...opts, lookup, blocked, signal: deadline });
+          const res = await get(current, { ...opts, lookup, refuse, signal: deadline });
           if ('redirect' in res) {
             current = res.redirect;
             continue;
@@ -59,15 +64,16 @@ function get(
   url: URL,
   opts: SafeDownloadOptions & {
     lookup: ReturnType<typeof guardLookup>;
-    blocked: (address: string) => boolean;
+    refuse: (address: string) => string | undefined;
     signal: AbortSignal;
   },
 ): Promise<Got> {
   if (url.protocol !== 'https:')
     throw new FileRefusedError(`${url.protocol} URLs are not fetched (https: only)`);
-  const literal = url.hostname.replace(/^\[|\]$/g, '');
   // An IP literal never reaches `lookup`: judge it here.
-  if (isIP(literal) && opts.blocked(literal)) throw new FileRefusedError(`${literal} is a private address`);
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  const refused = isIP(literal) ? opts.refuse(literal) : hostProblem(url.hostname);
+  if (refused) throw new FileRefusedError(refused);
   return new Promise<Got>((resolve, reject) => {
     const fail = (err: unknown) => reject(refusal(url, err, opts.signal));
     const req = request(

@@ -6,15 +6,15 @@ import {
   type SendResult,
 } from '../../shared/delivery/sender.js';
 import type { Logger } from '../../shared/logger.js';
-import { type Metrics, recordDelivery, recordDeliveryFailure } from '../../shared/metrics.js';
-import type { OutboxItem } from '../../shared/store/chat-store.js';
-import type { DeliveryStore } from '../../shared/store/delivery.js';
-import { inSpan } from '../../shared/tracing/spans.js';
+import type { Metrics } from '../../shared/metrics.js';
+import type { DeliveryStore, StreamedPost } from '../../shared/store/delivery.js';
+import { deliverItem } from './deliver-item.js';
 import { type StreamingSettings, sendOverPost, streamStep } from './stream-posts.js';
 
 /**
  * Delivery of one chat's outbox (DESIGN §11): the items after the chat's delivery cursor, in
- * outbox order, each through the sender of the chat's route. The cursor moves (compare-and-
+ * outbox order, each through the sender of the chat's route (an item a chat platform needs
+ * several messages for goes part by part, see deliver-item.ts). The cursor moves (compare-and-
  * set) only after the sender accepted an item, or when the item is given up on. A failing
  * receiver never holds a worker slot: the attempt is counted and the job is delayed (the
  * caller turns `retry` into a delayed BullMQ job), so other chats go on.
@@ -165,82 +165,53 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
       await store.release(chatKey, owner);
       return { status: 'idle', reason: 'bad-route' };
     }
-    const channel = route.channel;
-    const sender = senders.get(channel);
+    const sender = senders.get(route.channel);
     let cursor = claim.cursor;
     let headTries = claim.headTries;
+    let part = claim.part;
     // A streamed post waiting for its item: the head item is shown through it (stream-posts.ts).
     let waiting = canStream(sender) && route.threadId ? claim.posts?.post : undefined;
+    const itemCtx = {
+      store,
+      logger,
+      ...(deps.metrics && { metrics: deps.metrics }),
+      chatKey,
+      owner,
+      leaseMs,
+      route,
+      sender,
+      maxAttempts: settings.maxAttempts,
+      send: (request: Omit<SendRequest, 'signal'>, post: StreamedPost | undefined) =>
+        sendWithTimeout(
+          (r) => (post && canStream(sender) ? sendOverPost(sender, r, post) : sender!.send(r)),
+          request,
+          settings.timeoutMs,
+        ),
+    };
 
     for (const item of claim.items) {
-      const attempt = headTries + 1;
+      const outcome = await deliverItem(itemCtx, item, { cursor, headTries, part, waiting });
       headTries = 0;
-      const t0 = performance.now();
-      const result: SendResult = sender
-        ? await inSpan(
-            'chatlane.delivery.attempt',
-            {
-              // In the trace of the span that wrote the item; the platform or webhook POST is its client span.
-              parent: item.traceparent,
-              attributes: {
-                'chatlane.chat_key': chatKey,
-                'chatlane.outbox_item': item.id,
-                'chatlane.delivery.channel': channel,
-                'chatlane.delivery.attempt': attempt,
-              },
-            },
-            async (span) => {
-              const post = waiting;
-              const sent = await sendWithTimeout(
-                (r) => (post && canStream(sender) ? sendOverPost(sender, r, post) : sender.send(r)),
-                { chatKey, route, item, attempt },
-                settings.timeoutMs,
-              );
-              span?.setAttribute('chatlane.delivery.result', sent.status);
-              return sent;
-            },
-          )
-        : { status: 'retry', reason: `no sender for channel '${channel}' in this process` };
-      const seconds = (performance.now() - t0) / 1000;
-
-      if (result.status === 'ok') {
-        if (deps.metrics) {
-          recordDelivery(deps.metrics, {
-            channel,
-            result: 'delivered',
-            seconds,
-            lagSeconds: (Date.now() - item.ts) / 1000,
-          });
-        }
-        const moved = await store.advance(chatKey, owner, cursor, item, leaseMs);
-        if (!moved.ok) return lostWith(logger, moved, delivered, failed);
-        cursor = item.id;
-        waiting = undefined;
-        delivered += 1;
-      } else {
-        const giveUp = result.status === 'failed' || attempt >= settings.maxAttempts;
-        if (deps.metrics)
-          recordDelivery(deps.metrics, { channel, result: giveUp ? 'failed' : 'retry', seconds });
-        if (!giveUp) {
-          const tries = await store.defer(chatKey, owner, item.id);
-          if (tries === undefined) return { status: 'lost', delivered, failed };
-          const inMs =
-            result.afterMs !== undefined ? Math.max(1, result.afterMs) : backoffDelay(settings, tries);
-          logger.warn(
-            { channel, itemId: item.id, attempt: tries, inMs, reason: result.reason },
-            'delivery will be retried',
-          );
-          return { status: 'retry', inMs, attempt: tries, reason: result.reason, delivered, failed };
-        }
-        const event = failedEvent(item, channel, attempt, result);
-        const moved = await store.advance(chatKey, owner, cursor, item, leaseMs, event);
-        if (!moved.ok) return lostWith(logger, moved, delivered, failed);
-        if (deps.metrics) recordDeliveryFailure(deps.metrics, channel);
-        logger.warn(event, 'delivery failed; item skipped');
-        cursor = item.id;
-        waiting = undefined;
-        failed += 1;
+      part = undefined;
+      waiting = undefined;
+      if (outcome.kind === 'lost') {
+        return outcome.moved
+          ? lostWith(logger, outcome.moved, delivered, failed)
+          : { status: 'lost', delivered, failed };
       }
+      if (outcome.kind === 'retry') {
+        const { result, tries } = outcome;
+        const inMs =
+          result.afterMs !== undefined ? Math.max(1, result.afterMs) : backoffDelay(settings, tries);
+        logger.warn(
+          { channel: route.channel, itemId: item.id, attempt: tries, inMs, reason: result.reason },
+          'delivery will be retried',
+        );
+        return { status: 'retry', inMs, attempt: tries, reason: result.reason, delivered, failed };
+      }
+      cursor = item.id;
+      if (outcome.failed) failed += 1;
+      else delivered += 1;
 
       if (delivered + failed >= settings.maxItemsPerJob || Date.now() - started >= settings.maxJobMs) {
         await store.release(chatKey, owner);
@@ -248,22 +219,6 @@ export async function deliverChat(deps: DeliveryDeps, chatKey: string): Promise<
       }
     }
   }
-}
-
-function failedEvent(
-  item: OutboxItem,
-  channel: string,
-  attempts: number,
-  result: SendResult,
-): Record<string, unknown> {
-  const permanent = result.status === 'failed';
-  return {
-    itemId: item.id,
-    channel,
-    attempts,
-    reason: permanent ? 'permanent' : 'attempts-exhausted',
-    error: 'reason' in result ? result.reason.slice(0, 500) : '',
-  };
 }
 
 function lostWith(

@@ -189,9 +189,11 @@ async function streamPart(
 
 /**
  * The head item when a streamed post waits: the post already shows its text (the stream ended
- * on it, whole or cut exactly there: an edit to the same text would be refused as "not
- * modified"), or is edited to it; a post that can no longer be edited (deleted) gives way
- * to a fresh one. This covers a takeover's item after a worker was killed mid-stream too.
+ * on it, whole or cut exactly there, and the item is one message: an edit to the same text
+ * would be refused as "not modified"), or is edited to the item's first message (the item's
+ * other messages follow as posts of their own); a post that can no longer be edited (deleted)
+ * gives way to a fresh one. This covers a takeover's item after a worker was killed mid-stream
+ * too.
  */
 export async function sendOverPost(
   sender: StreamingSender,
@@ -200,8 +202,10 @@ export async function sendOverPost(
 ): Promise<SendResult> {
   const threadId = request.route.threadId;
   if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
-  if (post.text === request.item.text) return { status: 'ok' };
-  const edited = await sender.editPost(threadId, post.msg, request.item.text, request.signal);
+  const part = request.part;
+  if (!part) return sender.send(request);
+  if (part.count === 1 && post.text === request.item.text) return { status: 'ok' };
+  const edited = await sender.editPost(threadId, post.msg, part.reply, request.signal);
   if (edited.status !== 'failed') return edited;
   return sender.send(request);
 }

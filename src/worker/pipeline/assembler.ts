@@ -1,9 +1,22 @@
-import { convertToModelMessages, type ModelMessage, type SystemModelMessage, type ToolSet } from 'ai';
+import {
+  convertToModelMessages,
+  type ModelMessage,
+  type SystemModelMessage,
+  type TextPart,
+  type ToolSet,
+} from 'ai';
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
+import { isRetrievedPart, retrievedText } from '../../shared/retrieved.js';
 import { countTextTokens } from '../../shared/tokens.js';
 import type { ChatToolName } from './chat-tool-names.js';
 import { CACHE_POINT, contextBlock } from './request-cache.js';
-import { BUDGET_LINE, memorySection, profileSection, skillsSection } from './sections.js';
+import {
+  BUDGET_LINE,
+  chatInstructionsSection,
+  memorySection,
+  profileSection,
+  skillsSection,
+} from './sections.js';
 import type { Assembled, AssembleInput, Assembler, RuntimeContext } from './types.js';
 
 // Plain ASCII, like the rest of the system prompt and the tool descriptions: one character
@@ -44,9 +57,14 @@ const RUNTIME_HEADING_TOKENS = countTextTokens(RUNTIME_HEADING);
 const SUMMARY_BIT = 1 << WORKING_CONTEXT.length;
 
 export interface AssemblerOptions {
-  /** The operator's prompt (SYSTEM_PROMPT_FILE), read once at boot. */
+  /**
+   * The operator's prompt (SYSTEM_PROMPT_FILE, or `instructions` given as a string in code),
+   * the same for every chat: in the static part.
+   */
   operatorPrompt?: string | undefined;
+  /** CHAT_SEND_MAX_PER_TURN, as the output rules tell the model. */
   maxSendsPerTurn: number;
+  /** Tools whose results are converted by their own `toModelOutput` when history is shown (none: as stored). */
   tools?: ToolSet;
   /** PROFILE_DIR's Primary.md and other.md, read once at boot; placed right after the identity line. */
   profile?: string | undefined;
@@ -56,7 +74,8 @@ export interface AssemblerOptions {
 
 /**
  * System prompt = the static part (identity, profile, skills, operator prompt, output rules,
- * working-context guidance), then the chat's part (its identity, its memory, the budget line).
+ * working-context guidance), then the chat's part (its identity, the instructions for this
+ * chat, its memory, the budget line).
  * Neither changes from turn to turn unless the chat does (memory update, nearly full), so each
  * turn's request starts with the previous turn's request byte for byte and providers serve it
  * from their prompt cache (docs/prompt-caching.md). What differs per turn (the clock, who
@@ -132,10 +151,14 @@ export class DefaultAssembler implements Assembler {
     return `${RUNTIME_HEADING}\n${runtime.join('\n')}`;
   }
 
-  /** The chat's sections: runtime context, then the chat's memory when it has one. */
+  /** The chat's sections: runtime context, then its instructions and its memory when it has them. */
   private perTurn(context: RuntimeContext): string[] {
+    const sections = [this.runtimeSection(context)];
+    const instructions = chatInstructionsSection(context.instructions);
+    if (instructions) sections.push(instructions);
     const memory = memorySection(context.memory);
-    return memory ? [this.runtimeSection(context), memory] : [this.runtimeSection(context)];
+    if (memory) sections.push(memory);
+    return sections;
   }
 
   /** The chat's part: its sections, and the budget line when the context is nearly full. */
@@ -190,8 +213,16 @@ export class DefaultAssembler implements Assembler {
     return convertToModelMessages(messages.map(toModelView), {
       ...(this.opts.tools ? { tools: this.opts.tools } : {}),
       ignoreIncompleteToolCalls: true,
+      convertDataPart: retrievedModelPart,
     });
   }
+}
+
+/** What a stage retrieved for a message, as the model reads it; other data parts are the UI's. */
+function retrievedModelPart(part: { type: string }): TextPart | undefined {
+  if (!isRetrievedPart(part)) return undefined;
+  const text = retrievedText(part);
+  return text === undefined ? undefined : { type: 'text', text };
 }
 
 function markCachePoint(message: ModelMessage | undefined): void {

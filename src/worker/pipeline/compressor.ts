@@ -9,7 +9,7 @@ import type { CompressionReport, CompressionResult, Compressor } from './types.j
  * throwing and inputs are never mutated.
  */
 
-/** `overBudget` makes a forced keep (newest message, summary) visible without re-deriving it. */
+/** The defaults' report. `overBudget` makes a forced keep (newest message, summary) visible without re-deriving it. */
 export interface BudgetReport extends CompressionReport {
   overBudget: boolean;
 }
@@ -42,6 +42,12 @@ export function shouldReport(report: CompressionReport): boolean {
   return report.keptCount < report.originalCount || report.truncatedCount > 0;
 }
 
+/**
+ * Keeps the summary and the newest `keepLast` messages, each cut to `maxCharsPerMessage`
+ * characters of text; the budget only reports. Its window slides one message per turn once a
+ * chat is longer, so each turn's request no longer extends the previous one (no prompt-cache
+ * reuse): for tests and small bots. Pure, never throws.
+ */
 export class SimpleCompressor implements Compressor {
   private readonly keepLast: number;
   private readonly maxChars: number;
@@ -62,6 +68,13 @@ export class SimpleCompressor implements Compressor {
   }
 }
 
+/**
+ * chatlane's default Compressor: walks back from the newest message while the budget lasts,
+ * never splitting a message, and always keeps the summary and the newest message. Counts
+ * each message as its `metadata.tokens` plus `overheadTokens` (the context block), text cut
+ * to `maxCharsPerMessage`; a cut drops the oldest messages in steps of `cutStep`. Pure,
+ * never throws (a bad message costs the turn some context, never the turn).
+ */
 export class TokenBudgetCompressor implements Compressor {
   private readonly maxChars: number;
   private readonly overhead: ((message: ChatMessage) => number) | undefined;

@@ -2,8 +2,8 @@ import { countTextTokens } from '../../shared/tokens.js';
 
 /**
  * Optional sections of the system prompt, each a small function (the Assembler decides
- * where they go): the operator's profile, the skills index, the chat's memory, and the
- * budget guard's line.
+ * where they go): the operator's profile, the skills index, the chat's instructions and
+ * memory, and the budget guard's line.
  */
 
 export function profileSection(profile: string | undefined): string | undefined {
@@ -19,6 +19,11 @@ export function skillsSection(
     'Before doing a task one of these skills covers, load its instructions with `skills_load` and follow them.',
     ...skills.map((s) => `- ${s.name}: ${s.description}`),
   ].join('\n');
+}
+
+/** The operator's instructions for one chat (`instructions` as a function): in the chat's part. */
+export function chatInstructionsSection(instructions: string | undefined): string | undefined {
+  return instructions?.trim() ? `## Instructions for this chat\n${instructions.trim()}` : undefined;
 }
 
 export function memorySection(memory: string | undefined): string | undefined {

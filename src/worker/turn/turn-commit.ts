@@ -175,7 +175,6 @@ export async function commitTurn(
   await deps
     .afterCommit?.(chatKey, committed.tokens, budget)
     .catch((err: unknown) => logger.warn({ err }, 'afterCommit failed'));
-  logger.debug({ steps: loop.steps, consumed: consumed.length, merged }, 'turn committed');
   return {
     status: 'done',
     runId,

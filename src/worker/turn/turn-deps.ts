@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { ToolSet } from 'ai';
 import { type Config, ConfigError, requireModel } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import { type Metrics, processMetrics } from '../../shared/metrics.js';
@@ -10,10 +11,14 @@ import type { ProviderFactories } from '../agent/providers.js';
 import { roleModel } from '../agent/role-model.js';
 import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
+import { prepareCustomTools } from '../agent/tools/custom-tools.js';
 import { DefaultAssembler } from '../pipeline/assembler.js';
 import { TokenBudgetCompressor } from '../pipeline/compressor.js';
+import { withChatInstructions } from '../pipeline/instructions.js';
 import { RedisProvider } from '../pipeline/provider.js';
 import { contextBlockTokens } from '../pipeline/request-cache.js';
+import { applyStages, type Stages } from '../pipeline/stages.js';
+import type { Instructions } from '../pipeline/types.js';
 import type { TurnDeps } from './turn.js';
 
 /**
@@ -53,6 +58,38 @@ export interface TurnParts {
   metrics?: Metrics;
   capabilities?: Capabilities;
   providers?: ProviderFactories;
+  /** The pipeline's stages given in code, each a replacement or a wrapper of the default (stages.ts). */
+  stages?: Stages;
+  /**
+   * The operator's prompt given in code, instead of SYSTEM_PROMPT_FILE's text: a string in the
+   * static part, a function of the chat in the chat's part (see `Instructions`).
+   */
+  instructions?: Instructions;
+  /**
+   * The program's own AI SDK tools, offered to every turn after chatlane's, with the chat in
+   * their `options.context` (custom-tools.ts). Check them first (`checkTools`): names are
+   * not checked here.
+   */
+  tools?: ToolSet;
+}
+
+/**
+ * The operator's prompt: `instructions` given in code, else SYSTEM_PROMPT_FILE's text. Given
+ * both, the code's win and the file is not read (said once at start).
+ */
+function operatorInstructions(
+  config: Config,
+  logger: Logger,
+  instructions: Instructions | undefined,
+): Instructions | undefined {
+  if (instructions === undefined) return readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
+  if (config.SYSTEM_PROMPT_FILE) {
+    logger.warn(
+      { file: config.SYSTEM_PROMPT_FILE },
+      'SYSTEM_PROMPT_FILE ignored: instructions are given in code',
+    );
+  }
+  return instructions;
 }
 
 export function turnDepsFromConfig(
@@ -72,26 +109,45 @@ export function turnDepsFromConfig(
     prices: config.MODEL_PRICES,
   });
   const { profile, skills } = capabilities;
+  const instructions = operatorInstructions(config, logger, parts.instructions);
+  const stages = applyStages(
+    {
+      provider: new RedisProvider(store, {
+        windowMessages: config.HISTORY_WINDOW_MESSAGES,
+        maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
+        maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+      }),
+      compressor: new TokenBudgetCompressor({
+        maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
+        overheadTokens: contextBlockTokens,
+        cutStep: CUT_STEP_MESSAGES,
+      }),
+      assembler: new DefaultAssembler({
+        operatorPrompt: typeof instructions === 'string' ? instructions : undefined,
+        maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
+        profile,
+        skills,
+      }),
+    },
+    parts.stages,
+  );
+  const tools = parts.tools && Object.keys(parts.tools).length > 0 ? parts.tools : undefined;
   return {
     store,
     model,
-    provider: new RedisProvider(store, {
-      windowMessages: config.HISTORY_WINDOW_MESSAGES,
-      maxPendingPerTurn: config.MAX_MESSAGES_PER_TURN,
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-    }),
-    compressor: new TokenBudgetCompressor({
-      maxCharsPerMessage: config.MAX_CHARS_PER_MESSAGE,
-      overheadTokens: contextBlockTokens,
-      cutStep: CUT_STEP_MESSAGES,
-    }),
-    assembler: new DefaultAssembler({
-      operatorPrompt: readOperatorPrompt(config.SYSTEM_PROMPT_FILE),
-      maxSendsPerTurn: config.CHAT_SEND_MAX_PER_TURN,
-      profile,
-      skills,
+    ...stages,
+    // Outermost: the chat's instructions come with whatever Provider the stages made.
+    ...(typeof instructions === 'function' && {
+      provider: withChatInstructions(stages.provider, instructions),
     }),
     ...(skills.length > 0 && { skillsTool: createSkillsTool(skills) }),
+    ...(tools && {
+      customTools: prepareCustomTools(tools, {
+        timeoutMs: config.TOOL_TIMEOUT_MS,
+        resultMaxChars: config.TOOL_RESULT_MAX_CHARS,
+        metrics,
+      }),
+    }),
     settings: {
       leaseMs: config.TURN_LEASE_MS,
       maxSteps: config.MAX_STEPS,
@@ -102,6 +158,11 @@ export function turnDepsFromConfig(
       reserveTokens: RESERVE_TOKENS,
       stepTimeoutMs,
       memoryMaxTokens: config.MEMORY_MAX_TOKENS,
+      once: {
+        maxBytes: config.ONCE_RESULT_MAX_BYTES,
+        maxKeys: config.ONCE_MAX_KEYS,
+        keepMs: config.ONCE_KEEP_MS,
+      },
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,

@@ -4,6 +4,8 @@ import { compareStreamIds } from '../../shared/stream-id.js';
 import { withTokens } from '../../shared/tokens.js';
 import { addLinks, markSpan, type Span, traceparent } from '../../shared/tracing/spans.js';
 import { seenBeyond } from '../agent/earlier-sends.js';
+import { type ToolContextTurn, toolContext } from '../agent/tools/custom-tools.js';
+import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { ChatToolName } from '../pipeline/chat-tool-names.js';
 import type { ProviderResult, RuntimeContext } from '../pipeline/types.js';
 import type { Lane } from './lane.js';
@@ -62,7 +64,40 @@ export function runtimeContext(
     offered,
     ...(first && isSummary(first) && { summarized: true }),
     ...(loaded.memory && { memory: loaded.memory }),
+    ...(loaded.instructions && { instructions: loaded.instructions }),
     ...(latest?.channel !== undefined && { channel: latest.channel }),
     ...(latest?.chatId !== undefined && { chatId: latest.chatId }),
   };
+}
+
+/**
+ * The Provider's pending messages, each with its token count: a Provider that added to a
+ * message (retrieved documents) dropped its count, and it is counted here, by the tokenizer
+ * that counted the rest, so the Compressor fits what was added. Counted ones are kept as they are.
+ */
+export function countedPending(pending: InboxEntry[], maxCharsPerMessage: number): Promise<InboxEntry[]> {
+  return Promise.all(
+    pending.map(async (e) => {
+      const message = await withTokens(e.message, maxCharsPerMessage);
+      return message === e.message ? e : { streamId: e.streamId, message };
+    }),
+  );
+}
+
+/**
+ * Each offered tool's `context` for the SDK's `toolsContext`: the turn's state for chatlane's
+ * own tools that read it, the chat's context for the tools given in code (built only when
+ * the process has any), nothing for an operator's MCP tools.
+ */
+export function toolsContextOf(
+  offer: { withTurn: readonly string[]; custom: readonly string[] },
+  turn: ToolTurn,
+  chat: () => ToolContextTurn,
+): Record<string, unknown> {
+  const contexts: Record<string, unknown> = {};
+  for (const name of offer.withTurn) contexts[name] = turn;
+  if (offer.custom.length === 0) return contexts;
+  const context = toolContext(chat());
+  for (const name of offer.custom) contexts[name] = context;
+  return contexts;
 }

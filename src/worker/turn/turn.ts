@@ -6,6 +6,7 @@ import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
+import { DEFAULT_ONCE_LIMITS, type OnceLimits } from '../../shared/store/once.js';
 import type { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
 import { addLinks, inSpan, inSpanSync, type Span } from '../../shared/tracing/spans.js';
@@ -15,21 +16,31 @@ import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
 import { isContextOverflowError } from '../agent/overflow.js';
 import { ChatTools } from '../agent/tools/chat-tools.js';
+import type { CustomTools } from '../agent/tools/custom-tools.js';
+import { createExecShellTool } from '../agent/tools/exec-shell.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
-import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
-import type { Compressor, Provider } from '../pipeline/types.js';
+import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
+import type { ExecShell } from '../shell/exec-shell.js';
+import type { ChatWorkspace } from '../shell/workspace.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
-import { linkMerged, reachEarlierSends, runtimeContext } from './turn-input.js';
+import {
+  countedPending,
+  linkMerged,
+  reachEarlierSends,
+  runtimeContext,
+  toolsContextOf,
+} from './turn-input.js';
+import { logTurnEnd, type TurnTally } from './turn-log.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -47,13 +58,15 @@ export interface TurnSettings {
   memoryMaxTokens?: number;
   /** How long a chat_send's look at the inbox stands in for the next step's read (default 200 ms). */
   freshInboxMs?: number;
+  /** ONCE_*: what a tool's `context.once` keeps per chat (defaults when absent). */
+  once?: OnceLimits;
 }
 
 export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   store: ChatStore;
   provider: Provider;
   compressor: Compressor;
-  assembler: DefaultAssembler;
+  assembler: Assembler;
   model: LanguageModel;
   settings: TurnSettings;
   workerId: string;
@@ -74,6 +87,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   mcp?: { tools(): ToolSet; toolTokens(): number };
   /** `skills_load` over SKILLS_DIR, built once at start (none without skills). */
   skillsTool?: Tool;
+  /** The tools given in code (startChatlane's `tools`), wrapped once per process: offered to every turn. */
+  customTools?: CustomTools;
   /** "Typing" on the chat's platform while the turn answers (chats with a route that can show it). */
   typing?: Pick<TypingIndicator, 'start' | 'stop'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
@@ -82,6 +97,8 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   replies?: ReplyStreams;
   /** PLATFORM_STREAMING=on: a platform chat's delivery is triggered as each chat_send starts, and at the reply's end. */
   platformStreaming?: boolean;
+  /** EXEC_SHELL=on: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
+  shell?: ExecShell;
 }
 
 export interface TurnOptions {
@@ -106,6 +123,8 @@ function chatToolsOf(deps: TurnDeps): ChatTools {
       memoryMaxTokens: deps.settings.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS,
       contacts: deps.contacts,
       skillsTool: deps.skillsTool,
+      custom: deps.customTools?.tools,
+      ...(deps.shell && { execShellTool: createExecShellTool(deps.shell.toolSettings()) }),
     });
     chatTools.set(deps, tools);
   }
@@ -160,6 +179,7 @@ async function leasedTurn(
     opts.jobId === undefined ? { chatKey, runId } : { jobId: opts.jobId, chatKey, runId },
   );
   const { store, settings } = deps;
+  const started = Date.now();
   const acquired = await Lane.acquire(store, {
     chatKey,
     owner: `${deps.workerId}:${runId}`,
@@ -183,6 +203,8 @@ async function leasedTurn(
     sent: { sent: [], earlier: lane.uncommitted.map((s) => s.text) },
     // The pending messages the turn started from: the batch that fails if they cannot be processed.
     batch: [],
+    merged: 0,
+    started,
     usage: new UsageTally(),
     span,
     reply: deps.replies
@@ -203,13 +225,32 @@ async function leasedTurn(
         )
       : undefined,
   };
+  // EXEC_SHELL=on: nothing is made or read until the turn's first command.
+  run.workspace = deps.shell?.workspace({
+    store,
+    chatKey,
+    fence: lane.fence,
+    runId,
+    logger,
+    fencedOut: (reason) => lane.markLost(reason),
+  });
   deps.running?.track(lane);
   const finalAttempt = opts.finalAttempt ?? false;
   // No frame of ours waits on the first attempt (at thousands of turns in flight each would
   // hold its registers and await closures through every model call): the rest of the turn
   // starts once it has settled.
   const first = turnBody(run, 1);
-  const settle = () => settleTurn(run, first, finalAttempt);
+  const settle = () =>
+    settleTurn(run, first, finalAttempt).then(
+      (outcome) => {
+        logTurnEnd(run, outcome);
+        return outcome;
+      },
+      (err: unknown) => {
+        logTurnEnd(run, undefined, err);
+        throw err;
+      },
+    );
   return first.then(settle, settle);
 }
 
@@ -219,7 +260,7 @@ function streamsToPlatform(deps: TurnDeps, route: string | undefined): boolean {
 }
 
 /** A turn that holds its chat's lane. */
-interface TurnRun {
+interface TurnRun extends TurnTally {
   deps: TurnDeps;
   lane: Lane;
   logger: Logger;
@@ -231,6 +272,8 @@ interface TurnRun {
   span: Span | undefined;
   /** The live view of the turn's reply (absent without reply streams). */
   reply: ReplyWriter | undefined;
+  /** The chat's exec_shell workspace (EXEC_SHELL=on), deleted from disk when the turn ends. */
+  workspace?: ChatWorkspace | undefined;
 }
 
 /**
@@ -291,6 +334,8 @@ async function settleTurn(
       return { ok: false, pending: 0 };
     });
     if (outcome && outcome.status !== 'busy' && outcome.status !== 'lost') outcome.pending = released.pending;
+    // After the release: deleting the directory need not hold the chat.
+    await run.workspace?.close();
   }
 }
 
@@ -305,12 +350,15 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const { store, settings } = deps;
   const { chatKey, runId, fence } = lane;
   const started = Date.now();
+  // A retry after a compaction reads the pending messages anew, earlier merges among them.
+  run.merged = 0;
 
   // The read taken with the lease on the first pass; a retry after a compaction reads anew.
   const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
   if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
   deps.typing?.start(chatKey, lane.route);
-  const pending = await reachEarlierSends(deps, lane, loaded.pending);
+  const counted = await countedPending(loaded.pending, settings.maxCharsPerMessage);
+  const pending = await reachEarlierSends(deps, lane, counted);
   batch.splice(0, batch.length, ...pending);
   if (run.span)
     addLinks(
@@ -334,12 +382,13 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   // The compressed input is the history's kept tail, then this turn's messages (always kept).
   const historyCount = (kept: number) => Math.max(0, kept - turn.messages.length);
   // Everything of the input that is not a message: system prompt (memory included), tool
-  // definitions the tokenizer does not see, and the operator's MCP tools.
+  // definitions the tokenizer does not see, the operator's MCP tools and the program's own.
   const fixedTokens =
     deps.assembler.systemTokens(context) +
     BUDGET_LINE_TOKENS +
     settings.reserveTokens +
-    (deps.mcp?.toolTokens() ?? 0);
+    (deps.mcp?.toolTokens() ?? 0) +
+    (deps.customTools?.tokens ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
   const compressed = inSpanSync('chatlane.compressor', {}, () =>
     deps.compressor.compress([...loaded.history, ...turn.messages], budget),
@@ -362,6 +411,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
   let lastSeen = pending.at(-1)!.streamId;
+  // The user messages the turn answers: what the tools given in code see as messageIds.
+  const answered = [...pendingMessages];
   // When a chat_send of the step that just ended found no message after lastSeen (which only
   // the next step's merge moves): that look at the inbox, as fresh as a read.
   let quietAt: number | undefined;
@@ -395,6 +446,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       // Later requests carry the new context, not the input the turn started with.
       mergeRoom.rebase(fixedTokens - settings.reserveTokens + next.report.keptTokens);
     },
+    workspace: run.workspace,
   });
 
   const inputMessages = compressed.messages.length;
@@ -408,8 +460,16 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     providerOptions: cacheKeyOptions(chatKey),
     tools: offer.tools,
     activeTools: offer.active,
-    toolContext: toolTurnState,
-    toolContextFor: offer.withTurn,
+    toolsContext: toolsContextOf(offer, toolTurnState, () => ({
+      store,
+      chatKey,
+      fence,
+      runId,
+      logger,
+      limits: settings.once ?? DEFAULT_ONCE_LIMITS,
+      fencedOut: (reason) => lane.markLost(reason),
+      messages: () => answered,
+    })),
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
@@ -438,13 +498,16 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
         used += tokens;
       }
       mergeRoom.take(used);
+      run.merged += fitting.length;
       if (fitting.length > 0) lastSeen = fitting.at(-1)!.streamId;
+      for (const e of fitting) answered.push(e.message);
       linkMerged(run.span, fitting);
       return fitting;
     },
     // As the assembler shows them: the next turn's history then carries them byte for byte.
     toModel: (items) => deps.assembler.toModel(items.map((e) => e.message)),
     ...(deps.download && { download: deps.download }),
+    ...(run.workspace && deps.shell && { sandbox: deps.shell.session(run.workspace) }),
     usage: run.usage,
     ...(chunker && {
       onPart: (part) => chunker.push(part),

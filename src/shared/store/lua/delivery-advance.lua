@@ -1,7 +1,7 @@
 --[[
   Move the chat's delivery cursor past one item, by compare-and-set, iff we hold the lease.
 
-  KEYS[1] meta    hash: deliveredTo, dOwner, dLeaseUntil, dTry
+  KEYS[1] meta    hash: deliveredTo, dOwner, dLeaseUntil, dTry, dPart (the item's part cursor, cleared)
   KEYS[2] events
   KEYS[3] posts   hash (PLATFORM_STREAMING only): its waiting post is cleared with the move,
                   and the item's reply stream part is recorded as done (doneRun, done)
@@ -15,6 +15,10 @@
   ARGV[7] the item's runId (with KEYS[3])
   ARGV[8] the item's reply stream part ('' none): its text is delivered, so it is not streamed
           into a post of its own when its turn writes the part's end after the item
+  ARGV[9] '' or the JSON of a `delivery.split` event: the item went out as several messages
+          (ARGV[7] and ARGV[8] are '' without KEYS[3])
+  ARGV[10] '' or how many of the item's parts the caller knows went out before this step:
+          compared with the item's part cursor (dPart; none = 0) like the cursor itself
 
   Returns { 'ok' } | { 'lost', currentOwner } | { 'moved', currentCursor }
   A stalled duplicate job can neither move the cursor backwards nor skip an item: the
@@ -32,8 +36,19 @@ local cursor = redis.call('HGET', KEYS[1], 'deliveredTo') or '0-0'
 if cursor ~= ARGV[2] then
   return { 'moved', cursor }
 end
+if ARGV[10] and ARGV[10] ~= '' then
+  local part = redis.call('HGET', KEYS[1], 'dPart') or ''
+  local item, count = string.match(part, '^(%S+) (%d+) ')
+  local sent = 0
+  if item == ARGV[3] then
+    sent = tonumber(count)
+  end
+  if sent ~= tonumber(ARGV[10]) then
+    return { 'moved', cursor, part }
+  end
+end
 redis.call('HSET', KEYS[1], 'deliveredTo', ARGV[3], 'dLeaseUntil', nowMs() + tonumber(ARGV[4]))
-redis.call('HDEL', KEYS[1], 'dTry')
+redis.call('HDEL', KEYS[1], 'dTry', 'dPart')
 if KEYS[3] then
   redis.call('HDEL', KEYS[3], 'part', 'msg', 'text', 'end')
   if ARGV[8] ~= '' then
@@ -42,5 +57,8 @@ if KEYS[3] then
 end
 if ARGV[6] ~= '' then
   addEvent(KEYS[2], ARGV[5], 'delivery.failed', cjson.decode(ARGV[6]))
+end
+if ARGV[9] and ARGV[9] ~= '' then
+  addEvent(KEYS[2], ARGV[5], 'delivery.split', cjson.decode(ARGV[9]))
 end
 return { 'ok' }

@@ -1,7 +1,7 @@
 --[[
   Take the chat's delivery lease and read the next outbox items after its delivery cursor.
 
-  KEYS[1] meta    hash: route, deliveredTo, dOwner, dLeaseUntil, dTry
+  KEYS[1] meta    hash: route, deliveredTo, dOwner, dLeaseUntil, dTry, dPart
   KEYS[2] outbox
   KEYS[3] posts   hash (PLATFORM_STREAMING only): delivery's streamed post, see delivery-post
   KEYS[4] inbox   (PLATFORM_STREAMING only): messages no turn has committed yet
@@ -14,11 +14,13 @@
   Returns { 'none' }                  no reply route: nothing is ever delivered
         | { 'empty' }                 nothing after the cursor (no lease taken)
         | { 'busy', ttlMs }           another live owner delivers this chat
-        | { 'ok', route, cursor, tryItem, tries, entries }
+        | { 'ok', route, cursor, tryItem, tries, entries, part }
     cursor   the delivery cursor (last outbox id accepted or skipped), '0-0' when none
     tryItem  the item whose earlier attempts failed ('' when none), tries = how many
     entries  XRANGE entries strictly after the cursor
-  Streaming adds the posts hash (HGETALL) after `entries`, and where `empty` would be
+    part     the part cursor of an item split into several messages and partly sent
+             ('<item id> <sent> <parts> <format>', see delivery-part), '' when none
+  Streaming adds the posts hash (HGETALL) after `part`, and where `empty` would be
   answered while a turn's reply is live or a streamed post waits for its item, it takes the
   lease and returns { 'stream', route, liveRun, posts, unanswered } (liveRun '' when no
   turn's reply is live: `meta.uiRun` whose turn still holds the chat lease; unanswered: how
@@ -71,7 +73,8 @@ if try then
     tries = tonumber(string.sub(try, sep + 1)) or 0
   end
 end
+local part = redis.call('HGET', KEYS[1], 'dPart') or ''
 if streaming then
-  return { 'ok', route, cursor, tryItem, tries, entries, redis.call('HGETALL', KEYS[3]) }
+  return { 'ok', route, cursor, tryItem, tries, entries, part, redis.call('HGETALL', KEYS[3]) }
 end
-return { 'ok', route, cursor, tryItem, tries, entries }
+return { 'ok', route, cursor, tryItem, tries, entries, part }

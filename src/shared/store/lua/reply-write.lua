@@ -23,6 +23,7 @@
   meta.uiRun = runId. close: meta.uiRun is cleared iff it names this run.
   Returns 'ok' | 'stop' (an operator asked this fence to stop: meta.stop) | 'fenced-out'
 ]]
+-- @include "events"
 -- @include "fence"
 -- @include "reply"
 if currentFence(KEYS[1]) ~= ARGV[1] then
@@ -44,7 +45,7 @@ if ARGV[6] == 'close' then
   closeReply(KEYS[1], ARGV[2])
 end
 if ARGV[7] ~= '' then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[7], 'data', ARGV[8])
+  addEventJson(KEYS[3], ARGV[5], ARGV[7], ARGV[8])
 end
 if stopAsked(KEYS[1], ARGV[1]) then
   return 'stop'

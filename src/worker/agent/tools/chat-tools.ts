@@ -48,20 +48,32 @@ export interface ChatToolsOptions {
   contacts?: ContactBook | undefined;
   /** `skills_load` over SKILLS_DIR, offered to every turn. */
   skillsTool?: Tool | undefined;
+  /**
+   * The tools given in code (custom-tools.ts, wrapped and their names checked), offered to
+   * every turn after chatlane's own, in their given order.
+   */
+  custom?: ToolSet | undefined;
+  /** EXEC_SHELL=on: exec_shell, offered to every turn. */
+  execShellTool?: Tool | undefined;
 }
 
 /**
  * Every tool a worker process has, built once: chatlane's own (their per-turn state comes with
- * each call as their `context`, see tool-turn.ts), skills, contact send, and the
- * operator's MCP tools (which change when a server connects or drops). A turn gets the whole
- * set with the names it offers as `activeTools`: the SDK sends only those to the model.
+ * each call as their `context`, see tool-turn.ts), skills, contact send, the operator's MCP
+ * tools (which change when a server connects or drops) and the tools given in code. A turn
+ * gets the whole set with the names it offers as `activeTools`: the SDK sends only those to
+ * the model, in the set's order (MCP tools, chatlane's, then those given in code), which is
+ * the same from turn to turn: the definitions head every request a prompt cache reuses.
  */
 export class ChatTools {
   private readonly own: ToolSet;
-  /** Offered to every turn (skills_load, chat_contact_send). */
+  /** Offered to every turn (skills_load, chat_contact_send, exec_shell). */
   private readonly always: string[];
   /** Of `always`, the ones that read the turn (tool-turn.ts). */
   private readonly alwaysWithTurn: string[];
+  /** The tools given in code, never one named as one of ours. */
+  private readonly custom: ToolSet;
+  private readonly customNames: string[];
   private merged: { from: ToolSet | undefined; tools: ToolSet; names: string[] } | undefined;
 
   constructor(opts: ChatToolsOptions) {
@@ -72,35 +84,45 @@ export class ChatTools {
       ...(opts.skillsTool && { skills_load: opts.skillsTool }),
       ...contextTools,
       ...(opts.contacts && { chat_contact_send: createContactSendTool(opts.contacts) }),
+      ...(opts.execShellTool && { exec_shell: opts.execShellTool }),
     };
     this.always = [
       ...(opts.skillsTool ? ['skills_load'] : []),
       ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
     ];
-    this.alwaysWithTurn = opts.contacts ? ['chat_contact_send'] : [];
+    this.alwaysWithTurn = [
+      ...(opts.contacts ? ['chat_contact_send'] : []),
+      ...(opts.execShellTool ? ['exec_shell'] : []),
+    ];
+    this.customNames = Object.keys(opts.custom ?? {}).filter((n) => !Object.hasOwn(this.own, n));
+    this.custom = Object.fromEntries(this.customNames.map((n) => [n, opts.custom![n]!]));
   }
 
   /**
-   * The tool set (with the MCP tools connected now), the names offered for `facts`, and the
+   * The tool set (with the MCP tools connected now), the names offered for `facts`, the
    * offered names that get the turn as their context (`withTurn`): chatlane's own, never an
-   * operator's MCP tool, which has no business with the chat's store and fence.
+   * operator's MCP tool, which has no business with the chat's store and fence; and the names
+   * of the tools given in code (`custom`), which get the chat's context (custom-tools.ts).
    */
   forTurn(
     facts: ChatFacts,
     mcpTools?: ToolSet,
-  ): { tools: ToolSet; active: string[]; offered: ChatToolName[]; withTurn: string[] } {
+  ): { tools: ToolSet; active: string[]; offered: ChatToolName[]; withTurn: string[]; custom: string[] } {
     if (!this.merged || this.merged.from !== mcpTools) {
-      // chatlane's own tools come last: an operator tool can never shadow one of them.
-      const tools = mcpTools ? { ...mcpTools, ...this.own } : this.own;
+      // chatlane's own tools after MCP's: an operator tool can never shadow one of them.
+      const tools =
+        mcpTools || this.customNames.length > 0 ? { ...mcpTools, ...this.own, ...this.custom } : this.own;
       const names = mcpTools ? Object.keys(mcpTools).filter((n) => !(n in this.own)) : [];
       this.merged = { from: mcpTools, tools, names };
     }
     const offered = offeredTools(facts);
     return {
       tools: this.merged.tools,
-      active: [...this.merged.names, ...this.always, ...offered],
+      active: [...this.merged.names, ...this.always, ...offered, ...this.customNames],
       offered,
       withTurn: [...this.alwaysWithTurn, ...offered],
+      custom: this.customNames,
     };
   }
 }

@@ -2,6 +2,7 @@ import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import type { ChatStore } from '../../../shared/store/chat-store.js';
 import type { ReplyTail, ReplyWriteResult } from '../../../shared/store/reply-streams.js';
+import type { ChatWorkspace } from '../../shell/workspace.js';
 import type { DeliveryTrigger } from './outbox.js';
 
 /**
@@ -60,6 +61,8 @@ export interface ToolTurn {
   checkConnection: () => void;
   /** Continue this turn from `context` (plus the turn's own user messages) from the next step on. */
   rebase: (context: ChatMessage[]) => Promise<void>;
+  /** EXEC_SHELL=on: the chat's workspace as this turn sees it (restored on its first command). */
+  workspace?: ChatWorkspace | undefined;
 }
 
 export interface ChatSendState {
