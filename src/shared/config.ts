@@ -41,7 +41,7 @@ const httpUrl = optionalString.pipe(z.string().url().optional());
  */
 /** BUDGET_NOTICE's default, also the notice of a turn built without one (turn-budget.ts). */
 export const DEFAULT_BUDGET_NOTICE =
-  "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.";
+  "I've reached today's limit for this conversation. Your messages are saved: write to me again tomorrow and I'll answer them.";
 
 export const configSchema = () =>
   z.object({
