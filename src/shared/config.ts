@@ -606,9 +606,10 @@ function redisTopologyProblems(config: Config): string[] {
 }
 
 const NO_MODEL_HINT =
-  'LLM_MODEL is provider:model (openai:, anthropic:, google:, or openai-compatible: - the default, ' +
-  'at LLM_BASE_URL with LLM_API_KEY if the endpoint needs one), e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 ' +
-  'LLM_MODEL=mock with `chatlane mock-llm` for local runs; see docs/models.md';
+  'LLM_MODEL is provider:model, e.g. LLM_MODEL=openai:gpt-4o-mini with OPENAI_API_KEY, ' +
+  'LLM_MODEL=anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, or google:… with GOOGLE_GENERATIVE_AI_API_KEY; ' +
+  'an OpenAI-compatible server (vLLM, Ollama, LiteLLM) is a model without a prefix at LLM_BASE_URL, ' +
+  'e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 LLM_MODEL=mock with `chatlane mock-llm` for local runs; see docs/models.md';
 
 /** A role's chain, or a ConfigError naming every variable a model of it still needs. */
 function chainOf(config: Config, variable: string, value: string): ModelConfig {
