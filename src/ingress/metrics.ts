@@ -1,14 +1,6 @@
 import type { Queue } from 'bullmq';
-import type {
-  FastifyInstance,
-  RawReplyDefaultExpression,
-  RawRequestDefaultExpression,
-  RawServerDefault,
-} from 'fastify';
-import type { Logger } from '../shared/logger.js';
+import type { FastifyInstance } from 'fastify';
 import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
-
-type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
 
 /** Routes whose outcomes `chatlane_messages_total` counts: every entry point that ingests. */
 const INGEST_ROUTES: ReadonlySet<string> = new Set([
@@ -38,14 +30,22 @@ function resultOf(statusCode: number, payload: unknown): { result: string; reaso
 }
 
 /**
- * Adds the request-duration histogram and the message counter to every route of `app`, and
- * `GET /metrics` (registry + BullMQ's own queue metrics, read on scrape). Call on the root
- * instance before routes are registered.
+ * Adds the request-duration histogram and the message counter to every route of `app`'s scope,
+ * and (`route`, the default) `GET /metrics` (registry + BullMQ's own queue metrics, read on
+ * scrape). Call on chatlane's scope before its routes are registered. Routes are labelled
+ * without the scope's `prefix`, so dashboards read the same wherever the routes are mounted.
  */
-export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Queue[]): void {
+export function instrumentIngress(
+  app: FastifyInstance,
+  metrics: Metrics,
+  queues: readonly Queue[],
+  { prefix = '', route = true }: { prefix?: string; route?: boolean } = {},
+): void {
+  const routeOf = (url: string | undefined) =>
+    url === undefined ? undefined : prefix && url.startsWith(prefix) ? url.slice(prefix.length) : url;
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (request.method === 'POST' && INGEST_ROUTES.has(request.routeOptions.url ?? '')) {
+    if (request.method === 'POST' && INGEST_ROUTES.has(routeOf(request.routeOptions.url) ?? '')) {
       const outcome = resultOf(reply.statusCode, payload);
       if (outcome) metrics.messages.inc(outcome);
     }
@@ -56,7 +56,7 @@ export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Q
     metrics.httpRequestDuration.observe(
       {
         method: request.method,
-        route: request.routeOptions.url ?? UNMATCHED,
+        route: routeOf(request.routeOptions.url) ?? UNMATCHED,
         status: String(reply.statusCode),
       },
       reply.elapsedTime / 1000,
@@ -64,6 +64,7 @@ export function instrumentIngress(app: App, metrics: Metrics, queues: readonly Q
     done();
   });
 
+  if (!route) return;
   app.get('/metrics', async (_request, reply) => {
     const text = await renderMetrics(metrics, queues);
     return reply.header('content-type', metricsContentType(metrics)).send(text);

@@ -13,7 +13,7 @@ const archiveQuery = z
 
 /** Operators' view of a chat: its event stream and its archive of compacted segments. */
 export async function inspectRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
 
   app.get('/chats/:chatKey/events', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);

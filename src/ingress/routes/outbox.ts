@@ -19,7 +19,7 @@ export const cursorQuery = z
   .strict();
 
 export async function outboxRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
   app.get('/chats/:chatKey/outbox', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
     const query = parseOrThrow(cursorQuery, request.query, 'query');

@@ -37,22 +37,22 @@ export interface UiRouteOptions {
  * the running turn. `:id` and the body's `id` are the chatKey. See docs/streaming.md.
  */
 export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): Promise<void> {
-  const { store } = app.deps;
-  const replies = app.replies;
+  const { store } = app.chatlane.deps;
+  const replies = app.chatlane.replies;
   /** One response's deps; the process counts it among its streams until it closes. */
   const open = (chatKey: string, about: Set<string>): UiReply => {
     let release = (): void => undefined;
     const ui = new UiReply({ ...deps(), onClose: () => release() }, chatKey, about);
-    release = app.streams.adopt(ui);
+    release = app.chatlane.streams.adopt(ui);
     return ui;
   };
   const deps = (): UiReplyDeps => ({
-    hub: app.streams.sharedHub,
+    hub: app.chatlane.streams.sharedHub,
     replies,
-    logger: app.deps.logger,
+    logger: app.chatlane.deps.logger,
     waitMs: options.waitMs,
     endGraceMs: options.endGraceMs ?? 2000,
-    heartbeatMs: app.streams.settings.heartbeatMs,
+    heartbeatMs: app.chatlane.streams.settings.heartbeatMs,
   });
 
   app.post('/ui', async (request, reply) => {
@@ -71,12 +71,12 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
-    assertStreamRoom(app.streams);
+    assertStreamRoom(app.chatlane.streams);
     const ui = open(chatKey, new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
       await withRedis(() => ui.watchEvents());
-      const result = await app.ingest({ chatKey, message });
+      const result = await app.chatlane.ingest({ chatKey, message });
       if (result.status === 'accepted') ui.awaitStart();
       else await withRedis(() => resendOf(ui, chatKey, message.id));
     } catch (err) {
@@ -88,7 +88,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
 
   app.get('/ui/:id/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
-    assertStreamRoom(app.streams);
+    assertStreamRoom(app.chatlane.streams);
     const run = await withRedis(() => replies.liveRun(chatKey));
     if (!run) return reply.code(204).send();
     const ui = open(chatKey, new Set());

@@ -119,7 +119,7 @@ export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWe
         },
         Date.now(),
       );
-      const result = await app.ingest({ chatKey: body.chatKey, message, ...(route && { route }) });
+      const result = await app.chatlane.ingest({ chatKey: body.chatKey, message, ...(route && { route }) });
       return reply
         .code(202)
         .send({ chatKey: body.chatKey, messageId: result.messageId, status: result.status });
