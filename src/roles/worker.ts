@@ -12,7 +12,7 @@ import {
   type TurnJob,
 } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { processMetrics } from '../shared/metrics.js';
+import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { settleWithin } from '../shared/process/grace.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
@@ -29,7 +29,12 @@ import { buildDeliveryWorker, type DeliveryParts } from '../worker/delivery/deli
 import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
 import { RunningTurns } from '../worker/turn/running-turns.js';
 import type { TurnDeps } from '../worker/turn/turn.js';
-import { loadCapabilities, readOperatorPrompt, turnDepsFromConfig } from '../worker/turn/turn-deps.js';
+import {
+  loadCapabilities,
+  readOperatorPrompt,
+  type TurnParts,
+  turnDepsFromConfig,
+} from '../worker/turn/turn-deps.js';
 import { createTurnWorker } from '../worker/turn/turn-worker.js';
 import { prepareSweeper } from '../worker/upkeep/sweeper.js';
 
@@ -47,10 +52,30 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
 const STOP_WAIT_MS = 3000;
 
+/**
+ * What a worker is built from besides the configuration: what the process made for all its
+ * roles, and what a program gave in code (`startChatlane`). Each optional.
+ */
+export interface WorkerParts {
+  /** The instance's metrics (default: a registry of its own). */
+  metrics?: Metrics;
+  /** A turn's parts given in code: its model, tools, stages, instructions (see TurnParts). */
+  turn?: Omit<TurnParts, 'metrics' | 'capabilities' | 'providers'>;
+  /**
+   * Deliver in this process whatever DELIVERY_IN_WORKER says (the delivery role runs here too),
+   * even with no platform or signed webhook configured.
+   */
+  delivery?: boolean;
+}
+
 /** `@ai-sdk/mcp` (and its own copy of the provider utilities) is imported only when MCP_CONFIG is set. */
-async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
+async function startMcp(
+  config: Config,
+  file: NonNullable<ReturnType<typeof loadMcpConfig>>,
+  logger: Logger,
+  metrics: Metrics,
+) {
   const { McpTools } = await import('../worker/mcp/mcp-tools.js');
-  const metrics = processMetrics();
   const mcp = new McpTools(
     file,
     {
@@ -71,17 +96,24 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
  * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
  * connections to tool servers, ...) go into the matching step below.
  */
-export async function prepareWorker(config: Config, logger: Logger): Promise<PreparedWorker> {
-  // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup.
-  const models = requireModel(config);
-  const compactionModels = requireCompactionModel(config);
+export async function prepareWorker(
+  config: Config,
+  logger: Logger,
+  parts: WorkerParts = {},
+): Promise<PreparedWorker> {
+  // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup. A model
+  // given in code takes LLM_MODEL's place (and summarises unless COMPACTION_MODEL is set).
+  const given = parts.turn?.model;
+  const models = given ? undefined : requireModel(config);
+  const compactionModels = given && !config.COMPACTION_MODEL ? undefined : requireCompactionModel(config);
+  const metrics = parts.metrics ?? createMetrics();
   // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
   const capabilities = loadCapabilities(config, logger);
 
   // 2. Connections.
-  const providers = await loadProviders(models, compactionModels);
+  const providers = await loadProviders(...[models, compactionModels].filter((m) => m !== undefined));
   const opened = new Opened();
   // BullMQ's connection (queues, the turn worker, delivery, sweeper): see autoPipelining.
   const connection = createRedisClient(config, 'worker', 'chatlane:worker', { autoPipelining: false });
@@ -104,18 +136,22 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   opened.add(() => deliveries.close());
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
-  const compactionDeps = compactionDepsFromConfig(config, store, logger, providers);
+  const compactionDeps = compactionDepsFromConfig(config, store, logger, {
+    metrics,
+    providers,
+    ...(given && { model: given }),
+  });
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
   // One sender registry for delivery (when it runs here) and the typing indicator.
   const senders = await opened.step(() => createSenders(config, logger));
   opened.add(() => senders.close());
   // A server that is down does not stop the worker: it runs without those tools and retries.
-  const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;
+  const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger, metrics)) : undefined;
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, { metrics: processMetrics(), capabilities, providers }),
+    ...turnDepsFromConfig(config, store, logger, { ...parts.turn, metrics, capabilities, providers }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);
@@ -134,7 +170,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
     lockDurationMs: config.JOB_LOCK_MS,
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
     turns,
-    metrics: processMetrics(),
+    metrics,
     modelBackoff: { baseMs: config.MODEL_RETRY_BACKOFF_MS, maxMs: config.MODEL_RETRY_BACKOFF_MAX_MS },
   });
   opened.add(() => worker.close());
@@ -143,10 +179,10 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   // every delivery job it took would go back as 'no sender' (delaying the process that has
   // one) while its poll, its stall check each STALLED_INTERVAL_MS and its blocking connection
   // cost the idle worker for nothing.
-  const deliversHere = config.DELIVERY_IN_WORKER && senders.channels().length > 0;
+  const deliversHere = parts.delivery ?? (config.DELIVERY_IN_WORKER && senders.channels().length > 0);
   let delivery: DeliveryParts | undefined;
   if (deliversHere) {
-    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, senders));
+    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, { senders, metrics }));
     opened.add(() => delivery!.close());
   }
   const sweeper = await opened.step(async () => {
@@ -179,7 +215,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
   const side = await opened.step(() =>
     startRoleSideServer(config, {
       role: 'worker',
-      metrics: processMetrics(),
+      metrics,
       redis: connection,
       isRunning: () => worker.isRunning() && !worker.closing,
       logger,
@@ -222,7 +258,10 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        // The senders are the worker's (delivery, when it ran here, only borrowed them).
+        await senders.close();
         await closeRedis(connection);
+        await closeRedis(storeConnection);
       })();
       return closing;
     },
@@ -239,7 +278,7 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
         {
           concurrency: config.WORKER_CONCURRENCY,
           globalConcurrency: await turns.getGlobalConcurrency(),
-          models: models.models.map((m) => m.id),
+          models: Object.keys(deps.modelHealth?.models() ?? {}),
           delivery: delivery
             ? { concurrency: config.DELIVERY_CONCURRENCY, channels: delivery.senders.channels() }
             : config.DELIVERY_IN_WORKER
@@ -256,6 +295,10 @@ export async function prepareWorker(config: Config, logger: Logger): Promise<Pre
 }
 
 /** Starts the turn worker: `prepareWorker` (checks, connections, side server), then run. */
-export async function startWorker(config: Config, logger: Logger): Promise<WorkerHandle> {
-  return runPrepared(await prepareWorker(config, logger));
+export async function startWorker(
+  config: Config,
+  logger: Logger,
+  parts?: WorkerParts,
+): Promise<WorkerHandle> {
+  return runPrepared(await prepareWorker(config, logger, parts));
 }
