@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import type { LanguageModel } from 'ai';
+import type { LanguageModel, ToolSet } from 'ai';
 import { type Config, ConfigError, requireModel } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
 import { createMetrics, type Metrics } from '../../shared/metrics.js';
@@ -60,6 +60,8 @@ export interface TurnParts {
    * like a configured one (health, call metrics, LLM_TIMEOUT_MS per step), without fallbacks.
    */
   model?: LanguageModel;
+  /** The program's own AI SDK tools, run beside the built-in ones (names checked at start: custom-tools.ts). */
+  tools?: ToolSet;
 }
 
 export function turnDepsFromConfig(
