@@ -1,25 +1,13 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { type RedisClient, refreshSlotsOnRedirect } from '../redis.js';
+import { LUA_SOURCES } from './lua-sources.js';
 
 export type { RedisClient };
 
-const LUA_DIR = new URL('./lua/', import.meta.url);
-const INCLUDE = /^-- @include "([a-z-]+)"\s*$/gm;
-
-/** Inline `-- @include "name"` lines (from lua/includes), each include once per script. */
-export function resolveLua(name: string, seen = new Set<string>(), dir = LUA_DIR): string {
-  const source = readFileSync(new URL(`${name}.lua`, dir), 'utf8');
-  return source.replace(INCLUDE, (_line, inc: string) => {
-    if (seen.has(inc)) return '';
-    seen.add(inc);
-    return resolveLua(inc, seen, new URL('./includes/', LUA_DIR));
-  });
-}
-
 /**
- * One Lua script file. Runs by EVALSHA and falls back to EVAL once when the server has
- * not seen it (restart, failover, new Cluster node).
+ * One Lua script file (./lua, compiled into ./lua-sources.ts at build time with its includes:
+ * nothing is read from disk when chatlane loads). Runs by EVALSHA and falls back to EVAL once
+ * when the server has not seen it (restart, failover, new Cluster node).
  */
 export class LuaScript {
   readonly source: string;
@@ -34,7 +22,13 @@ export class LuaScript {
     opts: { variadic?: boolean } = {},
   ) {
     this.variadic = opts.variadic ?? false;
-    this.source = resolveLua(name);
+    const source = LUA_SOURCES[name];
+    if (source === undefined) {
+      throw new Error(
+        `${name}.lua is not in lua-sources.ts: run node scripts/lua-modules.mjs (npm run build does)`,
+      );
+    }
+    this.source = source;
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 

@@ -21,7 +21,7 @@ import { UiChunker } from '../agent/ui-chunks.js';
 import type { DefaultAssembler } from '../pipeline/assembler.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
-import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
+import { budgetLineTokens, isNearlyFull } from '../pipeline/sections.js';
 import type { Compressor, Provider } from '../pipeline/types.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
@@ -337,7 +337,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   // definitions the tokenizer does not see, and the operator's MCP tools.
   const fixedTokens =
     deps.assembler.systemTokens(context) +
-    BUDGET_LINE_TOKENS +
+    budgetLineTokens() +
     settings.reserveTokens +
     (deps.mcp?.toolTokens() ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
