@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ProcessRun, runToExit } from '../helpers/processes.js';
 import { deleteLabel, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';
 
 /**
@@ -21,49 +21,16 @@ const LABEL = 'package';
 /** How long a program may take after its last line before it counts as held open by a handle. */
 const EXIT_WITHIN_MS = 60_000;
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  out: string;
-  err: string;
-  /** It was still running at the deadline and was killed. */
-  hung: boolean;
-}
-
-function run(
-  command: string,
-  args: string[],
-  options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs: number },
-) {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    err += d.toString();
-  });
-  return new Promise<Run>((resolve) => {
-    let hung = false;
-    const timer = setTimeout(() => {
-      hung = true;
-      child.kill('SIGKILL');
-    }, options.timeoutMs);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, out, err, hung });
-    });
-  });
-}
-
 let project: string;
 
 beforeAll(async () => {
   if (!existsSync(join(root, 'dist/index.d.ts')))
     throw new Error('dist/ is missing: run `npm run build` (npm test does)');
   project = mkdtempSync(join(tmpdir(), 'chatlane-package-'));
-  const packed = await run('npm', ['pack', '--pack-destination', project], { cwd: root, timeoutMs: 120_000 });
+  const packed = await runToExit('npm', ['pack', '--pack-destination', project], {
+    cwd: root,
+    timeoutMs: 120_000,
+  });
   const tarball = readdirSync(project).find((f) => f.endsWith('.tgz'));
   if (packed.code !== 0 || !tarball) throw new Error(`npm pack failed: ${packed.err}`);
   writeFileSync(
@@ -71,7 +38,7 @@ beforeAll(async () => {
     JSON.stringify({ name: 'chatlane-user', private: true, type: 'module' }),
   );
   // The user's own ai, zod and Node types, next to chatlane (cached packages where the cache has them).
-  const installed = await run(
+  const installed = await runToExit(
     'npm',
     [
       'install',
@@ -102,7 +69,7 @@ async function compile(name: string): Promise<string> {
     join(project, `tsconfig.${name}.json`),
     JSON.stringify({ extends: './tsconfig.json', files: [`${name}.ts`] }),
   );
-  const { code, out, err } = await run(process.execPath, [TSC, '-p', `tsconfig.${name}.json`], {
+  const { code, out, err } = await runToExit(process.execPath, [TSC, '-p', `tsconfig.${name}.json`], {
     cwd: project,
     timeoutMs: 120_000,
   });
@@ -110,7 +77,7 @@ async function compile(name: string): Promise<string> {
 }
 
 /** Runs a compiled program with Redis and a key prefix of its own and no model configured. */
-async function start(name: string): Promise<Run & { result: Record<string, unknown> | undefined }> {
+async function start(name: string): Promise<ProcessRun & { result: Record<string, unknown> | undefined }> {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...REDIS_ENV,
@@ -119,7 +86,7 @@ async function start(name: string): Promise<Run & { result: Record<string, unkno
   };
   delete env.LLM_MODEL;
   delete env.LLM_BASE_URL;
-  const ran = await run(process.execPath, [join('out', `${name}.js`)], {
+  const ran = await runToExit(process.execPath, [join('out', `${name}.js`)], {
     cwd: project,
     env,
     timeoutMs: EXIT_WITHIN_MS,
@@ -132,7 +99,7 @@ async function start(name: string): Promise<Run & { result: Record<string, unkno
 }
 
 /** A program's run as a failure message names it. */
-const shown = (r: Run) =>
+const shown = (r: ProcessRun) =>
   `exit ${r.code ?? r.signal}${r.hung ? ' (killed: it did not exit by itself)' : ''}\n${r.out}\n${r.err}`;
 
 /** A case: compile (a few seconds) and a run that may take EXIT_WITHIN_MS before it counts as hung. */
