@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { deleteLabel, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redi
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const FIXTURES = join(root, 'test/fixtures/package-user');
+const EXAMPLE = join(root, 'examples/custom-tools');
 const TSC = join(root, 'node_modules/typescript/bin/tsc');
 const LABEL = 'package';
 
@@ -54,6 +55,10 @@ beforeAll(async () => {
   );
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed: ${installed.err}`);
   cpSync(FIXTURES, project, { recursive: true });
+  // The example, as it is in the repository, inside the project: it resolves the installed chatlane.
+  for (const part of ['src', 'tsconfig.json', 'package.json']) {
+    cpSync(join(EXAMPLE, part), join(project, 'example', part), { recursive: true });
+  }
 }, 600_000);
 
 afterAll(async () => {
@@ -77,7 +82,10 @@ async function compile(name: string): Promise<string> {
 }
 
 /** Runs a compiled program with Redis and a key prefix of its own and no model configured. */
-async function start(name: string): Promise<ProcessRun & { result: Record<string, unknown> | undefined }> {
+async function start(
+  name: string,
+  file = join('out', `${name}.js`),
+): Promise<ProcessRun & { result: Record<string, unknown> | undefined }> {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...REDIS_ENV,
@@ -86,7 +94,7 @@ async function start(name: string): Promise<ProcessRun & { result: Record<string
   };
   delete env.LLM_MODEL;
   delete env.LLM_BASE_URL;
-  const ran = await runToExit(process.execPath, [join('out', `${name}.js`)], {
+  const ran = await runToExit(process.execPath, [file], {
     cwd: project,
     env,
     timeoutMs: EXIT_WITHIN_MS,
@@ -155,6 +163,28 @@ describe('the packed package in a new TypeScript project', () => {
       const ran = await start('instructions');
       expect(ran.code, shown(ran)).toBe(0);
       expect(String(ran.result?.system)).toContain('You are the order desk.');
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'examples/custom-tools type-checks against the package and its check passes: the tools get the chat, once refunds once, the retrieval Provider reaches the model',
+    async () => {
+      const example = JSON.parse(readFileSync(join(project, 'example/package.json'), 'utf8')) as {
+        dependencies: Record<string, string>;
+      };
+      // What the example depends on is what the project installed from the tarball and the registry.
+      for (const dependency of Object.keys(example.dependencies)) {
+        expect(existsSync(join(project, 'node_modules', dependency, 'package.json')), dependency).toBe(true);
+      }
+      const compiled = await runToExit(process.execPath, [TSC, '-p', 'example/tsconfig.json'], {
+        cwd: project,
+        timeoutMs: 120_000,
+      });
+      expect(`${compiled.out}${compiled.err}`).toBe('');
+      const ran = await start('example', join('example', 'dist', 'check.js'));
+      expect(ran.code, shown(ran)).toBe(0);
+      expect(ran.out).toContain('order desk check passed');
     },
     CASE_TIMEOUT_MS,
   );
