@@ -38,10 +38,10 @@ describe('importing chatlane', () => {
     expect(reads.filter((path) => /\.lua$|\.tiktoken$/.test(path))).toEqual([]);
   });
 
-  it('loads no Redis client, queue, web framework or model provider: those load when a role starts', () => {
+  it('loads no Redis client, queue, web framework, model provider or chat platform SDK: those load when a role starts', () => {
     const { reads } = imported(['index.js']);
     const loaded = reads.filter((path) =>
-      /\/node_modules\/(ioredis|bullmq|fastify|@fastify|@ai-sdk|chat|@chat-adapter|gpt-tokenizer)\//.test(
+      /\/node_modules\/(ioredis|bullmq|fastify|@fastify\/[^/]+|@ai-sdk\/(openai|anthropic|google|openai-compatible|mcp)|chat|@chat-adapter\/[^/]+)\//.test(
         path,
       ),
     );
