@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { blocks } from '../helpers/docs.js';
 import { type ProcessRun, runToExit } from '../helpers/processes.js';
 import { deleteLabel, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';
 
@@ -185,6 +186,17 @@ describe('the packed package in a new TypeScript project', () => {
       const ran = await start('example', join('example', 'dist', 'check.js'));
       expect(ran.code, shown(ran)).toBe(0);
       expect(ran.out).toContain('order desk check passed');
+    },
+    CASE_TIMEOUT_MS,
+  );
+
+  it(
+    "README's example (Use it from code) type-checks against the package",
+    async () => {
+      const readme = blocks('ts').filter((b) => b.doc === 'README.md');
+      expect(readme).toHaveLength(1);
+      writeFileSync(join(project, 'readme.ts'), readme[0]!.code);
+      expect(await compile('readme')).toBe('');
     },
     CASE_TIMEOUT_MS,
   );
