@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningMockLlm, startMockLlm } from '../../src/mock-llm/server.js';
 import { startTestMcpServer, type TestMcpServer } from '../helpers/mcp-http-server.js';
+import { freePort } from '../helpers/ports.js';
 import { runToExit } from '../helpers/processes.js';
 import { deleteLabel, REDIS_ENV, randomPrefix, testRedis } from '../helpers/redis.js';
 
@@ -36,6 +37,17 @@ await lane.close();
 console.log(JSON.stringify({ result: { posted: post.status, replies: items.map((i) => i.text), roles: lane.roles, mcp: health.mcp } }));
 `;
 
+/** A start that cannot reach Redis: it throws, and must leave nothing open behind it. */
+const FAILING_PROGRAM = `
+import { startChatlane } from ${JSON.stringify(INDEX)};
+try {
+  await startChatlane({ roles: ['ingress'] });
+  console.log(JSON.stringify({ result: { started: true } }));
+} catch (err) {
+  console.log(JSON.stringify({ result: { failed: err.message } }));
+}
+`;
+
 let dir: string;
 let mock: RunningMockLlm;
 let mcp: TestMcpServer;
@@ -46,6 +58,7 @@ beforeAll(async () => {
   mcp = await startTestMcpServer();
   writeFileSync(join(dir, 'mcp.json'), JSON.stringify({ mcpServers: { remote: { url: mcp.url } } }));
   writeFileSync(join(dir, 'program.mjs'), PROGRAM);
+  writeFileSync(join(dir, 'failing.mjs'), FAILING_PROGRAM);
 });
 
 afterAll(async () => {
@@ -86,5 +99,23 @@ describe('a program that started every role', () => {
       roles: ['worker', 'compactor', 'delivery', 'ingress'],
       mcp: { remote: 'up' },
     });
+  }, 90_000);
+
+  it('a start that fails before the ingress listens (Redis unreachable) throws and leaves nothing open: the program exits by itself', async () => {
+    const exit = await runToExit(process.execPath, [join(dir, 'failing.mjs')], {
+      timeoutMs: EXIT_WITHIN_MS,
+      env: {
+        ...process.env,
+        REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+        CHATLANE_PREFIX: randomPrefix(LABEL),
+        HOST: '127.0.0.1',
+        PORT: '0',
+        LOG_LEVEL: 'fatal',
+      },
+    });
+    const shown = `${exit.out}\n${exit.err}`;
+    expect(exit.hung, `it did not exit by itself after the failed start:\n${shown}`).toBe(false);
+    expect(exit.code, shown).toBe(0);
+    expect(exit.out).toMatch(/"failed":"redis not ready/);
   }, 90_000);
 });
