@@ -53,14 +53,13 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 const STOP_WAIT_MS = 3000;
 
 /**
- * What a worker is built from besides the configuration: what the process made for all its
- * roles, and what a program gave in code (`startChatlane`). Each optional.
+ * What a worker is built from besides the configuration: the parts of a turn a program gave
+ * in code (`startChatlane`: model, tools, stages, instructions; see TurnParts), and what the
+ * process made for all its roles. Each optional.
  */
-export interface WorkerParts {
+export interface WorkerParts extends Omit<TurnParts, 'metrics' | 'capabilities' | 'providers'> {
   /** The instance's metrics (default: a registry of its own). */
   metrics?: Metrics;
-  /** A turn's parts given in code: its model, tools, stages, instructions (see TurnParts). */
-  turn?: Omit<TurnParts, 'metrics' | 'capabilities' | 'providers'>;
   /**
    * Deliver in this process whatever DELIVERY_IN_WORKER says (the delivery role runs here too),
    * even with no platform or signed webhook configured.
@@ -103,10 +102,11 @@ export async function prepareWorker(
 ): Promise<PreparedWorker> {
   // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup. A model
   // given in code takes LLM_MODEL's place (and summarises unless COMPACTION_MODEL is set).
-  const given = parts.turn?.model;
+  const { metrics: givenMetrics, delivery: deliverHere, ...turn } = parts;
+  const given = turn.model;
   const models = given ? undefined : requireModel(config);
   const compactionModels = given && !config.COMPACTION_MODEL ? undefined : requireCompactionModel(config);
-  const metrics = parts.metrics ?? createMetrics();
+  const metrics = givenMetrics ?? createMetrics();
   // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
   readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
@@ -151,7 +151,7 @@ export async function prepareWorker(
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, { ...parts.turn, metrics, capabilities, providers }),
+    ...turnDepsFromConfig(config, store, logger, { ...turn, metrics, capabilities, providers }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);
@@ -179,7 +179,7 @@ export async function prepareWorker(
   // every delivery job it took would go back as 'no sender' (delaying the process that has
   // one) while its poll, its stall check each STALLED_INTERVAL_MS and its blocking connection
   // cost the idle worker for nothing.
-  const deliversHere = parts.delivery ?? (config.DELIVERY_IN_WORKER && senders.channels().length > 0);
+  const deliversHere = deliverHere ?? (config.DELIVERY_IN_WORKER && senders.channels().length > 0);
   let delivery: DeliveryParts | undefined;
   if (deliversHere) {
     delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, { senders, metrics }));

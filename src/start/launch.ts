@@ -84,8 +84,8 @@ function roleSteps(
       const { prepareWorker } = await import('../roles/worker.js');
       // With the delivery role here too, the worker delivers: one delivery worker, one sender registry.
       const prepared = await prepareWorker(config, logger, {
+        ...turn,
         metrics,
-        turn,
         ...(has('delivery') && { delivery: true }),
       });
       urls.side = prepared.metricsUrl;
