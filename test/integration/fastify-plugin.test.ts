@@ -11,7 +11,8 @@ import { deletePrefix, REDIS_ENV, randomPrefix, testRedis } from '../helpers/red
  * under /chat with chatlane's auth, parser and error shapes; each side's stay its own.
  */
 
-const API_TOKEN = 'lane-api-token';
+const API_TOKEN = 'lane-api-token-of-at-least-32-characters';
+const METRICS_TOKEN = 'lane-metrics-token-of-at-least-32-characters';
 const WEB_SECRET = 'a-web-token-secret-of-at-least-32-characters';
 const APP_KEY = 'app-key';
 const redis = testRedis('ingress');
@@ -44,6 +45,7 @@ beforeAll(async () => {
       ...REDIS_ENV,
       CHATLANE_PREFIX: prefix,
       API_TOKEN,
+      METRICS_TOKEN,
       WEB_TOKEN_SECRET: WEB_SECRET,
       LOG_LEVEL: 'silent',
     },
@@ -151,7 +153,9 @@ describe('chatlaneFastify in an app with its own route and auth', () => {
   it('health and metrics under the prefix, routes labelled as the standalone ingress labels them', async () => {
     expect((await app.inject({ method: 'GET', url: '/chat/healthz' })).json()).toEqual({ status: 'ok' });
     expect((await app.inject({ method: 'GET', url: '/chat/readyz' })).statusCode).toBe(200);
-    const metrics = (await app.inject({ method: 'GET', url: '/chat/metrics' })).body;
+    const metrics = (
+      await app.inject({ method: 'GET', url: '/chat/metrics', headers: bearer(METRICS_TOKEN) })
+    ).body;
     expect(metrics).toMatch(/chatlane_messages_total\{result="accepted"\} 1/);
     expect(metrics).toContain('route="/v1/chats/:chatKey/messages"');
     // The app's own routes are not chatlane's to count.
