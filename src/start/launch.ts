@@ -4,7 +4,6 @@ import { createMetrics, type Metrics } from '../shared/metrics.js';
 import type { Prepared } from '../shared/process/startup.js';
 import { tracingSettings } from '../shared/tracing/settings.js';
 import { startTracing } from '../shared/tracing/start.js';
-import { checkToolNames } from '../worker/agent/tools/custom-tools.js';
 import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
 import { CHATLANE_ROLES, type Chatlane, type ChatlaneOptions, type ChatlaneRole } from './options.js';
 
@@ -125,15 +124,12 @@ function roleSteps(
 
 /**
  * Starts `options.roles` with `config` (already parsed from the environment). In order:
- * checks that need no I/O (roles, tool names), tracing (before any role module loads), the
- * roles (./startup order), then a handle whose `close()` releases all of it.
+ * checks that need no I/O (roles, MCP_CONFIG), tracing (before any role module loads), the
+ * tools' names, the roles (./startup order), then a handle whose `close()` releases all of it.
  */
 export async function launch(config: Config, options: ChatlaneOptions = {}): Promise<Chatlane> {
   const roles = rolesOf(options.roles ?? ['ingress', 'worker', 'compactor']);
-  if (options.tools) {
-    const mcp = loadMcpConfig(config.MCP_CONFIG);
-    checkToolNames(options.tools, { mcpServers: Object.keys(mcp?.mcpServers ?? {}) });
-  }
+  const mcpServers = options.tools && Object.keys(loadMcpConfig(config.MCP_CONFIG)?.mcpServers ?? {});
   const role = roles.length === 1 ? roles[0]! : 'all';
   const tracing = options.tracing === false ? undefined : await startTracing(tracingSettings(config, role));
   const logger = options.logger ?? createLogger(config.LOG_LEVEL, `chatlane-${role}`, tracing !== undefined);
@@ -142,6 +138,11 @@ export async function launch(config: Config, options: ChatlaneOptions = {}): Pro
   const urls: { ingress?: string; side?: string | undefined } = {};
   let handles: Closable[];
   try {
+    // Before any I/O, but after tracing: what checks them is loaded with what runs them.
+    if (options.tools && mcpServers) {
+      const { checkToolNames } = await import('../worker/agent/tools/custom-tools.js');
+      checkToolNames(options.tools, { mcpServers });
+    }
     handles = await startInOrder(roleSteps(roles, config, { ...options, logger }, metrics, urls));
   } catch (err) {
     await tracing?.shutdown().catch(() => undefined);
