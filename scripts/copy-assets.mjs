@@ -1,5 +1,5 @@
-// tsc compiles TypeScript only; the Lua scripts ship beside the compiled store.
-import { chmodSync, cpSync } from 'node:fs';
+// tsc compiles TypeScript only: the CLI is made executable. (The Lua scripts are compiled into
+// src/shared/store/lua-sources.ts by scripts/lua-modules.mjs: nothing else ships beside dist/.)
+import { chmodSync } from 'node:fs';
 
-cpSync('src/shared/store/lua', 'dist/shared/store/lua', { recursive: true });
 chmodSync('dist/cli.js', 0o755);

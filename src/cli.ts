@@ -3,9 +3,9 @@ import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './shared/process/grace.js';
-import type { Prepared } from './shared/process/startup.js';
 import { tracingSettings } from './shared/tracing/settings.js';
 import { startTracing } from './shared/tracing/start.js';
+import type { ChatlaneRole } from './start/options.js';
 
 const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
 type Role = (typeof ROLES)[number];
@@ -26,70 +26,14 @@ interface Closable {
   close(): Promise<void>;
 }
 
-type PreparedRole = Prepared<Closable>;
-
-/**
- * The startup order for a process of one or more roles (see src/shared/process/startup.ts): every
- * role is prepared — configuration checked, connected, ports bound — before any of them
- * runs, so a failure in any role stops the process before it took a job. On failure, what
- * was prepared is closed again.
- */
-async function startInOrder(steps: Array<() => Promise<PreparedRole>>): Promise<Closable[]> {
-  const prepared: PreparedRole[] = [];
-  const running: Closable[] = [];
-  try {
-    for (const prepare of steps) prepared.push(await prepare());
-    for (const role of prepared) running.push(await role.run());
-    return running;
-  } catch (err) {
-    await Promise.allSettled(prepared.map((p) => p.close()));
-    throw err;
-  }
-}
-
-/** The ingress takes no jobs: once listening it is prepared and running at once. */
-const started = (handle: Closable): PreparedRole => ({
-  run: async () => handle,
-  close: () => handle.close(),
-});
-
-async function start(role: Role, config: Config, logger: Logger): Promise<Closable[]> {
-  switch (role) {
-    case 'ingress': {
-      const { startIngress } = await import('./roles/ingress.js');
-      return [await startIngress(config, logger)];
-    }
-    case 'worker': {
-      const { prepareWorker } = await import('./roles/worker.js');
-      return startInOrder([() => prepareWorker(config, logger)]);
-    }
-    case 'all': {
-      // The ingress's access rule is checked before the worker connects (startIngress checks it too).
-      const { apiAccessOf } = await import('./ingress/api-access.js');
-      apiAccessOf(config);
-      const { prepareWorker } = await import('./roles/worker.js');
-      const { startIngress } = await import('./roles/ingress.js');
-      const { prepareCompactor } = await import('./roles/compactor.js');
-      return startInOrder([
-        () => prepareWorker(config, logger),
-        () => prepareCompactor(config, logger, { sideServer: false }),
-        async () => started(await startIngress(config, logger)),
-      ]);
-    }
-    case 'compactor': {
-      const { prepareCompactor } = await import('./roles/compactor.js');
-      return startInOrder([() => prepareCompactor(config, logger)]);
-    }
-    case 'delivery': {
-      const { prepareDelivery } = await import('./roles/delivery.js');
-      return startInOrder([() => prepareDelivery(config, logger)]);
-    }
-    case 'mock-llm':
-    case 'demo':
-    case 'loadtest':
-      throw new Error('unreachable');
-  }
-}
+/** The roles each CLI role runs: through `launch`, the code `startChatlane` runs too. */
+const RUNS: Record<Exclude<Role, 'mock-llm' | 'demo' | 'loadtest'>, ChatlaneRole[]> = {
+  ingress: ['ingress'],
+  worker: ['worker'],
+  compactor: ['compactor'],
+  delivery: ['delivery'],
+  all: ['ingress', 'worker', 'compactor'],
+};
 
 /**
  * SIGTERM/SIGINT (or a fatal error) close every handle once, in parallel: the ingress
@@ -189,7 +133,8 @@ async function main(): Promise<void> {
   // before that exits with nothing to close, like a crash: any job taken is recovered).
   const handles: Closable[] = [];
   onShutdown(handles, config, logger, tracing && { close: () => tracing.shutdown() });
-  handles.push(...(await start(role, config, logger)));
+  const { launch } = await import('./start/launch.js');
+  handles.push(await launch(config, { roles: RUNS[role], logger }));
 }
 
 main().catch((err: unknown) => {

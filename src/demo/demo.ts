@@ -1,9 +1,8 @@
 import { startMockLlm } from '../mock-llm/server.js';
-import { startIngress } from '../roles/ingress.js';
-import { startWorker } from '../roles/worker.js';
 import { loadConfig } from '../shared/config.js';
 import { silentLogger } from '../shared/logger.js';
 import type { ChatMessage } from '../shared/messages.js';
+import { launch } from '../start/launch.js';
 import { demoConfig, demoRedis, dropDemoKeys } from './env.js';
 import { demoLoadtest } from './loadtest.js';
 import { demoTelegram, demoTelegramRoundTrip } from './telegram.js';
@@ -44,15 +43,15 @@ export async function runDemo(): Promise<number> {
     ...demoConfig(base, mock.url),
     PLATFORMS: telegram.platforms,
   };
-  const logger = silentLogger();
-  const worker = await startWorker(config, logger);
-  const ingress = await startIngress(config, logger);
+  // The roles `chatlane all` runs but the compactor, through the code startChatlane runs.
+  const lane = await launch(config, { roles: ['worker', 'ingress'], logger: silentLogger(), tracing: false });
+  const url = lane.url!;
   const where = config.REDIS_CLUSTER_NODES
     ? `Redis Cluster ${config.REDIS_CLUSTER_NODES.map((n) => `${n.host}:${n.port}`).join(',')}`
     : `Redis ${config.REDIS_URL}`;
-  const api = `${ingress.url}/v1`;
+  const api = `${url}/v1`;
   console.log(
-    `chatlane demo — ${where}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${ingress.url}\n`,
+    `chatlane demo — ${where}${redisServer.started ? ' (started for the demo)' : ''}, mock model ${mock.url}, ingress ${url}\n`,
   );
 
   try {
@@ -99,14 +98,13 @@ export async function runDemo(): Promise<number> {
     console.log(
       `\nmodel requests: ${mock.state.requests}, most in flight for one chat: ${mock.state.maxInFlightPerChat}`,
     );
-    await demoTelegramRoundTrip(ingress.url, telegram.fake);
-    return await demoLoadtest(ingress.url, mock.url);
+    await demoTelegramRoundTrip(url, telegram.fake);
+    return await demoLoadtest(url, mock.url);
   } catch (err) {
     console.error(`demo failed: ${(err as Error).message}`);
     return 1;
   } finally {
-    await ingress.close();
-    await worker.close();
+    await lane.close();
     await mock.close();
     await telegram.fake.close();
     await dropDemoKeys(config);

@@ -15,7 +15,7 @@ export async function demoRedis(base: Config): Promise<{ started: boolean; stop(
 }
 
 /** The example skills and profile shipped with chatlane (examples/, next to dist/ and src/). */
-const EXAMPLES = new URL('../examples/', import.meta.url);
+const EXAMPLES = new URL('../../examples/', import.meta.url);
 
 /**
  * The roles' configuration: a key prefix of their own, local ports, the mock model, and the

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { startMockLlm } from '../mock-llm/server.js';
-import { startIngress } from '../roles/ingress.js';
-import { startWorker } from '../roles/worker.js';
 import { loadConfig } from '../shared/config.js';
 import { silentLogger } from '../shared/logger.js';
+import { launch } from '../start/launch.js';
 import { demoConfig, demoRedis, dropDemoKeys } from './env.js';
 import { startWebChatServer, WEB_CHAT_DIST, webChatBuilt } from './web.js';
 
@@ -27,13 +26,13 @@ export async function runWebDemo(): Promise<number> {
   let ingressUrl = '';
   const web = await startWebChatServer({ dir, secret, ingressUrl: () => ingressUrl });
   const config = { ...demoConfig(base, mock.url), WEB_TOKEN_SECRET: secret, WEB_ORIGINS: [web.url] };
-  const logger = silentLogger();
-  const worker = await startWorker(config, logger);
-  const ingress = await startIngress(config, logger);
-  ingressUrl = ingress.url;
+  // The roles `chatlane all` runs but the compactor, through the code startChatlane runs.
+  const lane = await launch(config, { roles: ['worker', 'ingress'], logger: silentLogger(), tracing: false });
+  const url = lane.url!;
+  ingressUrl = url;
   console.log(
     [
-      `chatlane web chat demo — ingress ${ingress.url}, mock model ${mock.url}, Redis prefix ${config.CHATLANE_PREFIX}`,
+      `chatlane web chat demo — ingress ${url}, mock model ${mock.url}, Redis prefix ${config.CHATLANE_PREFIX}`,
       '',
       `  open ${web.url}/?chat=demo-web`,
       '',
@@ -46,8 +45,7 @@ export async function runWebDemo(): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   await web.close();
-  await ingress.close();
-  await worker.close();
+  await lane.close();
   await mock.close();
   await dropDemoKeys(config);
   await redisServer.stop();

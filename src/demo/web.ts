@@ -23,7 +23,7 @@ const TYPES: Record<string, string> = {
 };
 
 /** The built page, next to dist/ and src/ like the other examples. */
-export const WEB_CHAT_DIST = new URL('../examples/web-chat/dist/', import.meta.url);
+export const WEB_CHAT_DIST = new URL('../../examples/web-chat/dist/', import.meta.url);
 
 export interface WebChatServer {
   url: string;

@@ -2,14 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { Queue } from 'bullmq';
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  RawReplyDefaultExpression,
-  RawRequestDefaultExpression,
-  RawServerDefault,
-} from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { QUEUE_DESCRIPTIONS, type QueueName } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import { secretMatcher } from '../shared/secret.js';
@@ -64,11 +57,13 @@ export function basicAuth(user: string, password: string, failures: AuthFailures
  * headers (no framing, its own scripts only). Without both credentials the board is not mounted.
  */
 export async function registerAdmin(
-  app: FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>,
+  app: FastifyInstance,
   queues: readonly Queue[],
   options: AdminOptions,
   logger: Logger,
   failures: AuthFailures = NO_AUTH_FAILURE_LIMIT,
+  /** The prefix of the scope `app` is (the board's links are absolute). */
+  prefix = '',
 ): Promise<boolean> {
   const { user, password } = options;
   if (!user || !password) {
@@ -77,7 +72,7 @@ export async function registerAdmin(
     return false;
   }
   const serverAdapter = new FastifyAdapter();
-  serverAdapter.setBasePath(BOARD_PATH);
+  serverAdapter.setBasePath(`${prefix}${BOARD_PATH}`);
   createBullBoard({
     queues: queues.map(
       (q) =>
@@ -94,6 +89,6 @@ export async function registerAdmin(
     scope.addHook('onRequest', basicAuth(user, password, failures));
     await scope.register(serverAdapter.registerPlugin(), { prefix: BOARD_PATH });
   });
-  logger.info({ path: BOARD_PATH, readOnly: options.readOnly === true }, 'Bull Board mounted');
+  logger.info({ path: `${prefix}${BOARD_PATH}`, readOnly: options.readOnly === true }, 'Bull Board mounted');
   return true;
 }

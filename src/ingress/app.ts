@@ -1,13 +1,14 @@
 import cors from '@fastify/cors';
 import type { Queue } from 'bullmq';
-import Fastify, { type FastifyError, LogController } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, LogController } from 'fastify';
+import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import type { ResolveAll } from '../shared/address-policy.js';
 import type { TrustProxy } from '../shared/config.js';
 import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { type Metrics, processMetrics } from '../shared/metrics.js';
+import { createMetrics, type Metrics } from '../shared/metrics.js';
 import type { GroupMode } from '../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../shared/platforms/runtime.js';
 import type { PriceTable } from '../shared/prices.js';
@@ -78,7 +79,7 @@ export interface IngressDeps {
   queues?: Queue[];
   /** Queues whose queue-wide metrics /metrics exports (default: `queues`; QUEUE_METRICS). */
   metricsQueues?: Queue[];
-  /** Default: the process's registry. */
+  /** The instance's metrics (default: a registry of its own). */
   metrics?: Metrics;
   /** Bull Board credentials; without user and password the board is not mounted. */
   admin?: AdminOptions;
@@ -130,18 +131,40 @@ export interface IngressState {
   shuttingDown: boolean;
 }
 
+/** What chatlane's routes share, under one decorator (`app.chatlane`) of the instance they are registered on. */
+export interface ChatlaneIngress {
+  deps: IngressDeps;
+  lifecycle: IngressState;
+  /** The one ingest every entry point calls (`./ingest.ts`). */
+  ingest: Ingest;
+  /** Live stream (SSE) clients of this process and their shared Redis reader. */
+  streams: StreamClients;
+  contacts: ContactBook;
+  /** Reply streams (the live view of replies that /v1/ui relays). */
+  replies: ReplyStreams;
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
-    deps: IngressDeps;
-    lifecycle: IngressState;
-    /** The one ingest every entry point calls (`./ingest.ts`). */
-    ingest: Ingest;
-    /** Live stream (SSE) clients of this process and their shared Redis reader. */
-    streams: StreamClients;
-    contacts: ContactBook;
-    /** Reply streams (the live view of replies that /v1/ui relays). */
-    replies: ReplyStreams;
+    /** chatlane's ingress (its routes' shared state), where `ingressPlugin` is registered. */
+    chatlane: ChatlaneIngress;
   }
+}
+
+/** Where and which of chatlane's routes `ingressPlugin` registers. */
+export interface IngressPluginOptions {
+  deps: IngressDeps;
+  /** The routes' prefix ('' or e.g. '/chat': then /chat/v1/…, /chat/webhooks/…). Default ''. */
+  prefix?: string;
+  /** GET /healthz and /readyz. Default true. */
+  health?: boolean;
+  /** GET /metrics (Prometheus). Default true. */
+  metrics?: boolean;
+  /**
+   * chatlane's 404 answer for unmatched URLs under the prefix. Default: with a prefix only, so
+   * an app that mounts chatlane at its root keeps its own 404s.
+   */
+  notFound?: boolean;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -182,7 +205,8 @@ function fastifyTrust(trust: TrustProxy): boolean | string[] | ((address: string
 
 /**
  * App factory: no `listen` here, so tests drive it with `inject()` and the process entry
- * decides how to serve it.
+ * decides how to serve it. The server's own options are set here; the routes, their hooks
+ * and error handling are `ingressPlugin`'s, which a program can register into its own app.
  */
 export async function buildIngress(deps: IngressDeps) {
   const { http } = deps;
@@ -218,6 +242,83 @@ export async function buildIngress(deps: IngressDeps) {
       }),
     },
   });
+  await app.register(ingressPlugin, { deps, notFound: true });
+  return app;
+}
+export type IngressApp = Awaited<ReturnType<typeof buildIngress>>;
+
+/**
+ * chatlane's routes as a Fastify plugin: `app.chatlane` on the instance it is registered on
+ * (fastify-plugin), and the routes in a scope of their own under `prefix`, with their content
+ * parsing, hooks (the Host check, shutdown refusal, the /v1 auth) and error handler: the app's
+ * other routes see none of them.
+ */
+export const ingressPlugin = fp(
+  async (host: FastifyInstance, options: IngressPluginOptions) => {
+    // One registry for every route and stream of this ingress.
+    const deps = { ...options.deps, metrics: options.deps.metrics ?? createMetrics() };
+    // The ingress only reads reply streams (and asks turns to stop): length and TTL are the worker's.
+    const replies = new ReplyStreams(deps.redis, {
+      prefix: deps.store.prefix,
+      maxEvents: deps.store.maxEvents,
+      maxLen: 0,
+      ttlMs: 0,
+      events: deps.store.events,
+    });
+    const contacts =
+      deps.contacts ??
+      new ContactBook(deps.store, { retentionMs: 90 * DAY_MS, dedupWindowMs: deps.limits.dedupWindowMs });
+    host.decorate('chatlane', {
+      deps,
+      lifecycle: { shuttingDown: false },
+      contacts,
+      replies,
+      ingest: deps.ingest ?? createIngest({ ...deps, contacts: new ContactTracker(contacts) }),
+      streams: streamClients(deps),
+    });
+    // Open streams would keep the server from closing: end them first (clients resume elsewhere).
+    host.addHook('preClose', async () => host.chatlane.streams.close());
+    const prefix = options.prefix ?? '';
+    await host.register(ingressRoutes, { ...options, deps, prefix });
+  },
+  { name: 'chatlane', fastify: '5.x' },
+);
+
+/** Live stream (SSE) clients over the ingress's Redis. */
+function streamClients(deps: IngressDeps & { metrics: Metrics }): StreamClients {
+  return new StreamClients(
+    deps.redis,
+    // Its own connection, for blocking reads (single Redis only; a Cluster is polled).
+    () =>
+      deps.redis instanceof Redis
+        ? deps.redis.duplicate({
+            enableOfflineQueue: true,
+            maxRetriesPerRequest: null,
+            // The ingress's command timeout (REDIS_COMMAND_TIMEOUT_MS, 1 s) would cut every
+            // XREAD BLOCK (5 s): the cut read stays blocked in Redis and the next one queues
+            // behind it, so a quiet reader timed out again and again.
+            commandTimeout: undefined,
+            connectionName: `chatlane:stream:${deps.store.prefix}`,
+          })
+        : deps.redis,
+    deps.store.prefix,
+    deps.logger,
+    { ...STREAM_DEFAULTS, ...deps.streams },
+    deps.metrics,
+  );
+}
+
+/** The routes' scope (see `ingressPlugin`). */
+async function ingressRoutes(
+  app: FastifyInstance,
+  options: IngressPluginOptions & { deps: { metrics: Metrics }; prefix: string },
+) {
+  const { deps, prefix } = options;
+  const { metrics } = deps;
+  // The body limit of the server (buildIngress) or, inside another app, of each route here.
+  app.addHook('onRoute', (route) => {
+    route.bodyLimit ??= deps.limits.bodyLimitBytes;
+  });
   // JSON only: a text/plain body would otherwise reach the schema as a string.
   app.removeContentTypeParser('text/plain');
   // Nesting is bounded on the raw text, before anything recursive (parser, schema, stringify)
@@ -236,18 +337,7 @@ export async function buildIngress(deps: IngressDeps) {
     const missingHost = !request.headers.host && request.raw.httpVersion === '1.1';
     done(missingHost ? new HttpError('BAD_REQUEST', 'the Host header is missing') : undefined);
   });
-  app.decorate('deps', deps);
-  app.decorateRequest('webChat', undefined);
-  app.decorate(
-    'replies',
-    // The ingress only reads reply streams (and asks turns to stop): length and TTL are the worker's.
-    new ReplyStreams(deps.redis, {
-      prefix: deps.store.prefix,
-      maxEvents: deps.store.maxEvents,
-      maxLen: 0,
-      ttlMs: 0,
-    }),
-  );
+  app.decorateRequest('chatlaneWebChat', undefined);
   const origins = deps.web?.origins ?? [];
   if (origins.length > 0) {
     // @fastify/cors answers an OPTIONS that is not a preflight with a text/plain 400 of its
@@ -273,37 +363,6 @@ export async function buildIngress(deps: IngressDeps) {
       maxAge: 600,
     });
   }
-  app.decorate('lifecycle', { shuttingDown: false });
-  const contacts =
-    deps.contacts ??
-    new ContactBook(deps.store, { retentionMs: 90 * DAY_MS, dedupWindowMs: deps.limits.dedupWindowMs });
-  app.decorate('contacts', contacts);
-  app.decorate('ingest', deps.ingest ?? createIngest({ ...deps, contacts: new ContactTracker(contacts) }));
-  app.decorate(
-    'streams',
-    new StreamClients(
-      deps.redis,
-      // Its own connection, for blocking reads (single Redis only; a Cluster is polled).
-      () =>
-        deps.redis instanceof Redis
-          ? deps.redis.duplicate({
-              enableOfflineQueue: true,
-              maxRetriesPerRequest: null,
-              // The ingress's command timeout (REDIS_COMMAND_TIMEOUT_MS, 1 s) would cut every
-              // XREAD BLOCK (5 s): the cut read stays blocked in Redis and the next one queues
-              // behind it, so a quiet reader timed out again and again.
-              commandTimeout: undefined,
-              connectionName: `chatlane:stream:${deps.store.prefix}`,
-            })
-          : deps.redis,
-      deps.store.prefix,
-      deps.logger,
-      { ...STREAM_DEFAULTS, ...deps.streams },
-      deps.metrics ?? processMetrics(),
-    ),
-  );
-  // Open streams would keep the server from closing: end them first (clients resume elsewhere).
-  app.addHook('preClose', async () => app.streams.close());
   const queues = deps.queues ?? [deps.turns];
   const authOn = Boolean(deps.apiToken || deps.web?.tokenSecret);
   const trustProxy = deps.security?.trustProxy ?? false;
@@ -316,12 +375,11 @@ export async function buildIngress(deps: IngressDeps) {
     deps.logger,
   );
   const metricsToken = deps.security?.metricsToken;
-  instrumentIngress(
-    app,
-    deps.metrics ?? processMetrics(),
-    deps.metricsQueues ?? queues,
-    metricsGuard({ token: metricsToken, authOn, failures }),
-  );
+  instrumentIngress(app, metrics, deps.metricsQueues ?? queues, {
+    prefix,
+    route: options.metrics ?? true,
+    guard: metricsGuard({ token: metricsToken, authOn, failures }),
+  });
   if (authOn && metricsToken === undefined) {
     deps.logger.warn(
       '/metrics answers 401 while /v1 needs a token: set METRICS_TOKEN (at least 32 characters) and scrape with Authorization: Bearer <METRICS_TOKEN>',
@@ -354,17 +412,23 @@ export async function buildIngress(deps: IngressDeps) {
     return reply.code(500).send(errorBody('INTERNAL', 'internal error'));
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
-    const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
-    return reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${shown}`));
-  });
+  if (options.notFound ?? prefix !== '') {
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '';
+      const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+      return reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${shown}`));
+    });
+  }
 
-  await app.register(healthRoutes);
-  await registerAdmin(app, queues, deps.admin ?? {}, deps.logger, failures);
+  if (options.health ?? true) await app.register(healthRoutes);
+  await registerAdmin(app, queues, deps.admin ?? {}, deps.logger, failures, prefix);
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   const refuseWhenShuttingDown = (_request: unknown, _reply: unknown, done: (err?: Error) => void) => {
-    done(app.lifecycle.shuttingDown ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down') : undefined);
+    done(
+      app.chatlane.lifecycle.shuttingDown
+        ? new HttpError('SHUTTING_DOWN', 'ingress is shutting down')
+        : undefined,
+    );
   };
   await app.register(async (hooks) => {
     securityHeaders(hooks, 'api');
@@ -375,15 +439,15 @@ export async function buildIngress(deps: IngressDeps) {
     });
     await hooks.register(platformWebhookRoutes, {
       runtime: deps.platforms?.runtime,
-      metrics: deps.metrics ?? processMetrics(),
+      metrics,
     });
   });
   if (deps.platforms) {
     registerPlatformHandler({
       runtime: deps.platforms.runtime,
-      ingest: app.ingest,
+      ingest: app.chatlane.ingest,
       groupMode: deps.platforms.groupMode,
-      metrics: deps.metrics ?? processMetrics(),
+      metrics,
     });
   }
   await app.register(
@@ -400,6 +464,7 @@ export async function buildIngress(deps: IngressDeps) {
             webTokenSecret: deps.web?.tokenSecret,
             ...(deps.web?.tokenRules && { webTokenRules: deps.web.tokenRules }),
             failures,
+            prefix,
           }),
         );
       }
@@ -415,7 +480,4 @@ export async function buildIngress(deps: IngressDeps) {
     },
     { prefix: '/v1' },
   );
-
-  return app;
 }
-export type IngressApp = Awaited<ReturnType<typeof buildIngress>>;

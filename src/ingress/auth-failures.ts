@@ -1,12 +1,5 @@
 import rateLimit from '@fastify/rate-limit';
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  RawReplyDefaultExpression,
-  RawRequestDefaultExpression,
-  RawServerDefault,
-} from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
 import type { Logger } from '../shared/logger.js';
 import { HttpError } from './errors.js';
@@ -64,7 +57,7 @@ function isPrivateAddress(address: string): boolean {
  * that holds no route, so nothing else of the app (or of an app it is mounted in) is limited.
  */
 export async function authFailures(
-  app: FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>,
+  app: FastifyInstance,
   options: AuthFailureOptions,
   logger: Logger,
 ): Promise<AuthFailures> {

@@ -1,19 +1,9 @@
 import type { Queue } from 'bullmq';
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  RawReplyDefaultExpression,
-  RawRequestDefaultExpression,
-  RawServerDefault,
-} from 'fastify';
-import type { Logger } from '../shared/logger.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type Metrics, metricsContentType, renderMetrics } from '../shared/metrics.js';
 import { bearerCheck } from '../shared/secret.js';
 import type { AuthFailures } from './auth-failures.js';
 import { HttpError } from './errors.js';
-
-type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, Logger>;
 
 /** Routes whose outcomes `chatlane_messages_total` counts: every entry point that ingests. */
 const INGEST_ROUTES: ReadonlySet<string> = new Set([
@@ -85,19 +75,28 @@ export function metricsGuard(access: MetricsAccess): MetricsGuard | undefined {
 }
 
 /**
- * Adds the request-duration histogram and the message counter to every route of `app`, and
- * `GET /metrics` (registry + BullMQ's own queue metrics, read on scrape) behind `guard`
- * (`metricsGuard`). Call on the root instance before routes are registered.
+/**
+ * Adds the request-duration histogram and the message counter to every route of `app`'s scope,
+ * and (`route`, the default) `GET /metrics` (registry + BullMQ's own queue metrics, read on
+ * scrape) behind `guard` (`metricsGuard`). Call on chatlane's scope before its routes are
+ * registered. Routes are labelled without the scope's `prefix`, so dashboards read the same
+ * wherever the routes are mounted.
  */
 export function instrumentIngress(
-  app: App,
+  app: FastifyInstance,
   metrics: Metrics,
   queues: readonly Queue[],
-  guard?: MetricsGuard,
+  {
+    prefix = '',
+    route = true,
+    guard,
+  }: { prefix?: string; route?: boolean; guard?: MetricsGuard | undefined } = {},
 ): void {
+  const routeOf = (url: string | undefined) =>
+    url === undefined ? undefined : prefix && url.startsWith(prefix) ? url.slice(prefix.length) : url;
   // Callback-style hooks: on the hot path a promise per hook per request is measurable.
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (request.method === 'POST' && INGEST_ROUTES.has(request.routeOptions.url ?? '')) {
+    if (request.method === 'POST' && INGEST_ROUTES.has(routeOf(request.routeOptions.url) ?? '')) {
       const outcome = resultOf(reply.statusCode, payload);
       if (outcome) metrics.messages.inc(outcome);
     }
@@ -108,7 +107,7 @@ export function instrumentIngress(
     metrics.httpRequestDuration.observe(
       {
         method: request.method,
-        route: request.routeOptions.url ?? UNMATCHED,
+        route: routeOf(request.routeOptions.url) ?? UNMATCHED,
         status: String(reply.statusCode),
       },
       reply.elapsedTime / 1000,
@@ -116,6 +115,7 @@ export function instrumentIngress(
     done();
   });
 
+  if (!route) return;
   app.get('/metrics', guard ? { onRequest: guard } : {}, async (_request, reply) => {
     const text = await renderMetrics(metrics, queues);
     return reply.header('content-type', metricsContentType(metrics)).send(text);

@@ -7,8 +7,8 @@ import { HttpError } from './errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set when the request came with a browser token: the one chat it may touch. */
-    webChat: string | undefined;
+    /** chatlane's: set when the request came with a browser token, the one chat it may touch. */
+    chatlaneWebChat: string | undefined;
   }
 }
 
@@ -25,6 +25,8 @@ export interface ApiAuthOptions {
   webTokenRules?: WebTokenRules;
   /** Where failed authentications are counted (default: not counted). */
   failures?: AuthFailures;
+  /** The prefix chatlane's routes are mounted under ('' standalone): the routes below are matched without it. */
+  prefix?: string;
 }
 
 export interface WebTokenRules {
@@ -69,13 +71,13 @@ export function apiAuth(options: ApiAuthOptions) {
       await failures.record(request);
       throw err;
     }
-    const route = request.routeOptions.url ?? '';
+    const route = (request.routeOptions.url ?? '').slice(options.prefix?.length ?? 0);
     const params = request.params as Record<string, unknown>;
     const routeChat = route === LIVE_STREAM_ROUTE ? params.chatKey : WEB_ROUTES.has(route) ? params.id : null;
     if (routeChat === null)
       throw new HttpError('FORBIDDEN', "a browser token opens only /v1/ui and its chat's live stream");
     if (routeChat !== undefined && routeChat !== chatKey) throw forbiddenChat();
-    request.webChat = chatKey;
+    request.chatlaneWebChat = chatKey;
   };
 }
 
@@ -114,5 +116,5 @@ function forbiddenChat(): HttpError {
 
 /** Routes that name their chat in the body: a browser token must be for that chat. */
 export function assertChat(request: FastifyRequest, chatKey: string): void {
-  if (request.webChat !== undefined && request.webChat !== chatKey) throw forbiddenChat();
+  if (request.chatlaneWebChat !== undefined && request.chatlaneWebChat !== chatKey) throw forbiddenChat();
 }

@@ -1,8 +1,10 @@
+import type { LanguageModel } from 'ai';
 import type { Worker } from 'bullmq';
 import { type Config, requireCompactionModel } from '../shared/config.js';
+import type { EventSink } from '../shared/events.js';
 import type { CompactionJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { processMetrics } from '../shared/metrics.js';
+import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared } from '../shared/process/startup.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
@@ -27,17 +29,28 @@ export interface PreparedCompactor extends Prepared<CompactorHandle> {
  * `chatlane compactor`, steps 1–3 of the startup order (`../shared/process/startup.ts`): checks (it needs a
  * model like a worker does), connections, side server bound. No job is taken until `run()`.
  */
+export interface CompactorParts {
+  /** The instance's metrics (default: a registry of its own). */
+  metrics?: Metrics;
+  /** In `all` the worker's side server already serves this process. */
+  sideServer?: boolean;
+  /** A model given in code in place of LLM_MODEL (unless COMPACTION_MODEL names one). */
+  model?: LanguageModel;
+  /** A program's onEvent, through an EventFeed: the events this role writes. */
+  events?: EventSink | undefined;
+}
+
 export async function prepareCompactor(
   config: Config,
   logger: Logger,
-  // In `all` the worker's side server already serves this process.
-  { sideServer = true }: { sideServer?: boolean } = {},
+  { sideServer = true, model, ...parts }: CompactorParts = {},
 ): Promise<PreparedCompactor> {
   // 1. Checks.
-  const models = requireCompactionModel(config);
+  const models = model && !config.COMPACTION_MODEL ? undefined : requireCompactionModel(config);
+  const metrics = parts.metrics ?? createMetrics();
 
   // 2. Connections.
-  const providers = await loadProviders(models);
+  const providers = await loadProviders(...(models ? [models] : []));
   const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:compactor');
   opened.add(() => closeRedis(connection));
@@ -45,15 +58,20 @@ export async function prepareCompactor(
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
+    events: parts.events,
   });
-  const deps = compactionDepsFromConfig(config, store, logger, providers);
+  const deps = compactionDepsFromConfig(config, store, logger, {
+    metrics,
+    providers,
+    ...(model && { model }),
+  });
   const worker = createCompactionWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
     connection,
     concurrency: config.COMPACTION_CONCURRENCY,
     lockDurationMs: config.JOB_LOCK_MS,
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
-    metrics: processMetrics(),
+    metrics,
   });
   opened.add(() => worker.close());
   await opened.step(async () => {
@@ -66,7 +84,7 @@ export async function prepareCompactor(
     ? await opened.step(() =>
         startRoleSideServer(config, {
           role: 'compactor',
-          metrics: processMetrics(),
+          metrics,
           redis: connection,
           isRunning: () => worker.isRunning() && !worker.closing,
           logger,
@@ -99,7 +117,7 @@ export async function prepareCompactor(
       logger.info(
         {
           concurrency: config.COMPACTION_CONCURRENCY,
-          models: models.models.map((m) => m.id),
+          models: Object.keys(deps.modelHealth.models()),
           metricsUrl: side?.url,
         },
         'compactor started',

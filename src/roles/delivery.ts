@@ -2,9 +2,10 @@ import type { Worker } from 'bullmq';
 import type { Config } from '../shared/config.js';
 import type { SenderRegistry } from '../shared/delivery/sender.js';
 import { createSenders } from '../shared/delivery/senders.js';
+import type { EventSink } from '../shared/events.js';
 import type { DeliveryJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { processMetrics } from '../shared/metrics.js';
+import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
@@ -28,27 +29,30 @@ export interface PreparedDelivery extends Prepared<DeliveryHandle> {
 export async function prepareDelivery(
   config: Config,
   logger: Logger,
-  { senders }: { senders?: SenderRegistry } = {},
+  { senders, ...parts }: { senders?: SenderRegistry; metrics?: Metrics; events?: EventSink | undefined } = {},
 ): Promise<PreparedDelivery> {
   // 1. Checks: the senders read their configuration.
   const registry = senders ?? (await createSenders(config, logger));
+  const metrics = parts.metrics ?? createMetrics();
 
   // 2. Connections.
   const opened = new Opened();
-  opened.add(() => registry.close());
+  if (!senders) opened.add(() => registry.close());
   const connection = createRedisClient(config, 'worker', 'chatlane:delivery');
   opened.add(() => closeRedis(connection));
-  const parts = await opened.step(() => buildDeliveryWorker(config, logger, connection, registry));
-  opened.add(() => parts.close());
+  const built = await opened.step(() =>
+    buildDeliveryWorker(config, logger, connection, { senders: registry, metrics, events: parts.events }),
+  );
+  opened.add(() => built.close());
   await opened.step(() => checkRedisPolicy(connection, logger));
 
   // 3. Listeners.
   const side = await opened.step(() =>
     startRoleSideServer(config, {
       role: 'delivery',
-      metrics: processMetrics(),
+      metrics,
       redis: connection,
-      isRunning: () => parts.worker.isRunning() && !parts.worker.closing,
+      isRunning: () => built.worker.isRunning() && !built.worker.closing,
       logger,
     }),
   );
@@ -57,12 +61,14 @@ export async function prepareDelivery(
   // 4. Run (on `run()`).
   let closing: Promise<void> | undefined;
   const handle: DeliveryHandle = {
-    worker: parts.worker,
+    worker: built.worker,
     metricsUrl: side.url,
     close() {
       closing ??= (async () => {
-        await parts.close();
+        await built.close();
         await side.close();
+        // Only what it opened: given senders are their owner's to close.
+        if (!senders) await registry.close();
         await closeRedis(connection);
       })();
       return closing;
@@ -73,7 +79,7 @@ export async function prepareDelivery(
     metricsUrl: side.url,
     async run() {
       ran = true;
-      parts.run();
+      built.run();
       logger.info(
         { concurrency: config.DELIVERY_CONCURRENCY, channels: registry.channels(), metricsUrl: side.url },
         'delivery started',

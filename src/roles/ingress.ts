@@ -3,15 +3,17 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { apiAccessOf } from '../ingress/api-access.js';
-import { buildIngress, type IngressApp } from '../ingress/app.js';
+import { buildIngress, type IngressApp, type IngressDeps } from '../ingress/app.js';
 import { startPollers } from '../ingress/platforms/poller.js';
 import type { Queue } from '../shared/bullmq.js';
 import { type Config, ConfigError, filePolicy } from '../shared/config.js';
 import { replyUrlPolicy } from '../shared/delivery/senders.js';
+import type { EventSink } from '../shared/events.js';
 import { createQueue, QUEUES, type TurnJob } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { exportsQueueMetrics } from '../shared/metrics.js';
+import { createMetrics, exportsQueueMetrics, type Metrics } from '../shared/metrics.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../shared/platforms/runtime.js';
+import { Opened } from '../shared/process/startup.js';
 import { readyQueue } from '../shared/ready-queue.js';
 import {
   checkRedisPolicy,
@@ -34,35 +36,61 @@ export interface IngressHandle {
 /** How long a start may wait for BullMQ to set a queue's connection up (readyQueue). */
 const QUEUE_SETUP_TIMEOUT_MS = 30_000;
 
-export async function startIngress(config: Config, logger: Logger): Promise<IngressHandle> {
+/**
+ * An ingress's connections and what its routes are built from, before any HTTP server: the
+ * standalone ingress (`startIngress`) and the Fastify plugin (`chatlaneFastify`) serve the
+ * same routes over it. `close()` releases every connection it opened, and runs even when the
+ * opening failed half way (then it is called by `openIngress` itself).
+ */
+export interface OpenIngress {
+  deps: IngressDeps;
+  /** Starts the platforms' pollers (work-taking: only once the routes are served). */
+  startPollers(): void;
+  close(): Promise<void>;
+}
+
+export async function openIngress(
+  config: Config,
+  logger: Logger,
+  { metrics = createMetrics(), events }: { metrics?: Metrics; events?: EventSink | undefined } = {},
+): Promise<OpenIngress> {
   // Before anything connects or binds: an ingress that would serve an open API in production stops here.
   const access = apiAccessOf(config);
   if (access.open) logger.warn(access.warning);
+  const opened = new Opened();
   const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
+  opened.add(() => closeRedis(redis));
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
-  await waitReady(redis, 10_000);
-  await checkRedisPolicy(redis, logger);
-  const store = new ChatStore(redis, {
-    prefix: config.CHATLANE_PREFIX,
-    maxEvents: config.EVENTS_MAX_LEN,
-    retention: storeRetentionOf(config),
-    replicaAcks: replicaAcks(config),
+  const { store, queues, platforms } = await opened.step(async () => {
+    await waitReady(redis, 10_000);
+    await checkRedisPolicy(redis, logger);
+    const store = new ChatStore(redis, {
+      prefix: config.CHATLANE_PREFIX,
+      maxEvents: config.EVENTS_MAX_LEN,
+      retention: storeRetentionOf(config),
+      replicaAcks: replicaAcks(config),
+      events,
+    });
+    const ready = async <Q extends Queue>(build: () => Q) => {
+      const queue = await readyQueue(build, { timeoutMs: QUEUE_SETUP_TIMEOUT_MS, logger });
+      opened.add(() => queue.close().catch(() => undefined));
+      return queue;
+    };
+    const turns = await ready(() => createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis));
+    // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
+    const watched = await Promise.all(
+      Object.values(QUEUES)
+        .filter((name) => name !== QUEUES.turns)
+        .map((name) => ready(() => createQueue(config.CHATLANE_PREFIX, name, redis))),
+    );
+    const platforms = await startPlatforms(config, redis, logger);
+    if (platforms) opened.add(() => platforms.close());
+    return { store, queues: { turns, all: [turns, ...watched] }, platforms };
   });
-  const ready = <Q extends Queue>(build: () => Q) =>
-    readyQueue(build, { timeoutMs: QUEUE_SETUP_TIMEOUT_MS, logger });
-  const turns = await ready(() => createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis));
-  // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
-  const watched = await Promise.all(
-    Object.values(QUEUES)
-      .filter((name) => name !== QUEUES.turns)
-      .map((name) => ready(() => createQueue(config.CHATLANE_PREFIX, name, redis))),
-  );
-  const queues = [turns, ...watched];
-  const platforms = await startPlatforms(config, redis, logger);
-  const app = await buildIngress({
+  const deps: IngressDeps = {
     redis,
     store,
-    turns,
+    turns: queues.turns,
     apiToken: config.API_TOKEN,
     web: {
       tokenSecret: config.WEB_TOKEN_SECRET,
@@ -80,8 +108,9 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       authFailures: { limit: config.AUTH_FAILURE_LIMIT, windowMs: config.AUTH_FAILURE_WINDOW_MS },
     },
     logger,
-    queues,
-    metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues : [],
+    metrics,
+    queues: queues.all,
+    metricsQueues: exportsQueueMetrics(config.QUEUE_METRICS, 'ingress') ? queues.all : [],
     admin: { user: config.ADMIN_USER, password: config.ADMIN_PASSWORD, readOnly: config.ADMIN_READ_ONLY },
     genericWebhooks: {
       sources: standardSources(config.GENERIC_WEBHOOKS),
@@ -109,15 +138,53 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       dedupWindowMs: config.DEDUP_WINDOW_MS,
       bodyLimitBytes: config.BODY_LIMIT_BYTES,
     },
-  });
+  };
+  let pollers: { close(): Promise<void> } | undefined;
+  let closing: Promise<void> | undefined;
+  return {
+    deps,
+    startPollers() {
+      pollers ??=
+        platforms &&
+        startPollers({
+          runtime: platforms,
+          redis,
+          prefix: config.CHATLANE_PREFIX,
+          leaseMs: config.POLLER_LEASE_MS,
+          holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+          logger,
+        });
+    },
+    close() {
+      closing ??= (async () => {
+        await pollers?.close().catch((err: unknown) => logger.warn({ err }, 'pollers close failed'));
+        // Newest first: the platforms, the queues, then the connection they share.
+        await opened.closeAll();
+      })();
+      return closing;
+    },
+  };
+}
+
+export async function startIngress(
+  config: Config,
+  logger: Logger,
+  parts: { metrics?: Metrics; events?: EventSink | undefined } = {},
+): Promise<IngressHandle> {
+  const open = await openIngress(config, logger, parts);
+  let app: IngressApp;
   let url: string;
+  try {
+    app = await buildIngress(open.deps);
+  } catch (err) {
+    await open.close();
+    throw err;
+  }
   try {
     url = await app.listen({ host: config.HOST, port: config.PORT });
   } catch (err) {
     await app.close().catch(() => undefined);
-    await platforms?.close().catch(() => undefined);
-    await Promise.all(queues.map((q) => q.close().catch(() => undefined)));
-    await closeRedis(redis);
+    await open.close();
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       throw new ConfigError(
         `PORT: ${config.PORT} is already in use on ${config.HOST}; give each ingress on this host its own port`,
@@ -127,16 +194,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
   }
   logger.info({ url }, 'ingress listening');
   // Polling takes work, so it starts only once the port is bound (startup order).
-  const pollers =
-    platforms &&
-    startPollers({
-      runtime: platforms,
-      redis,
-      prefix: config.CHATLANE_PREFIX,
-      leaseMs: config.POLLER_LEASE_MS,
-      holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
-      logger,
-    });
+  open.startPollers();
 
   // Sockets that have not sent a request yet (a browser's preconnect, a pool's spare):
   // Node's closeIdleConnections leaves them open, as their request may be on its way, so a
@@ -155,7 +213,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
     close() {
       closing ??= (async () => {
         // Refuse new work first (503), let in-flight requests finish, then drop connections.
-        app.lifecycle.shuttingDown = true;
+        app.chatlane.lifecycle.shuttingDown = true;
         // A keep-alive connection whose request was in flight turns idle once answered, and
         // nothing else would close it until the client does: close idle ones as they appear.
         // A socket without a request by now would only be answered 503: it is dropped.
@@ -165,11 +223,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
         }, 100);
         await app.close().catch((err: unknown) => logger.warn({ err }, 'http close failed'));
         clearInterval(closeIdle);
-        await pollers?.close().catch((err: unknown) => logger.warn({ err }, 'pollers close failed'));
-        await platforms?.close().catch((err: unknown) => logger.warn({ err }, 'platforms close failed'));
-        await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
-        await Promise.all(watched.map((q) => q.close().catch(() => undefined)));
-        await closeRedis(redis);
+        await open.close();
       })();
       return closing;
     },

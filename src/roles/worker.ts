@@ -2,6 +2,7 @@ import type { Worker } from 'bullmq';
 import { type Config, requireCompactionModel, requireModel } from '../shared/config.js';
 import { createSenders } from '../shared/delivery/senders.js';
 import { TypingIndicator } from '../shared/delivery/typing.js';
+import type { EventSink } from '../shared/events.js';
 import {
   type CompactionJob,
   createQueue,
@@ -12,7 +13,7 @@ import {
   type TurnJob,
 } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import { processMetrics } from '../shared/metrics.js';
+import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { settleWithin } from '../shared/process/grace.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
@@ -54,10 +55,31 @@ export interface PreparedWorker extends Prepared<WorkerHandle> {
 /** After the grace, how long stopped turns get to release their lease and fail their attempt. */
 const STOP_WAIT_MS = 3000;
 
+/**
+ * What a worker is built from besides the configuration: the parts of a turn a program gave
+ * in code (`startChatlane`: model, tools, stages, instructions; see TurnParts), and what the
+ * process made for all its roles. Each optional.
+ */
+export interface WorkerParts extends Omit<TurnParts, 'metrics' | 'capabilities' | 'providers'> {
+  /** The instance's metrics (default: a registry of its own). */
+  metrics?: Metrics;
+  /** A program's onEvent, through an EventFeed: the events this role writes. */
+  events?: EventSink | undefined;
+  /**
+   * Deliver in this process whatever DELIVERY_IN_WORKER says (the delivery role runs here too),
+   * even with no platform or signed webhook configured.
+   */
+  delivery?: boolean;
+}
+
 /** `@ai-sdk/mcp` (and its own copy of the provider utilities) is imported only when MCP_CONFIG is set. */
-async function startMcp(config: Config, file: NonNullable<ReturnType<typeof loadMcpConfig>>, logger: Logger) {
+async function startMcp(
+  config: Config,
+  file: NonNullable<ReturnType<typeof loadMcpConfig>>,
+  logger: Logger,
+  metrics: Metrics,
+) {
   const { McpTools } = await import('../worker/mcp/mcp-tools.js');
-  const metrics = processMetrics();
   const mcp = new McpTools(
     file,
     {
@@ -73,9 +95,6 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
   return mcp;
 }
 
-/** What a program gives the worker in code, beside the environment's configuration. */
-export type WorkerParts = Pick<TurnParts, 'tools'>;
-
 /**
  * Steps 1–3 of the startup order (`../shared/process/startup.ts`): checks, connections, side server bound.
  * No job is taken until `run()`. Parts added to the worker process (more queues' workers,
@@ -86,17 +105,22 @@ export async function prepareWorker(
   logger: Logger,
   parts: WorkerParts = {},
 ): Promise<PreparedWorker> {
-  // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup.
-  const models = requireModel(config);
-  const compactionModels = requireCompactionModel(config);
-  // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O.
-  readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
+  // 1. Checks: nothing has been opened yet, so a ConfigError here needs no cleanup. A model
+  // given in code takes LLM_MODEL's place (and summarises unless COMPACTION_MODEL is set).
+  const { metrics: givenMetrics, delivery: deliverHere, events, ...turn } = parts;
+  const given = turn.model;
+  const models = given ? undefined : requireModel(config);
+  const compactionModels = given && !config.COMPACTION_MODEL ? undefined : requireCompactionModel(config);
+  const metrics = givenMetrics ?? createMetrics();
+  // Read again by turnDepsFromConfig below; read here so a bad path stops us before any I/O
+  // (not at all when the instructions are given in code).
+  if (turn.instructions === undefined) readOperatorPrompt(config.SYSTEM_PROMPT_FILE);
   const mcpFile = loadMcpConfig(config.MCP_CONFIG);
   const capabilities = loadCapabilities(config, logger);
-  if (parts.tools) await checkTools(parts.tools, { mcpServers: Object.keys(mcpFile?.mcpServers ?? {}) });
+  if (turn.tools) await checkTools(turn.tools, { mcpServers: Object.keys(mcpFile?.mcpServers ?? {}) });
 
   // 2. Connections.
-  const providers = await loadProviders(models, compactionModels);
+  const providers = await loadProviders(...[models, compactionModels].filter((m) => m !== undefined));
   const opened = new Opened();
   // exec_shell: the sandbox is probed once here; a host that cannot run it stops the worker.
   const shell = await opened.step(() => openExecShell(config, logger));
@@ -115,6 +139,7 @@ export async function prepareWorker(
     maxEvents: config.EVENTS_MAX_LEN,
     retention: storeRetentionOf(config),
     replicaAcks: replicaAcks(config),
+    events,
   });
   const turns = createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, connection);
   const compaction = createQueue<CompactionJob>(config.CHATLANE_PREFIX, QUEUES.compaction, connection);
@@ -122,23 +147,22 @@ export async function prepareWorker(
   opened.add(() => deliveries.close());
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
-  const compactionDeps = compactionDepsFromConfig(config, store, logger, providers);
+  const compactionDeps = compactionDepsFromConfig(config, store, logger, {
+    metrics,
+    providers,
+    ...(given && { model: given }),
+  });
   const contacts = contactBookFromConfig(config, store);
   const running = new RunningTurns();
   // One sender registry for delivery (when it runs here) and the typing indicator.
   const senders = await opened.step(() => createSenders(config, logger));
   opened.add(() => senders.close());
   // A server that is down does not stop the worker: it runs without those tools and retries.
-  const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;
+  const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger, metrics)) : undefined;
   if (mcp) opened.add(() => mcp.close());
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, {
-      metrics: processMetrics(),
-      capabilities,
-      providers,
-      ...(parts.tools && { tools: parts.tools }),
-    }),
+    ...turnDepsFromConfig(config, store, logger, { ...turn, metrics, capabilities, providers }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);
@@ -158,7 +182,7 @@ export async function prepareWorker(
     lockDurationMs: config.JOB_LOCK_MS,
     stalledIntervalMs: config.STALLED_INTERVAL_MS,
     turns,
-    metrics: processMetrics(),
+    metrics,
     modelBackoff: { baseMs: config.MODEL_RETRY_BACKOFF_MS, maxMs: config.MODEL_RETRY_BACKOFF_MAX_MS },
   });
   opened.add(() => worker.close());
@@ -167,10 +191,12 @@ export async function prepareWorker(
   // every delivery job it took would go back as 'no sender' (delaying the process that has
   // one) while its poll, its stall check each STALLED_INTERVAL_MS and its blocking connection
   // cost the idle worker for nothing.
-  const deliversHere = config.DELIVERY_IN_WORKER && senders.channels().length > 0;
+  const deliversHere = deliverHere ?? (config.DELIVERY_IN_WORKER && senders.channels().length > 0);
   let delivery: DeliveryParts | undefined;
   if (deliversHere) {
-    delivery = await opened.step(() => buildDeliveryWorker(config, logger, connection, senders));
+    delivery = await opened.step(() =>
+      buildDeliveryWorker(config, logger, connection, { senders, metrics, events }),
+    );
     opened.add(() => delivery!.close());
   }
   const sweeper = await opened.step(async () => {
@@ -203,7 +229,7 @@ export async function prepareWorker(
   const side = await opened.step(() =>
     startRoleSideServer(config, {
       role: 'worker',
-      metrics: processMetrics(),
+      metrics,
       redis: connection,
       isRunning: () => worker.isRunning() && !worker.closing,
       logger,
@@ -247,7 +273,10 @@ export async function prepareWorker(
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        // The senders are the worker's (delivery, when it ran here, only borrowed them).
+        await senders.close();
         await closeRedis(connection);
+        await closeRedis(storeConnection);
       })();
       return closing;
     },
@@ -264,7 +293,7 @@ export async function prepareWorker(
         {
           concurrency: config.WORKER_CONCURRENCY,
           globalConcurrency: await turns.getGlobalConcurrency(),
-          models: models.models.map((m) => m.id),
+          models: Object.keys(deps.modelHealth?.models() ?? {}),
           delivery: delivery
             ? { concurrency: config.DELIVERY_CONCURRENCY, channels: delivery.senders.channels() }
             : config.DELIVERY_IN_WORKER
@@ -284,7 +313,7 @@ export async function prepareWorker(
 export async function startWorker(
   config: Config,
   logger: Logger,
-  parts: WorkerParts = {},
+  parts?: WorkerParts,
 ): Promise<WorkerHandle> {
   return runPrepared(await prepareWorker(config, logger, parts));
 }

@@ -529,6 +529,11 @@ export function filePolicy(config: Pick<Config, 'FILE_MEDIA_TYPES' | 'FILE_DATA_
 /** The side port a worker or compactor tries first when METRICS_PORT is unset. */
 export const DEFAULT_METRICS_PORT = 9100;
 
+/**
+ * A configuration problem — a bad environment variable, a missing model, a tool name that
+ * clashes with a built-in one, an unknown role — thrown before anything is opened. Its message
+ * names the variable or option at fault, one line each; the CLI prints it and exits 2.
+ */
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }

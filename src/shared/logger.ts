@@ -1,6 +1,7 @@
 import { type Logger, pino } from 'pino';
 import { logTraceFields } from './tracing/spans.js';
 
+/** A pino logger: what chatlane logs to (`startChatlane({ logger })` takes one). */
 export type { Logger };
 
 /** `traced`: every line written inside a span carries its trace_id and span_id (tracing on). */

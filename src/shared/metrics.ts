@@ -10,9 +10,12 @@ import type { PriceTable } from './prices.js';
 import { type CallUsage, tokensByKind, USAGE_KINDS } from './usage.js';
 
 /**
- * Prometheus metrics: one `Registry` per process (`processMetrics()`), shared by every role
- * the process runs (`all` = ingress + worker). Tests build their own with `createMetrics()`.
- * Queue depth comes from BullMQ's own exporter, collected on scrape (`renderMetrics`).
+ * Prometheus metrics: one `Metrics` per chatlane instance (`createMetrics()`: what
+ * `startChatlane` and so the CLI make once, shared by every role the instance runs), so two
+ * instances in one process count their own work. Node's default `process_*`/`nodejs_*`
+ * metrics describe the process, not an instance: they live in one registry per process
+ * (`processDefaults()`), which every instance's scrape appends. Queue depth comes from BullMQ's
+ * own exporter, collected on scrape (`renderMetrics`).
  */
 
 export type TurnOutcomeLabel = 'done' | 'idle' | 'busy' | 'lost' | 'failed' | 'deferred' | 'held';
@@ -22,7 +25,10 @@ export type CompactionResult = 'applied' | 'conflict' | 'skipped' | 'failed';
 export type DeliveryResult = 'delivered' | 'retry' | 'failed';
 
 export interface Metrics {
+  /** This instance's chatlane_* metrics. */
   registry: Registry;
+  /** The process's default metrics (`processDefaults()`), appended to every scrape; absent in tests that leave them out. */
+  processRegistry?: Registry;
   httpRequestDuration: Histogram<'method' | 'route' | 'status'>;
   messages: Counter<'result' | 'reason'>;
   turnDuration: Histogram<'outcome'>;
@@ -52,12 +58,27 @@ export interface Metrics {
   modelFallbacks: Counter<'model'>;
 }
 
+let defaults: Registry | undefined;
+
+/**
+ * The process's default metrics (CPU, memory, event loop, GC), collected once per process
+ * however many instances it runs: prom-client's collectors observe the process (a GC observer,
+ * the event-loop sampler) and are never stopped, so one set serves every instance's scrape.
+ */
+export function processDefaults(): Registry {
+  if (!defaults) {
+    defaults = new Registry();
+    collectDefaults(defaults);
+  }
+  return defaults;
+}
+
 export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
-  if (defaultMetrics) collectDefaults(registry);
   const registers = [registry];
   return {
     registry,
+    ...(defaultMetrics && { processRegistry: processDefaults() }),
     httpRequestDuration: new Histogram({
       name: 'chatlane_http_request_duration_seconds',
       help: 'HTTP request duration by route pattern (never the raw URL) and status code',
@@ -236,14 +257,6 @@ export function exportsQueueMetrics(queueMetrics: boolean | undefined, role: Met
   return queueMetrics ?? role === 'ingress';
 }
 
-let shared: Metrics | undefined;
-
-/** The process's registry (default process metrics included), created on first use. */
-export function processMetrics(): Metrics {
-  shared ??= createMetrics();
-  return shared;
-}
-
 export function recordCompactionRun(metrics: Metrics, result: CompactionResult, tokensSaved = 0): void {
   metrics.compactionRuns.inc({ result });
   if (result === 'applied' && tokensSaved > 0) metrics.compactionTokensSaved.inc(tokensSaved);
@@ -351,9 +364,17 @@ export async function renderMetrics(metrics: Metrics, queues: readonly Queue[] =
       }
     }),
   );
-  const own = await metrics.registry.metrics();
+  const own = await ownMetrics(metrics);
   const merged = mergeExpositions(exported);
   return merged ? `${own}${own.endsWith('\n') ? '' : '\n'}${merged}\n` : own;
+}
+
+/** The instance's registry, then the process's default metrics. */
+async function ownMetrics(metrics: Metrics): Promise<string> {
+  const own = await metrics.registry.metrics();
+  if (!metrics.processRegistry) return own;
+  const process = await metrics.processRegistry.metrics();
+  return `${own}${own.endsWith('\n') || own === '' ? '' : '\n'}${process}`;
 }
 
 export function metricsContentType(metrics: Metrics): string {

@@ -151,3 +151,41 @@ export async function postMessage(baseUrl: string, chatKey: string, id: string, 
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/** How a process run to its end went (`runToExit`). */
+export interface ProcessRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  out: string;
+  err: string;
+  /** Still running at the deadline: killed (a handle held it open, or it hung). */
+  hung: boolean;
+}
+
+/** Runs a command to its own exit, or kills it at `timeoutMs` and says so; its output kept. */
+export function runToExit(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number },
+): Promise<ProcessRun> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  return new Promise((resolve) => {
+    let hung = false;
+    const timer = setTimeout(() => {
+      hung = true;
+      child.kill('SIGKILL');
+    }, options.timeoutMs);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, out, err, hung });
+    });
+  });
+}

@@ -180,7 +180,7 @@ describe('docs/live-stream.md: live stream', () => {
       base,
     )}`;
     const { out } = runNode(code, {});
-    await waitFor(async () => ing.app.streams.size === 1, { what: 'the example connected' });
+    await waitFor(async () => ing.app.chatlane.streams.size === 1, { what: 'the example connected' });
     await replyAsTurn(ing.store, delivery.queue, 'alice', ['hello alice']);
     await ing.store.appendEvent('alice', 'turn.committed', committedEventData('r1'));
     await waitFor(async () => out.includes('event: turn.committed'), { what: 'the event printed' });

@@ -94,7 +94,7 @@ describe('POST /webhooks/generic/:source', () => {
     });
     expect((await ing.turns.getJobs(['waiting'])).map((j) => j.data)).toEqual([{ chatKey: 'ticket-42' }]);
     // The sender's user joins the contact book, like every ingested message with a username.
-    expect(await ing.app.contacts.lookup('dana')).toEqual([
+    expect(await ing.app.chatlane.contacts.lookup('dana')).toEqual([
       expect.objectContaining({ username: 'Dana', chatKey: 'ticket-42', channel: 'generic', userId: 'c-7' }),
     ]);
   });

@@ -250,7 +250,7 @@ describe('health', () => {
   it('is live and ready with Redis up, and not ready while shutting down', async () => {
     expect((await ing.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     expect((await ing.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
-    ing.app.lifecycle.shuttingDown = true;
+    ing.app.chatlane.lifecycle.shuttingDown = true;
     const ready = await ing.app.inject({ method: 'GET', url: '/readyz' });
     expect(ready.statusCode).toBe(503);
     expect(ready.json().error.code).toBe('SHUTTING_DOWN');

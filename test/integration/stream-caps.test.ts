@@ -2,7 +2,6 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { type IngressHandle, startIngress } from '../../src/roles/ingress.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { processMetrics } from '../../src/shared/metrics.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
@@ -123,7 +122,7 @@ describe('the stream settings reach the ingress', () => {
       SSE_POLL_MS: '40',
       SSE_POLL_MAX_MS: '700',
     });
-    expect(ingress.app.streams.settings).toMatchObject({
+    expect(ingress.app.chatlane.streams.settings).toMatchObject({
       maxClients: 6,
       maxClientsPerChat: 4,
       heartbeatMs: 150,
@@ -137,7 +136,7 @@ describe('the stream settings reach the ingress', () => {
       timeoutMs: 10_000,
     });
     // Both caps are exported.
-    const registry = processMetrics().registry;
+    const registry = ingress.app.chatlane.deps.metrics!.registry;
     expect(await registry.getSingleMetricAsString('chatlane_sse_max_clients')).toMatch(
       /chatlane_sse_max_clients 6$/m,
     );
@@ -165,7 +164,7 @@ describe('SSE_MAX_CLIENTS: the process cap', () => {
     expect(await refusals('process')).toBe(refusedBefore + 1);
 
     held[0]!.abort.abort();
-    await waitFor(async () => ingress.app.streams.size === 5, {
+    await waitFor(async () => ingress.app.chatlane.streams.size === 5, {
       what: 'the closed stream to leave its slot',
     });
     expect((await live('d')).status).toBe(200);
@@ -205,7 +204,7 @@ describe('SSE_MAX_CLIENTS_PER_CHAT: the per-chat cap', () => {
     expect(pending.map((m) => m.id)).toEqual(['m1']);
 
     held[1]!.abort.abort();
-    await waitFor(async () => ingress.app.streams.sizeOf('mine') === 2, {
+    await waitFor(async () => ingress.app.chatlane.streams.sizeOf('mine') === 2, {
       what: 'the closed send to leave its slot',
     });
     expect((await live('mine', token)).status).toBe(200);
@@ -221,7 +220,9 @@ describe('SSE_MAX_CLIENTS_PER_CHAT: the per-chat cap', () => {
 });
 
 async function refusals(limit: 'process' | 'chat'): Promise<number> {
-  const text = await processMetrics().registry.getSingleMetricAsString('chatlane_sse_refused_total');
+  const text = await ingress.app.chatlane.deps.metrics!.registry.getSingleMetricAsString(
+    'chatlane_sse_refused_total',
+  );
   const line = new RegExp(`^chatlane_sse_refused_total\\{limit="${limit}"\\} (\\d+)$`, 'm').exec(text);
   return line ? Number(line[1]) : 0;
 }

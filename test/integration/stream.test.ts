@@ -147,7 +147,7 @@ describe('GET /v1/chats/:chatKey/stream', () => {
     clients.forEach((c, i) => {
       expect(texts(c.received)).toEqual([`for ${chats[Math.floor(i / 2)]}`]);
     });
-    expect(ing.app.streams.size).toBe(6);
+    expect(ing.app.chatlane.streams.size).toBe(6);
   });
 
   it('sends heartbeat comments to idle clients', async () => {
@@ -168,7 +168,7 @@ describe('GET /v1/chats/:chatKey/stream', () => {
     let done = false;
     while (!done) done = (await reader.read()).done;
     await closed;
-    expect(ing.app.streams.size).toBe(0);
+    expect(ing.app.chatlane.streams.size).toBe(0);
   });
 });
 
@@ -208,7 +208,7 @@ describe('GET /v1/chats/:chatKey/stream refuses before the stream opens', () => 
     expect(res.statusCode).toBe(400);
     expect(res.headers['content-type']).toMatch(/application\/json/);
     expect(res.json().error.code).toBe('INVALID_CHAT_KEY');
-    expect(ing.app.streams.size).toBe(0);
+    expect(ing.app.chatlane.streams.size).toBe(0);
     expect(await chatKeysNow()).toEqual(before);
   });
 
@@ -229,7 +229,7 @@ describe('GET /v1/chats/:chatKey/stream refuses before the stream opens', () => 
     expect(res.statusCode).toBe(401);
     expect(res.headers['content-type']).toMatch(/application\/json/);
     expect(res.json().error.code).toBe('UNAUTHORIZED');
-    expect(ing.app.streams.size).toBe(0);
+    expect(ing.app.chatlane.streams.size).toBe(0);
     expect(await chatKeysNow()).toEqual(before);
     const ok = listen('alice', { token: 'sekret' });
     await ok.ready;

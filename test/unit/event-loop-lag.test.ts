@@ -136,8 +136,11 @@ describe('default metrics', () => {
     const expected = (await prom.getMetricsAsJSON()).map((m) => m.name).sort();
     const monitor = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
     try {
+      // Collected once per process and appended to every instance's scrape.
       const metrics = createMetrics();
-      const names = (await metrics.registry.getMetricsAsJSON()).map((m) => m.name);
+      const defaults = metrics.processRegistry;
+      if (!defaults) throw new Error('no default metrics');
+      const names = (await defaults.getMetricsAsJSON()).map((m) => m.name);
       expect(names.filter((n) => n.startsWith('nodejs_') || n.startsWith('process_')).sort()).toEqual(
         expected,
       );

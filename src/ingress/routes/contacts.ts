@@ -16,7 +16,7 @@ const contactsQuery = z
 export async function contactRoutes(app: FastifyInstance): Promise<void> {
   app.get('/contacts', async (request) => {
     const q = parseOrThrow(contactsQuery, request.query, 'query');
-    const contacts = await withRedis(() => app.contacts.search(q.query ?? '', q.limit));
+    const contacts = await withRedis(() => app.chatlane.contacts.search(q.query ?? '', q.limit));
     return { contacts };
   });
 }

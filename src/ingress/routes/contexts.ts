@@ -43,7 +43,7 @@ export const contextActionBody = z.discriminatedUnion('action', [
  * lease, fenced script, release — so it can never interleave with a running turn.
  */
 export async function contextRoutes(app: FastifyInstance): Promise<void> {
-  const { store, turns } = app.deps;
+  const { store, turns } = app.chatlane.deps;
 
   app.get('/chats/:chatKey/contexts', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);

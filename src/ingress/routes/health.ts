@@ -7,12 +7,12 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async (_request, reply) => {
-    if (app.lifecycle.shuttingDown) {
+    if (app.chatlane.lifecycle.shuttingDown) {
       return reply.code(503).send(errorBody('SHUTTING_DOWN', 'ingress is shutting down'));
     }
     try {
       await Promise.race([
-        app.deps.redis.ping(),
+        app.chatlane.deps.redis.ping(),
         new Promise((_, reject) =>
           setTimeout(() => reject(new Error('ping timeout')), PING_TIMEOUT_MS).unref(),
         ),

@@ -24,7 +24,7 @@ function archiveAfter(after: string | undefined): number | undefined {
 
 /** Operators' view of a chat: its event stream and its archive of compacted segments. */
 export async function inspectRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
 
   app.get('/chats/:chatKey/events', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);

@@ -16,8 +16,8 @@ const putBody = z.object({ content: z.string() }).strict();
  * model's next update.
  */
 export async function memoryRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
-  const maxTokens = app.deps.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS;
+  const { store } = app.chatlane.deps;
+  const maxTokens = app.chatlane.deps.memoryMaxTokens ?? DEFAULT_MEMORY_MAX_TOKENS;
 
   const existing = async (params: unknown) => {
     const chatKey = parseChatKey((params as { chatKey?: unknown }).chatKey);

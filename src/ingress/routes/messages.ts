@@ -20,13 +20,13 @@ export const postMessageBody = z
   .refine(hasTextOrParts, TEXT_OR_PARTS);
 
 export async function messageRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
 
   app.post('/chats/:chatKey/messages', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
     const body = parseOrThrow(postMessageBody, request.body ?? undefined, 'body');
     const message = toUserMessage(chatKey, body, Date.now());
-    const result = await app.ingest({ chatKey, message });
+    const result = await app.chatlane.ingest({ chatKey, message });
     return reply.code(202).send({ chatKey, messageId: result.messageId, status: result.status });
   });
 

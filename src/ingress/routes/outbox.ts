@@ -24,7 +24,7 @@ export function parsePageQuery(query: unknown): z.infer<typeof cursorQuery> {
 }
 
 export async function outboxRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
   app.get('/chats/:chatKey/outbox', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
     const query = parsePageQuery(request.query);

@@ -17,7 +17,7 @@ const streamQuery = z.object({ lastEventId: z.string().max(100).optional() }).st
  * Resume with `Last-Event-ID` (or `?lastEventId=`): see `../stream/cursor.ts`.
  */
 export async function streamRoutes(app: FastifyInstance): Promise<void> {
-  const clients: StreamClients = app.streams;
+  const clients: StreamClients = app.chatlane.streams;
 
   app.get('/chats/:chatKey/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
@@ -35,7 +35,7 @@ export async function streamRoutes(app: FastifyInstance): Promise<void> {
       }
     }
     const slot = reserveStream(clients, chatKey);
-    const view = request.webChat === undefined ? 'api' : 'browser';
+    const view = request.chatlaneWebChat === undefined ? 'api' : 'browser';
     const open = await withRedis(() => clients.open(slot, from, view));
 
     const res = hijackStream(reply, {

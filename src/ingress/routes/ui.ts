@@ -39,8 +39,8 @@ export interface UiRouteOptions {
  * the running turn. `:id` and the body's `id` are the chatKey. See docs/streaming.md.
  */
 export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): Promise<void> {
-  const { store } = app.deps;
-  const replies = app.replies;
+  const { store } = app.chatlane.deps;
+  const replies = app.chatlane.replies;
   /** One response in a slot the process counts (`reserveStream`) until the response closes. */
   const open = (slot: StreamSlot, about: Set<string>): UiReply => {
     let forget = (): void => undefined;
@@ -55,16 +55,16 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       slot.chatKey,
       about,
     );
-    forget = app.streams.adopt(ui);
+    forget = app.chatlane.streams.adopt(ui);
     return ui;
   };
   const deps = (): UiReplyDeps => ({
-    hub: app.streams.sharedHub,
+    hub: app.chatlane.streams.sharedHub,
     replies,
-    logger: app.deps.logger,
+    logger: app.chatlane.deps.logger,
     waitMs: options.waitMs,
     endGraceMs: options.endGraceMs ?? 2000,
-    heartbeatMs: app.streams.settings.heartbeatMs,
+    heartbeatMs: app.chatlane.streams.settings.heartbeatMs,
   });
 
   app.post('/ui', async (request, reply) => {
@@ -83,11 +83,11 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
       { id: newest.id, parts: newest.parts, metadata: { channel: 'web' } },
       Date.now(),
     );
-    const ui = open(reserveStream(app.streams, chatKey), new Set([message.id]));
+    const ui = open(reserveStream(app.chatlane.streams, chatKey), new Set([message.id]));
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
       await withRedis(() => ui.watchEvents());
-      const result = await app.ingest({ chatKey, message });
+      const result = await app.chatlane.ingest({ chatKey, message });
       if (result.status === 'accepted') ui.awaitStart();
       else await withRedis(() => resendOf(ui, chatKey, message.id));
     } catch (err) {
@@ -100,7 +100,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
   app.get('/ui/:id/stream', async (request, reply) => {
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
     // Taken before the read, so resumes racing for the last slot cannot all pass.
-    const slot = reserveStream(app.streams, chatKey);
+    const slot = reserveStream(app.chatlane.streams, chatKey);
     let run: string | undefined;
     try {
       run = await withRedis(() => replies.liveRun(chatKey));
@@ -132,7 +132,10 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     );
     const messages = [...history, ...pending].map(toWebMessage);
     // A browser token reads a failure's code and a generic sentence; the API token, the detail.
-    return { chatKey, messages: request.webChat === undefined ? messages : messages.map(browserMessage) };
+    return {
+      chatKey,
+      messages: request.chatlaneWebChat === undefined ? messages : messages.map(browserMessage),
+    };
   });
 
   app.post('/ui/:id/stop', async (request, reply) => {

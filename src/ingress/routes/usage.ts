@@ -24,7 +24,7 @@ const usageQuery = z
  * is configured (MODEL_PRICES_FILE). docs/usage-and-cost.md.
  */
 export async function usageRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.deps;
+  const { store } = app.chatlane.deps;
 
   app.get('/chats/:chatKey/usage', async (request) => {
     const chatKey = parseChatKey((request.params as { chatKey?: unknown }).chatKey);
@@ -32,8 +32,10 @@ export async function usageRoutes(app: FastifyInstance): Promise<void> {
     if (!(await withRedis(() => store.chatExists(chatKey)))) {
       throw new HttpError('CHAT_NOT_FOUND', `no chat ${chatKey}`);
     }
-    const usage = await withRedis(() => readChatUsage(store, chatKey, range, app.deps.usage?.prices));
-    const budget = app.deps.usage?.dailyTokenBudget;
+    const usage = await withRedis(() =>
+      readChatUsage(store, chatKey, range, app.chatlane.deps.usage?.prices),
+    );
+    const budget = app.chatlane.deps.usage?.dailyTokenBudget;
     return budget ? { ...usage, dailyTokenBudget: budget } : usage;
   });
 }

@@ -65,7 +65,11 @@ function declaredNotJson(contentType: string | undefined): boolean {
 export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWebhookOptions): Promise<void> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-  const webhookIds = new WebhookIds(app.deps.redis, app.deps.store.prefix, app.deps.limits.dedupWindowMs);
+  const webhookIds = new WebhookIds(
+    app.chatlane.deps.redis,
+    app.chatlane.deps.store.prefix,
+    app.chatlane.deps.limits.dedupWindowMs,
+  );
 
   const sourceOf = (request: FastifyRequest): StandardWebhookSource => {
     const name = (request.params as { source?: string }).source ?? '';
@@ -149,9 +153,9 @@ export async function genericWebhookRoutes(app: FastifyInstance, opts: GenericWe
       if (claim.status === 'other') {
         return reply.code(202).send({ chatKey: claim.chatKey, messageId: message.id, status: 'duplicate' });
       }
-      let result: Awaited<ReturnType<typeof app.ingest>>;
+      let result: Awaited<ReturnType<typeof app.chatlane.ingest>>;
       try {
-        result = await app.ingest({ chatKey: body.chatKey, message, ...(route && { route }) });
+        result = await app.chatlane.ingest({ chatKey: body.chatKey, message, ...(route && { route }) });
       } catch (err) {
         // Not stored: the claim goes, so a refusal leaves nothing and a retry is judged afresh.
         if (claim.status === 'new') {

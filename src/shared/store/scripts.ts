@@ -1,22 +1,9 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { EventSink, WrittenEvent } from '../events.js';
 import { type RedisClient, refreshSlotsOnRedirect } from '../redis.js';
+import { LUA_SOURCES } from './lua-sources.js';
 
 export type { RedisClient };
-
-const LUA_DIR = new URL('./lua/', import.meta.url);
-const INCLUDE = /^-- @include "([a-z-]+)"\s*$/gm;
-
-/** Inline `-- @include "name"` lines (from lua/includes), each include once per script. */
-export function resolveLua(name: string, seen = new Set<string>(), dir = LUA_DIR): string {
-  const source = readFileSync(new URL(`${name}.lua`, dir), 'utf8');
-  return source.replace(INCLUDE, (_line, inc: string) => {
-    if (seen.has(inc)) return '';
-    seen.add(inc);
-    return resolveLua(inc, seen, new URL('./includes/', LUA_DIR));
-  });
-}
 
 /** A script's text and its SHA1, as EVALSHA names it. */
 interface ScriptText {
@@ -27,8 +14,9 @@ interface ScriptText {
 const sha1 = (source: string) => createHash('sha1').update(source).digest('hex');
 
 /**
- * One Lua script file. Runs by EVALSHA and falls back to EVAL once when the server has
- * not seen it (restart, failover, new Cluster node).
+ * One Lua script file (./lua, compiled into ./lua-sources.ts at build time with its includes:
+ * nothing is read from disk when chatlane loads). Runs by EVALSHA and falls back to EVAL once
+ * when the server has not seen it (restart, failover, new Cluster node).
  *
  * Each script comes in two variants. The plain one declares `__events` false. The collecting
  * one (for a process that hands events to code: `run` with an event sink) declares it a
@@ -57,7 +45,12 @@ export class LuaScript<Events extends boolean = false> {
   ) {
     this.variadic = opts.variadic ?? false;
     this.writesEvents = (opts.events ?? false) as Events;
-    const body = resolveLua(name);
+    const body = LUA_SOURCES[name];
+    if (body === undefined) {
+      throw new Error(
+        `${name}.lua is not in lua-sources.ts: run node scripts/lua-modules.mjs (npm run build does)`,
+      );
+    }
     this.source = `local __events = false; ${body}`;
     this.sha = sha1(this.source);
   }

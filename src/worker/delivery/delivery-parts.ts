@@ -3,9 +3,10 @@ import type { Queue, Worker } from 'bullmq';
 import type { Config } from '../../shared/config.js';
 import type { SenderRegistry } from '../../shared/delivery/sender.js';
 import { createSenders } from '../../shared/delivery/senders.js';
+import type { EventSink } from '../../shared/events.js';
 import { createQueue, type DeliveryJob, QUEUES } from '../../shared/jobs.js';
 import type { Logger } from '../../shared/logger.js';
-import { processMetrics } from '../../shared/metrics.js';
+import type { Metrics } from '../../shared/metrics.js';
 import type { RedisClient } from '../../shared/redis.js';
 import { DeliveryStore } from '../../shared/store/delivery.js';
 import { ReplyStreams } from '../../shared/store/reply-streams.js';
@@ -59,20 +60,30 @@ export async function buildDeliveryWorker(
   config: Config,
   logger: Logger,
   connection: RedisClient,
-  sendersGiven?: SenderRegistry,
+  {
+    senders: sendersGiven,
+    metrics,
+    events,
+  }: { senders?: SenderRegistry; metrics: Metrics; events?: EventSink | undefined },
 ): Promise<DeliveryParts> {
   const senders = sendersGiven ?? (await createSenders(config, logger));
   const queue = createQueue<DeliveryJob>(config.CHATLANE_PREFIX, QUEUES.deliveries, connection);
   const streaming = streamingSettingsFromConfig(config, connection);
   const worker = createDeliveryWorker(
     {
-      store: new DeliveryStore(connection, config.CHATLANE_PREFIX, config.EVENTS_MAX_LEN, !!streaming),
+      store: new DeliveryStore(
+        connection,
+        config.CHATLANE_PREFIX,
+        config.EVENTS_MAX_LEN,
+        !!streaming,
+        events,
+      ),
       ...(streaming && { streaming }),
       senders,
       settings: deliverySettingsFromConfig(config),
       workerId: `${hostname()}:${process.pid}`,
       logger,
-      metrics: processMetrics(),
+      metrics,
     },
     {
       prefix: config.CHATLANE_PREFIX,
@@ -88,7 +99,8 @@ export async function buildDeliveryWorker(
     closing ??= (async () => {
       await worker.close().catch((err: unknown) => logger.warn({ err }, 'delivery worker close failed'));
       await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
-      await senders.close();
+      // Only what it opened: given senders are their owner's to close.
+      if (!sendersGiven) await senders.close();
     })();
     return closing;
   };

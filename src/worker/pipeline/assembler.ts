@@ -51,7 +51,8 @@ const WORKING_CONTEXT: ReadonlyArray<{ tools: readonly ChatToolName[]; line: str
 
 /** The per-turn part's first line: what every static part is followed by. */
 const RUNTIME_HEADING = '## Runtime context';
-const RUNTIME_HEADING_TOKENS = countTextTokens(RUNTIME_HEADING);
+/** Its tokens, counted on first use (not when the module loads: that would load the tokenizer). */
+let runtimeHeadingTokens: number | undefined;
 
 /** The variant key's bit for the summary rule, above one bit per WORKING_CONTEXT line. */
 const SUMMARY_BIT = 1 << WORKING_CONTEXT.length;
@@ -105,7 +106,8 @@ export class DefaultAssembler implements Assembler {
     // Counted with the separator and the runtime context's heading that always follow it,
     // less the heading: the tokenizer may merge the separator into the part's last token,
     // so the part and what follows cannot be counted apart and added up.
-    const tokens = countTextTokens(`${text}\n\n${RUNTIME_HEADING}`) - RUNTIME_HEADING_TOKENS;
+    runtimeHeadingTokens ??= countTextTokens(RUNTIME_HEADING);
+    const tokens = countTextTokens(`${text}\n\n${RUNTIME_HEADING}`) - runtimeHeadingTokens;
     const variant = { text, tokens };
     this.variants.set(key, variant);
     return variant;
@@ -185,7 +187,7 @@ export class DefaultAssembler implements Assembler {
 
   /**
    * Tokens of `systemPrompt(context)`, exactly (without the budget line: see
-   * BUDGET_LINE_TOKENS); only the short per-turn sections are counted per turn.
+   * budgetLineTokens()); only the short per-turn sections are counted per turn.
    */
   systemTokens(context: RuntimeContext): number {
     // The per-turn sections follow the static part in one run, as they are sent.

@@ -20,7 +20,7 @@ export {
   type TokenBudgetCompressorOptions,
 } from './compressor.js';
 export { RedisProvider } from './provider.js';
-export { BUDGET_LINE_TOKENS } from './sections.js';
+export { budgetLineTokens } from './sections.js';
 export {
   applyStages,
   type PipelineStages,

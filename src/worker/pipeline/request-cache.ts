@@ -45,16 +45,23 @@ function senderOf(message: ChatMessage): string {
   return [username, userId && `(id ${userId})`].filter(Boolean).join(' ');
 }
 
+let timeTokens: number | undefined;
+
 /**
  * The time part's tokens, bracket and line break included: the same layout for every time,
  * so counted once (the most any of these takes, plus one) instead of per message per turn.
+ * Counted on first use, not when the module loads: that would load the tokenizer's rank
+ * table into every process importing chatlane.
  */
-const TIME_TOKENS =
-  Math.max(
-    ...['2026-11-26T07:08:09', '1999-01-01T00:00:00', '2038-12-31T23:59:59', '2100-10-10T10:10:10'].map((t) =>
-      countTextTokens(`[sent ${t}Z]`),
-    ),
-  ) + 2;
+function timeTokensOf(): number {
+  timeTokens ??=
+    Math.max(
+      ...['2026-11-26T07:08:09', '1999-01-01T00:00:00', '2038-12-31T23:59:59', '2100-10-10T10:10:10'].map(
+        (t) => countTextTokens(`[sent ${t}Z]`),
+      ),
+    ) + 2;
+  return timeTokens;
+}
 
 /** Senders' tokens by text: a chat has few senders, and each is counted once. */
 const senderTokens = new Map<string, number>();
@@ -68,12 +75,12 @@ const MAX_SENDERS = 10_000;
 export function contextBlockTokens(message: ChatMessage): number {
   if (message.role !== 'user' || isSummary(message)) return 0;
   const who = senderOf(message);
-  if (!who) return TIME_TOKENS;
+  if (!who) return timeTokensOf();
   let n = senderTokens.get(who);
   if (n === undefined) {
     if (senderTokens.size >= MAX_SENDERS) senderTokens.clear();
     n = countTextTokens(` by ${who}`);
     senderTokens.set(who, n);
   }
-  return TIME_TOKENS + n;
+  return timeTokensOf() + n;
 }

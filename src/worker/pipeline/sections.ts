@@ -45,9 +45,15 @@ export function isNearlyFull(inputTokens: number, maxInputTokens: number): boole
 export const BUDGET_LINE =
   'Note: the context is nearly full. If the topic has changed, prefer `chat_context_new`; otherwise keep this turn brief.';
 
+let budgetLine: number | undefined;
+
 /**
  * What the budget line adds to the system prompt (its text and the blank line before it).
  * Budgeted on every turn: it is added exactly when the input is near the limit, so leaving
- * it to the reserve pushed such turns past MAX_INPUT_TOKENS.
+ * it to the reserve pushed such turns past MAX_INPUT_TOKENS. Counted on first use: counting
+ * when the module loads would load the tokenizer into every process importing chatlane.
  */
-export const BUDGET_LINE_TOKENS = countTextTokens(BUDGET_LINE) + 2;
+export function budgetLineTokens(): number {
+  budgetLine ??= countTextTokens(BUDGET_LINE) + 2;
+  return budgetLine;
+}

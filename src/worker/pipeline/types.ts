@@ -184,7 +184,7 @@ export interface Assembler {
   /**
    * Tokens of the system messages `assemble` returns for `context` (with `nearlyFull` false),
    * counted with chatlane's tokenizer (`countTextTokens`): the turn takes them off the budget
-   * before the Compressor runs. The turn keeps `BUDGET_LINE_TOKENS` more aside for what
+   * before the Compressor runs. The turn keeps `budgetLineTokens()` more aside for what
    * `nearlyFull` adds. Synchronous and must not throw.
    */
   systemTokens(context: RuntimeContext): number;

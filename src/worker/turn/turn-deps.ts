@@ -1,14 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import type { ToolSet } from 'ai';
+import type { LanguageModel, ToolSet } from 'ai';
 import { type Config, ConfigError, requireModel } from '../../shared/config.js';
 import type { Logger } from '../../shared/logger.js';
-import { type Metrics, processMetrics } from '../../shared/metrics.js';
+import { createMetrics, type Metrics } from '../../shared/metrics.js';
 import type { ChatStore } from '../../shared/store/chat-store.js';
 import { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { loadProfile } from '../agent/profile.js';
 import type { ProviderFactories } from '../agent/providers.js';
-import { roleModel } from '../agent/role-model.js';
+import { givenModel, roleModel } from '../agent/role-model.js';
 import { createSafeDownload } from '../agent/safe-download.js';
 import { createSkillsTool, loadSkills, type Skill } from '../agent/skills.js';
 import { prepareCustomTools } from '../agent/tools/custom-tools.js';
@@ -55,9 +55,15 @@ export function loadCapabilities(config: Config, logger: Logger): Capabilities {
  * using chatlane as a library gives in code. Each is optional; absent, the configuration's.
  */
 export interface TurnParts {
+  /** The instance's metrics (default: a registry of its own). */
   metrics?: Metrics;
   capabilities?: Capabilities;
   providers?: ProviderFactories;
+  /**
+   * An AI SDK model given in code in place of LLM_MODEL (which is then not required): observed
+   * like a configured one (health, call metrics, LLM_TIMEOUT_MS per step), without fallbacks.
+   */
+  model?: LanguageModel;
   /** The pipeline's stages given in code, each a replacement or a wrapper of the default (stages.ts). */
   stages?: Stages;
   /**
@@ -98,16 +104,13 @@ export function turnDepsFromConfig(
   logger: Logger,
   parts: TurnParts = {},
 ): TurnDeps {
-  const metrics = parts.metrics ?? processMetrics();
+  const metrics = parts.metrics ?? createMetrics();
   const { providers } = parts;
   const capabilities = parts.capabilities ?? loadCapabilities(config, logger);
-  const { model, health, stepTimeoutMs } = roleModel(requireModel(config), {
-    metrics,
-    logger,
-    timeoutMs: config.LLM_TIMEOUT_MS,
-    providers,
-    prices: config.MODEL_PRICES,
-  });
+  const common = { metrics, timeoutMs: config.LLM_TIMEOUT_MS, prices: config.MODEL_PRICES };
+  const { model, health, stepTimeoutMs } = parts.model
+    ? givenModel(parts.model, common)
+    : roleModel(requireModel(config), { ...common, logger, providers });
   const { profile, skills } = capabilities;
   const instructions = operatorInstructions(config, logger, parts.instructions);
   const stages = applyStages(
@@ -172,6 +175,7 @@ export function turnDepsFromConfig(
       maxEvents: config.EVENTS_MAX_LEN,
       maxLen: config.REPLY_STREAM_MAX_LEN,
       ttlMs: config.REPLY_STREAM_TTL_MS,
+      events: store.events,
     }),
     platformStreaming: config.PLATFORM_STREAMING === 'on',
     failureNotice: config.FAILURE_NOTICE,

@@ -23,7 +23,7 @@ import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
 import { UiChunker } from '../agent/ui-chunks.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
-import { BUDGET_LINE_TOKENS, isNearlyFull } from '../pipeline/sections.js';
+import { budgetLineTokens, isNearlyFull } from '../pipeline/sections.js';
 import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
 import type { ExecShell } from '../shell/exec-shell.js';
 import type { ChatWorkspace } from '../shell/workspace.js';
@@ -385,7 +385,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   // definitions the tokenizer does not see, the operator's MCP tools and the program's own.
   const fixedTokens =
     deps.assembler.systemTokens(context) +
-    BUDGET_LINE_TOKENS +
+    budgetLineTokens() +
     settings.reserveTokens +
     (deps.mcp?.toolTokens() ?? 0) +
     (deps.customTools?.tokens ?? 0);

@@ -1,86 +1,20 @@
-import { asSchema, type FlexibleSchema, jsonSchema, type Schema, type Tool, type ToolSet } from 'ai';
+import { asSchema, type FlexibleSchema, type Schema, type Tool, type ToolSet } from 'ai';
 import { boundedCall, capResult, ToolCallError } from '../../../shared/bounded-tool.js';
 import { ConfigError } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import { type Metrics, recordToolCall } from '../../../shared/metrics.js';
 import { countTextTokens } from '../../../shared/tokens.js';
-import { createOnce, type OnceFunction, type OnceTurn } from './once.js';
+import { createOnce, type OnceTurn } from './once.js';
+import { type ChatlaneToolContext, CONTEXT_KEYS, issue, wasIssued } from './tool-context.js';
+
+export { type ChatlaneToolContext, chatlaneToolContextSchema } from './tool-context.js';
 
 /**
  * The program's own tools (`startChatlane({ tools })`): AI SDK tools the worker runs beside
  * chatlane's, held to the rules of MCP tools (a time limit, a capped result, every failure a
  * tool error the model reads, logged and counted), with the chat in their `options.context`.
  */
-
-/**
- * What a tool given in code finds in `options.context` (AI SDK 7 tool context): the chat and
- * the turn calling it. Declare `contextSchema: chatlaneToolContextSchema` to have it typed.
- */
-export type ChatlaneToolContext = {
-  /** The chat this turn answers. */
-  readonly chatKey: string;
-  /** This turn's run: a retried turn has another, so never make it part of a `once` key. */
-  readonly runId: string;
-  /** The user messages the turn answers, oldest first: those it started with and those merged into it so far. */
-  readonly messageIds: readonly string[];
-  /** Where the newest of those messages came from (`telegram`, `api`, ...), when known. */
-  readonly channel: string | undefined;
-  /** Who sent the newest of those messages, when known. */
-  readonly userId: string | undefined;
-  readonly username: string | undefined;
-  /** The turn's logger (pino), bound to chatKey and runId. */
-  readonly logger: Logger;
-  /**
-   * Runs `fn` at most once per chat and key once its result is stored: a retried or
-   * taken-over turn, or a later call, gets the stored result instead. A fn that did not store
-   * its result (its worker died while it ran, it threw) runs again, told `attempt` > 1.
-   * Name the effect in the key (`refund:<orderId>`), never the run.
-   */
-  readonly once: OnceFunction;
-};
-
-/** The keys a chat's context has: a `contextSchema` requiring any other can never be satisfied. */
-const CONTEXT_KEYS: ReadonlyArray<keyof ChatlaneToolContext> = [
-  'chatKey',
-  'runId',
-  'messageIds',
-  'channel',
-  'userId',
-  'username',
-  'logger',
-  'once',
-];
-
-// Only contexts made by toolContext pass chatlaneToolContextSchema.
-const issued = new WeakSet<object>();
-
-/**
- * A `contextSchema` for a tool given in code: `options.context` is then typed as
- * `ChatlaneToolContext`, and a call without chatlane's context is refused.
- */
-export const chatlaneToolContextSchema: Schema<ChatlaneToolContext> = jsonSchema<ChatlaneToolContext>(
-  {
-    type: 'object',
-    properties: {
-      chatKey: { type: 'string' },
-      runId: { type: 'string' },
-      messageIds: { type: 'array', items: { type: 'string' } },
-      channel: { type: 'string' },
-      userId: { type: 'string' },
-      username: { type: 'string' },
-      logger: {},
-      once: {},
-    },
-    required: ['chatKey', 'runId', 'messageIds', 'logger', 'once'],
-  },
-  {
-    validate: (value) =>
-      typeof value === 'object' && value !== null && issued.has(value)
-        ? { success: true, value: value as ChatlaneToolContext }
-        : { success: false, error: new Error("not chatlane's tool context") },
-  },
-);
 
 /** What a turn gives its tools' context. */
 export interface ToolContextTurn extends OnceTurn {
@@ -109,7 +43,7 @@ export function toolContext(turn: ToolContextTurn): ChatlaneToolContext {
     logger: turn.logger,
     once: createOnce(turn),
   };
-  issued.add(context);
+  issue(context);
   return Object.freeze(context);
 }
 
@@ -237,7 +171,7 @@ function wrapCustomTool(name: string, tool: CodeTool, s: CustomToolSettings): To
       const start = performance.now();
       const raw = options.context as ChatlaneToolContext | undefined;
       try {
-        if (!raw || !issued.has(raw))
+        if (!raw || !wasIssued(raw))
           throw new ToolCallError(`${name} was called without the chat's context`, 'failed');
         const context = schema ? await satisfying(name, schema, raw) : raw;
         const result = await boundedCall(name, s.timeoutMs, options.abortSignal, (abortSignal) =>
