@@ -41,7 +41,7 @@ const httpUrl = optionalString.pipe(z.string().url().optional());
  */
 /** BUDGET_NOTICE's default, also the notice of a turn built without one (turn-budget.ts). */
 export const DEFAULT_BUDGET_NOTICE =
-  "I've reached today's limit for this conversation. Your messages are saved; I'll answer again tomorrow.";
+  "I've reached today's limit for this conversation. Your messages are saved: write to me again tomorrow and I'll answer them.";
 
 export const configSchema = () =>
   z.object({
@@ -611,9 +611,10 @@ function redisTopologyProblems(config: Config): string[] {
 }
 
 const NO_MODEL_HINT =
-  'LLM_MODEL is provider:model (openai:, anthropic:, google:, or openai-compatible: - the default, ' +
-  'at LLM_BASE_URL with LLM_API_KEY if the endpoint needs one), e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 ' +
-  'LLM_MODEL=mock with `chatlane mock-llm` for local runs; see docs/models.md';
+  'LLM_MODEL is provider:model, e.g. LLM_MODEL=openai:gpt-4o-mini with OPENAI_API_KEY, ' +
+  'LLM_MODEL=anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, or google:… with GOOGLE_GENERATIVE_AI_API_KEY; ' +
+  'an OpenAI-compatible server (vLLM, Ollama, LiteLLM) is a model without a prefix at LLM_BASE_URL, ' +
+  'e.g. LLM_BASE_URL=http://127.0.0.1:4010/v1 LLM_MODEL=mock with `chatlane mock-llm` for local runs; see docs/models.md';
 
 /** A role's chain, or a ConfigError naming every variable a model of it still needs. */
 function chainOf(config: Config, variable: string, value: string): ModelConfig {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { configSchema } from '../../src/shared/config.js';
 
 /**
  * Static checks of the container setup. There is no Docker engine in CI, so the compose
@@ -11,6 +12,10 @@ import { parse } from 'yaml';
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const composeText = readFileSync(`${root}docker-compose.yml`, 'utf8');
 const dockerfileText = readFileSync(`${root}Dockerfile`, 'utf8');
+const exampleText = readFileSync(`${root}.env.example`, 'utf8');
+
+/** Platform variables are read by the platform modules, not the config schema (src/shared/platforms). */
+const PLATFORM_VARIABLES = /^(TELEGRAM|SLACK|WHATSAPP|DISCORD|TEAMS|GCHAT)_/;
 
 /** Roles `node dist/cli.js <role>` accepts. Kept here on purpose, not imported. */
 const CLI_ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm'];
@@ -30,6 +35,7 @@ interface Service {
   command?: string | string[];
   entrypoint?: unknown;
   environment?: Record<string, string | number | boolean | null> | string[];
+  env_file?: Array<{ path: string; required?: boolean }>;
   ports?: unknown[];
   depends_on?: Record<string, { condition?: string }> | string[];
   healthcheck?: Healthcheck;
@@ -67,9 +73,32 @@ function env(s: Service): Record<string, string> {
   return Object.fromEntries(Object.entries(e).map(([k, v]) => [k, String(v ?? '')]));
 }
 
-/** Compose interpolation `${NAME:-default}` (spelled out so it is not read as a JS template). */
-function withDefault(name: string, def: string): string {
-  return ['$', '{', name, ':-', def, '}'].join('');
+/** A .env file's variables (`KEY=value` lines; comments and blank lines skipped). */
+function envFileOf(text: string): Record<string, string> {
+  const vars: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line.trim());
+    if (m) vars[m[1]!] = m[2]!;
+  }
+  return vars;
+}
+
+/** Compose's interpolation of `${NAME}` and `${NAME:-default}` from the .env file's variables. */
+function interpolate(value: string, dotenv: Record<string, string>): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, def?: string) =>
+    dotenv[name] ? dotenv[name] : (def ?? ''),
+  );
+}
+
+/**
+ * A service's environment as compose builds it with `dotenv` as the project's .env: the
+ * env_file's variables, then `environment`, interpolated, on top (compose's precedence).
+ */
+function renderedEnv(name: string, dotenv: Record<string, string>): Record<string, string> {
+  const s = service(name);
+  const fromFile = (s.env_file ?? []).some((f) => f.path === '.env') ? dotenv : {};
+  const own = Object.fromEntries(Object.entries(env(s)).map(([k, v]) => [k, interpolate(v, dotenv)]));
+  return { ...fromFile, ...own };
 }
 
 function durationSeconds(d: string): number {
@@ -154,26 +183,37 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('gives ingress, worker and compactor the shared Redis and model environment', () => {
+  it('gives every chatlane service the whole .env (env_file, optional), so a variable set there reaches each', () => {
+    // As a user would: the example copied to .env, a platform token filled in.
+    const dotenv = { ...envFileOf(exampleText), TELEGRAM_BOT_TOKEN: '123:abc', API_TOKEN: 'x'.repeat(40) };
     for (const name of REDIS_CLIENTS) {
-      const e = env(service(name));
-      expect(e.REDIS_URL, name).toBe('redis://redis:6379');
-      expect(e.LLM_BASE_URL, name).toBe(withDefault('LLM_BASE_URL', 'http://mock-llm:4010/v1'));
-      expect(e.LLM_MODEL, name).toBe(withDefault('LLM_MODEL', 'mock'));
-      expect(e, name).toHaveProperty('LLM_API_KEY');
-      expect(e, name).toHaveProperty('CHATLANE_PREFIX');
-      expect(e, name).toHaveProperty('LOG_LEVEL');
+      expect(service(name).env_file, name).toEqual([{ path: '.env', required: false }]);
+      const e = renderedEnv(name, dotenv);
+      expect(e.TELEGRAM_BOT_TOKEN, name).toBe('123:abc');
+      expect(e.API_TOKEN, name).toBe('x'.repeat(40));
     }
   });
 
-  it('hands the ingress its access settings from the host (the image runs with NODE_ENV=production)', () => {
-    // Without API_TOKEN or API_AUTH=none a production ingress refuses to start (docs/security.md).
-    const ingress = env(service('ingress'));
-    for (const name of ['API_TOKEN', 'API_AUTH', 'WEB_TOKEN_SECRET', 'METRICS_TOKEN'])
-      expect(ingress[name], name).toBe(withDefault(name, ''));
-    // Every role's /metrics takes the same scrape token.
-    for (const name of REDIS_CLIENTS)
-      expect(env(service(name)).METRICS_TOKEN, name).toBe(withDefault('METRICS_TOKEN', ''));
+  it("keeps compose's own values over the file: the compose Redis, and the mock model while .env names none", () => {
+    for (const name of REDIS_CLIENTS) {
+      const bare = renderedEnv(name, {});
+      expect(bare.REDIS_URL, name).toBe('redis://redis:6379');
+      expect(bare.LLM_BASE_URL, name).toBe('http://mock-llm:4010/v1');
+      expect(bare.LLM_MODEL, name).toBe('mock');
+      const real = renderedEnv(name, {
+        REDIS_URL: 'redis://elsewhere:6379',
+        LLM_MODEL: 'openai:gpt-4o-mini',
+      });
+      expect(real.REDIS_URL, name).toBe('redis://redis:6379');
+      expect(real.LLM_MODEL, name).toBe('openai:gpt-4o-mini');
+    }
+  });
+
+  it('.env.example names only variables chatlane reads, and every one of them the README and scaling.md point to', () => {
+    const known = new Set(Object.keys(configSchema().shape));
+    const named = Object.keys(envFileOf(exampleText.replace(/^# ?([A-Z_]+=)/gm, '$1')));
+    expect(named.filter((v) => !known.has(v) && !PLATFORM_VARIABLES.test(v))).toEqual([]);
+    expect(named).toContain('TELEGRAM_BOT_TOKEN');
   });
 
   it('publishes the ingress on port 3000', () => {
@@ -208,9 +248,10 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('runs delivery in the workers unless DELIVERY_IN_WORKER=false starts the delivery profile', () => {
-    expect(env(service('worker')).DELIVERY_IN_WORKER).toBe(withDefault('DELIVERY_IN_WORKER', 'true'));
-    expect(env(service('delivery')).DELIVERY_IN_WORKER).toBeUndefined();
+  it('runs delivery in the workers unless .env says DELIVERY_IN_WORKER=false and the delivery profile runs', () => {
+    expect(renderedEnv('worker', {}).DELIVERY_IN_WORKER).toBeUndefined();
+    expect(renderedEnv('worker', { DELIVERY_IN_WORKER: 'false' }).DELIVERY_IN_WORKER).toBe('false');
+    expect(service('delivery').profiles).toEqual(['delivery']);
   });
 
   it('gives every app service a node-fetch healthcheck and restart: unless-stopped', () => {

@@ -85,3 +85,22 @@ describe('page sizes', () => {
     expect(size('docs/benchmarks.md')).toBeLessThanOrEqual(25 * 1024);
   });
 });
+
+describe('the concepts page', () => {
+  /** Generated, measured or for contributors: not pages a newcomer reads for the terms. */
+  const EXEMPT = new Set([
+    'docs/concepts.md',
+    'docs/configuration.md',
+    'docs/benchmarks.md',
+    'docs/benchmarks-history.md',
+    'docs/development.md',
+  ]);
+
+  it('is linked from every reference page, so a term is one click away', () => {
+    const missing = docs()
+      .filter((d) => d.path.startsWith('docs/') && !EXEMPT.has(d.path))
+      .filter((d) => !d.text.includes('](concepts.md'))
+      .map((d) => d.path);
+    expect(missing).toEqual([]);
+  });
+});
