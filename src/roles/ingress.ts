@@ -95,6 +95,7 @@ export async function startIngress(config: Config, logger: Logger): Promise<Ingr
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
     files: filePolicy(config),
+    lanes: config.LANES,
     streams: {
       heartbeatMs: config.SSE_HEARTBEAT_MS,
       maxClients: config.SSE_MAX_CLIENTS,
