@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RecordedRequest } from '../../src/mock-llm/state.js';
+import { ReplyStreams } from '../../src/shared/store/reply-streams.js';
 import { textOf } from '../helpers/messages.js';
 import { postMessage } from '../helpers/processes.js';
 import { waitFor } from '../helpers/redis.js';
@@ -140,6 +141,36 @@ describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
       'user:for four people',
       'assistant',
     ]);
+
+    // What a reader of the live view got: every part it saw open is closed, a cut one before
+    // the restarted step's begins; the last part is the reply; the merged message is named.
+    const replies = new ReplyStreams(stack.redis, {
+      prefix: stack.prefix,
+      maxEvents: 100,
+      maxLen: 1000,
+      ttlMs: 60_000,
+    });
+    const runId = String(events.find((e) => e.type === 'lane.interrupted')!.data.runId);
+    const entries = await replies.read('cut', runId);
+    const chunks = entries.flatMap((e) => (e.kind === 'chunk' ? [e.chunk] : []));
+    const open = new Set<string>();
+    const texts = new Map<string, string>();
+    const order: string[] = [];
+    for (const c of chunks) {
+      const id = String(c.id ?? '');
+      if (c.type === 'text-start') {
+        expect(open.size, 'a part starts while another is open').toBe(0);
+        open.add(id);
+        order.push(id);
+        texts.set(id, '');
+      } else if (c.type === 'text-delta') texts.set(id, `${texts.get(id)}${String(c.delta)}`);
+      else if (c.type === 'text-end') open.delete(id);
+    }
+    expect(open.size).toBe(0);
+    expect(texts.get(order.at(-1)!)).toBe('echo: book a table | for four people');
+    expect(chunks.at(-1)).toMatchObject({ type: 'finish' });
+    expect(chunks.some((c) => c.type === 'abort')).toBe(false);
+    expect(entries.some((e) => e.kind === 'answers' && e.messageIds.includes('m2'))).toBe(true);
   }, 90_000);
 
   it('holds the cap: past LANE_MAX_INTERRUPTS (per channel) a new message waits for the step end and is merged', async () => {
