@@ -117,7 +117,9 @@ export interface LoopResult<T> {
  * handed to the model as ordinary user messages, appended after the step's messages. Since
  * AI SDK 7 a `messages` override carries forward (the next step gets it plus that step's
  * response), so each merge is added once, where it arrived, and every later request extends
- * the earlier one.
+ * the earlier one. With an `interrupt` (LANE_POLICY=interrupt) a message can also abort the
+ * model call under way: the loop then makes a new `streamText` call that runs that step again
+ * from the input it had, the arrivals appended (the steps that finished stay as they are).
  *
  * Not an async function: what follows the SDK's loop is chained to its promise, so no frame
  * of ours (generator, registers, await closures) is held through every model call of the turn.
