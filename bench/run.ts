@@ -5,6 +5,7 @@ import { writeCharts } from './chart.js';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction/index.js';
 import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
 import { benchIngress, INGRESS_DEFAULTS } from './ingress.js';
+import { benchLanes, LANES_DEFAULTS } from './lanes.js';
 import { benchMemory, MEMORY_DEFAULTS } from './memory.js';
 import { benchOfferedLoad, OFFERED_LOAD_DEFAULTS } from './offered-load.js';
 import { startOtlpSink } from './otlp-sink.js';
@@ -50,6 +51,7 @@ const BENCHMARKS = [
   'replica-acks',
   'stream',
   'workspace',
+  'lanes',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -80,7 +82,7 @@ if (values.help) {
 
 benchmarks (--only): ${BENCHMARKS.join(', ')}
   the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
-  stream) start dist/cli.js: npm run build first. memory and stream start their own
+  stream, lanes) start dist/cli.js: npm run build first. memory and stream start their own
   redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox).
 
 flags:
@@ -174,6 +176,7 @@ const SMOKE = {
     timeoutMs: 60_000,
   },
   workspace: { iterations: 2 },
+  lanes: { chats: 6, messagesPerChat: 4, thinkMs: '200' },
 };
 
 async function redisVersion(): Promise<string> {
@@ -297,6 +300,8 @@ for (const name of selected) {
         ...(smoke && SMOKE.workspace),
         runs,
       });
+    } else if (name === 'lanes') {
+      results.lanes = await benchLanes({ ...LANES_DEFAULTS, ...(smoke && SMOKE.lanes), runs });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).
       results.memory = await benchMemory({ ...MEMORY_DEFAULTS, ...(smoke && SMOKE.memory) });

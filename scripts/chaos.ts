@@ -34,6 +34,8 @@ const { values: flags } = parseArgs({
     'kill-every': { type: 'string' },
     pause: { type: 'string' },
     seed: { type: 'string', default: '1' },
+    debounce: { type: 'string', default: '0' },
+    'lane-policy': { type: 'string', default: 'merge' },
     out: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -51,6 +53,8 @@ if (flags.help) {
   --kill-every <s>   SIGKILL a random worker this often (default: 10, short: 7)
   --pause <s>        restart a killed worker after this pause (default: 3, short: 2)
   --seed <n>         schedule and victim choice (default 1)
+  --debounce <ms>    LANE_DEBOUNCE_MS of every process (default 0: off; docs/lane-policies.md)
+  --lane-policy <p>  LANE_POLICY: merge (default) or interrupt
   --out <file>       write the JSON result (table, kills, the load test's report)
 `);
   process.exit(0);
@@ -74,11 +78,25 @@ for (const [k, v] of Object.entries(settings)) {
     process.exit(2);
   }
 }
+// Lane policies (docs/lane-policies.md): a debounced run must lose and double nothing too.
+const lane = { debounceMs: Number(flags.debounce), policy: flags['lane-policy'] };
+if (!Number.isSafeInteger(lane.debounceMs) || lane.debounceMs < 0) {
+  process.stderr.write('chaos: --debounce must be a whole number of ms, 0 or more\n');
+  process.exit(2);
+}
+if (lane.policy !== 'merge' && lane.policy !== 'interrupt') {
+  process.stderr.write('chaos: --lane-policy must be merge or interrupt\n');
+  process.exit(2);
+}
 
 // Leases, job locks and stall checks keep the defaults users get, so the recovery times are
 // theirs. The short run only sweeps more often: a trigger lost to the Redis restart is then
 // found within its drain rather than after the default 30 s.
-const timings: Record<string, string> = short ? { SWEEP_INTERVAL_MS: '5000' } : {};
+const timings: Record<string, string> = {
+  ...(short && { SWEEP_INTERVAL_MS: '5000' }),
+  ...(lane.debounceMs > 0 && { LANE_DEBOUNCE_MS: String(lane.debounceMs) }),
+  ...(lane.policy === 'interrupt' && { LANE_POLICY: 'interrupt' }),
+};
 
 const say = (line: string) =>
   process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -284,6 +302,7 @@ async function main(): Promise<number> {
   const wallS = Math.round((Date.now() - started) / 1000);
   const lines = [
     `chaos run: ${settings.workers} workers + compactor, ${kills.length} worker kills (SIGKILL, restarted after ${settings.pauseS} s), ` +
+      `lanes: ${lane.policy}${lane.debounceMs > 0 ? `, debounce ${lane.debounceMs} ms` : ''}, ` +
       `Redis SIGKILLed and restarted ${redisRestart ? `once (down ${((redisRestart.upAt - redisRestart.downAt) / 1000).toFixed(1)} s)` : 'never (run too short)'}, ${wallS} s wall time`,
     ...rows.map(
       (r) =>
@@ -314,7 +333,7 @@ async function main(): Promise<number> {
   if (flags.out) {
     writeFileSync(
       flags.out,
-      `${JSON.stringify({ settings, timings, wallS, rows, kills: recovery, redisRestart, loadtest: rep }, null, 2)}\n`,
+      `${JSON.stringify({ settings, lane, timings, wallS, rows, kills: recovery, redisRestart, loadtest: rep }, null, 2)}\n`,
     );
   }
   return ok ? 0 : 1;

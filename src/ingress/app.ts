@@ -7,6 +7,7 @@ import type { ResolveAll } from '../shared/address-policy.js';
 import type { TrustProxy } from '../shared/config.js';
 import type { FilePolicy } from '../shared/file-parts.js';
 import type { TurnJob } from '../shared/jobs.js';
+import type { LanePolicies } from '../shared/lane-policy.js';
 import type { Logger } from '../shared/logger.js';
 import { createMetrics, type Metrics } from '../shared/metrics.js';
 import type { GroupMode } from '../shared/platforms/platform.js';
@@ -93,6 +94,8 @@ export interface IngressDeps {
   contacts?: ContactBook;
   /** Which file parts ingest accepts (default: DEFAULT_FILE_POLICY; FILE_* config). */
   files?: FilePolicy;
+  /** Lane policies by channel (LANE_*; default: merge, no debounce). */
+  lanes?: LanePolicies;
   /**
    * How ingest resolves the host names of URLs a user names (reply URLs, file parts) for the
    * address policy; default the system resolver. Tests map names to addresses.

@@ -8,6 +8,9 @@ import {
   messageFileProblem,
 } from '../shared/file-parts.js';
 import { enqueueTurn, type TurnJob } from '../shared/jobs.js';
+import { laneArrivalsChannel } from '../shared/keys.js';
+import { debounceDelay } from '../shared/lane-debounce.js';
+import { type LanePolicies, MERGE_ONLY } from '../shared/lane-policy.js';
 import type { ChatMessage } from '../shared/messages.js';
 import { ReplicationTimeoutError, type WriteMark } from '../shared/replica-acks.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
@@ -22,8 +25,10 @@ import { withRedis } from './validation.js';
  * webhooks, Telegram polling): store the user message once, remember where the chat's
  * replies go, and make sure the chat gets a turn.
  *
- *   ingest.lua (idempotent on message.id; writes the reply route iff it changed)
- *   → enqueue the chat's turn (deduplicated by chatKey)
+ *   ingest.lua (idempotent on message.id; writes the reply route iff it changed; with the
+ *     message's lane policy, says whether a turn runs and tells it — interrupt)
+ *   → enqueue the chat's turn (deduplicated by chatKey; delayed while an idle chat's burst
+ *     settles — debounce, lane-debounce.ts)
  *   → activity index (at most once a second per chat and process)
  *   → contact book, when the message has a username (at most once a minute per name and chat)
  *
@@ -65,6 +70,8 @@ export interface IngestDeps {
   files?: FilePolicy;
   /** How file hosts are resolved for the address policy (default: the system resolver). */
   resolve?: ResolveAll;
+  /** Lane policies by channel (LANE_*, docs/lane-policies.md); default: merge, no debounce. */
+  lanes?: LanePolicies;
 }
 
 async function confirmReplicated(store: ChatStore, mark: WriteMark | undefined): Promise<void> {
@@ -87,21 +94,36 @@ export function createIngest(deps: IngestDeps): Ingest {
   const limits = { maxPending: deps.limits.maxPendingPerChat, dedupWindowMs: deps.limits.dedupWindowMs };
 
   const files = deps.files ?? DEFAULT_FILE_POLICY;
+  const lanes = deps.lanes ?? MERGE_ONLY;
 
   const ingest: Ingest = async ({ chatKey, message, route }) => {
     const problem =
       messageFileProblem(message.parts, files) ?? (await messageFileHostProblem(message.parts, deps.resolve));
     if (problem) throw new HttpError(problem.code, problem.message);
     const mark = store.markWrite(chatKey);
-    const result = await withRedis(() => store.ingest(chatKey, message, limits, route));
+    const lane = lanes.of(message.metadata);
+    const result = await withRedis(() =>
+      store.ingest(chatKey, message, limits, route, {
+        state: lane.debounceMs > 0,
+        ...(lane.policy === 'interrupt' &&
+          lane.maxInterrupts > 0 && {
+            notify: {
+              channel: laneArrivalsChannel(store.prefix, chatKey),
+              maxInterrupts: lane.maxInterrupts,
+            },
+          }),
+      }),
+    );
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);
     }
+    // An idle chat's turn waits out the burst (a duplicate's does not: its message waited already).
+    const delayMs = result.status === 'accepted' ? debounceDelay(lane, result.lane) : 0;
     // A duplicate enqueues too: if an earlier attempt stored the message but failed to
     // enqueue, the sender's retry is what gets the chat its turn.
     await withRedis(() =>
       Promise.all([
-        enqueueTurn(turns, chatKey),
+        enqueueTurn(turns, chatKey, delayMs),
         activity.touch(chatKey),
         // A duplicate is a message seen before: nothing new to learn about its sender.
         result.status === 'accepted' && contacts ? contacts.touch(chatKey, message) : undefined,

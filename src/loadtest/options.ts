@@ -95,6 +95,15 @@ export const FLAGS: readonly Flag[] = [
   { name: 'burst-size', arg: 'n', default: '3', help: 'messages in a burst' },
   { name: 'burst-window', arg: 'ms', default: '50', help: "a burst's messages are spread over this window" },
   {
+    name: 'profile',
+    arg: 'steady|typing',
+    default: 'steady',
+    help:
+      'typing: people typing in bursts — every step is 2-4 messages 300-900 ms apart (--bursts, ' +
+      '--burst-size and --burst-window are not used); the report adds model calls and replies per ' +
+      "burst and the time from a burst's last message to its first reply",
+  },
+  {
     name: 'duration',
     arg: 's',
     default: '60',
@@ -215,6 +224,8 @@ export interface LoadtestOptions {
   burstShare: number;
   burstSize: number;
   burstWindowMs: number;
+  /** `typing`: every step a burst of 2-4 messages 300-900 ms apart (schedule.ts). */
+  profile: 'steady' | 'typing';
   durationS: number;
   drainS: number;
   seed: number;
@@ -310,6 +321,7 @@ const schema = z
     bursts: num('bursts', 0, 1),
     'burst-size': int('burst-size', 2, 100),
     'burst-window': int('burst-window', 0, 60_000),
+    profile: z.enum(['steady', 'typing'], { message: '--profile must be steady or typing' }),
     duration: num('duration', 0.1, LIMITS.durationS),
     drain: num('drain', 0, LIMITS.drainS),
     seed: int('seed', 0, 2 ** 32 - 1),
@@ -405,6 +417,7 @@ export function parseLoadtestArgs(
     burstShare: v.bursts,
     burstSize: v['burst-size'],
     burstWindowMs: v['burst-window'],
+    profile: v.profile,
     durationS: v.duration,
     drainS: v.drain,
     seed: v.seed,

@@ -1,4 +1,5 @@
 import type { MockStats } from './api.js';
+import { type BurstReport, burstReport } from './bursts.js';
 import type { ChatState } from './chat-state.js';
 import type { LoadtestOptions } from './options.js';
 import type { Schedule } from './schedule.js';
@@ -138,6 +139,8 @@ export interface LoadtestReport {
     overlaps: number;
   } | null;
   duplicates: Verification['duplicates'];
+  /** `--profile typing`: model calls and replies per burst, and the wait after a burst's last message. */
+  bursts: BurstReport | null;
   deliveries: { received: number; redeliveries: number; rejected: number } | null;
   client: { transport: string; requests: number; cpuS: number; cpuPctOfOneCore: number };
   invariants: InvariantResult[];
@@ -226,6 +229,7 @@ export function buildReport(input: ReportInput): LoadtestReport {
       ...(opts.mode === 'open'
         ? { rate: opts.rate }
         : { connections: opts.connections, thinkMs: opts.thinkMs }),
+      profile: opts.profile,
       bursts: opts.burstShare,
       burstSize: opts.burstSize,
       burstWindowMs: opts.burstWindowMs,
@@ -311,6 +315,8 @@ export function buildReport(input: ReportInput): LoadtestReport {
     },
     model,
     duplicates: v.duplicates,
+    bursts:
+      opts.profile === 'typing' ? burstReport(input.schedule, chats, v.replySeenAt, model?.requests) : null,
     deliveries:
       input.receiverRejected === undefined
         ? null
@@ -352,7 +358,7 @@ export function renderSummary(rep: LoadtestReport): string {
   const m = rep.messages;
   const lines = [
     `chatlane loadtest — ${rep.target} — ${shape}, ${s.chats} chats × ${s.messages} messages, ` +
-      `bursts ${s.bursts} of ${s.burstSize}, seed ${s.seed}, run ${rep.runId}`,
+      `${s.profile === 'typing' ? 'typing in bursts' : `bursts ${s.bursts} of ${s.burstSize}`}, seed ${s.seed}, run ${rep.runId}`,
     `  messages   sent ${m.sent}/${m.planned} in ${rep.timing.sendingS} s${rep.timing.cutByDuration ? ' (cut by --duration)' : ''}, ` +
       `acked ${m.acked} (${m.ackedAsDuplicate} as duplicate), failed ${m.failed}, answered ${m.answered}`,
     `  acks       ${rep.acks.perSecond}/s   ${latencyLine(rep.acks.latencyMs)}`,
@@ -381,6 +387,15 @@ export function renderSummary(rep: LoadtestReport): string {
   if (rep.model) {
     lines.push(
       `  model      ${rep.model.requests} requests (${rep.model.requestsPerTurn}/turn), most in flight for one chat: ${rep.model.maxInFlightPerChat}`,
+    );
+  }
+  const b = rep.bursts;
+  if (b) {
+    lines.push(
+      `  bursts     ${b.bursts} of ${b.messagesPerBurst} messages: ${b.modelCallsPerBurst ?? '—'} model calls and ` +
+        `${r(b.repliesPerBurst.mean, 2)} replies per burst (${b.earlyReplies} before its last message); ` +
+        `last message → its reply ${latencyLine(b.lastMessageToReplyMs)}` +
+        (b.lastMessageUnanswered > 0 ? `, ${b.lastMessageUnanswered} unanswered` : ''),
     );
   }
   if (rep.deliveries) {

@@ -40,7 +40,28 @@ export interface Schedule {
 export type ScheduleInput = Pick<
   LoadtestOptions,
   'mode' | 'chats' | 'messages' | 'rate' | 'thinkMs' | 'burstShare' | 'burstSize' | 'burstWindowMs' | 'seed'
->;
+> &
+  Partial<Pick<LoadtestOptions, 'profile'>>;
+
+/** `--profile typing`: a burst's size and the pause before each of its later messages. */
+export const TYPING = { minSize: 2, maxSize: 4, minGapMs: 300, maxGapMs: 900 } as const;
+
+/**
+ * A typing burst's size: 2-4 messages, never leaving a single message for the chat's last
+ * step (a chat of one message sends it alone).
+ */
+function typingSize(random: ReturnType<typeof seededRandom>, left: number): number {
+  if (left <= TYPING.maxSize) return left;
+  return random.int(TYPING.minSize, Math.min(TYPING.maxSize, left - TYPING.minSize));
+}
+
+/** Offsets of a typing burst's messages: each 300-900 ms after the one before. */
+function typingOffsets(random: ReturnType<typeof seededRandom>, count: number): number[] {
+  const offsets = [0];
+  for (let j = 1; j < count; j++)
+    offsets.push(offsets[j - 1]! + random.int(TYPING.minGapMs, TYPING.maxGapMs));
+  return offsets;
+}
 
 export function buildSchedule(input: ScheduleInput): Schedule {
   const random = seededRandom(input.seed);
@@ -52,12 +73,20 @@ export function buildSchedule(input: ScheduleInput): Schedule {
     const plan: Step[] = [];
     for (let m = 0; m < input.messages; ) {
       const left = input.messages - m;
-      const count = left >= 2 && random.chance(input.burstShare) ? Math.min(input.burstSize, left) : 1;
-      const gap = count > 1 ? input.burstWindowMs / (count - 1) : 0;
+      let count: number;
+      let offsetsMs: number[];
+      if (input.profile === 'typing') {
+        count = typingSize(random, left);
+        offsetsMs = typingOffsets(random, count);
+      } else {
+        count = left >= 2 && random.chance(input.burstShare) ? Math.min(input.burstSize, left) : 1;
+        const gap = count > 1 ? input.burstWindowMs / (count - 1) : 0;
+        offsetsMs = Array.from({ length: count }, (_, j) => Math.round(j * gap));
+      }
       plan.push({
         first: m,
         count,
-        offsetsMs: Array.from({ length: count }, (_, j) => Math.round(j * gap)),
+        offsetsMs,
         thinkMs: plan.length === 0 || input.mode === 'open' ? 0 : random.int(thinkMin, thinkMax),
       });
       if (count > 1) bursts++;

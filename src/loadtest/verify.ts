@@ -53,6 +53,8 @@ export interface Verification {
   e2eMs: number[];
   /** When each of those replies was seen (ms since the run started), same order. */
   answeredAt: number[];
+  /** The same, by the message's id (as the load tool named it): when its reply was seen. */
+  replySeenAt: Map<string, number>;
   chats: ChatOutcome[];
   messagesWithoutReply: number;
   /** Acknowledged messages by what became of them (the chaos run's table reads these). */
@@ -138,6 +140,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
 
   const e2eMs: number[] = [];
   const answeredAt: number[] = [];
+  const replySeenAt = new Map<string, number>();
   const outcomes: ChatOutcome[] = [];
   let messagesWithoutReply = 0;
   const uncommittedReplyIds: string[] = [];
@@ -220,6 +223,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
       waits.push(wait);
       e2eMs.push(wait);
       answeredAt.push(reply.seenAt);
+      replySeenAt.set(m.id, reply.seenAt);
       lastReplyAt = Math.max(lastReplyAt ?? 0, reply.seenAt);
     }
 
@@ -308,6 +312,7 @@ export function verify(chats: ChatEvidence[], modelOverlaps: ModelOverlap[] | un
     ],
     e2eMs,
     answeredAt,
+    replySeenAt,
     chats: outcomes,
     messagesWithoutReply,
     fate,

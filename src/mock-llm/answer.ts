@@ -41,8 +41,9 @@ export async function answer<B>(
   // retry it sends next must not show up as a concurrency violation.
   const gone = new AbortController();
   reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) gone.abort();
-    end();
+    const clientGone = !reply.raw.writableFinished;
+    if (clientGone) gone.abort();
+    end(clientGone);
   });
 
   let out:

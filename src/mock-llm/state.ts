@@ -111,6 +111,20 @@ function checkLatency(range: LatencyRange): LatencyRange {
 /** Violations are few in a healthy run; the cap only guards a badly broken one. */
 const MAX_VIOLATIONS = 10_000;
 
+/**
+ * A request whose client went away at most this long after another request of its chat
+ * arrived does not count as overlapping that one: its client had given it up first. A client
+ * that aborts a call and at once sends the next (LANE_POLICY=interrupt restarts the step)
+ * closes the first connection before the second request leaves, but this server may handle
+ * the second's arrival before the first's close, within the same turn of its event loop.
+ */
+export const ABANDONED_OVERLAP_MS = 100;
+
+/** One request in flight: the violations recorded while it was, which it is part of. */
+interface LiveRequest {
+  overlaps: Violation[];
+}
+
 /** Resolves after `ms`, or early when `signal` aborts: a gone client should not pin a timer. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (ms <= 0) return Promise.resolve();
@@ -151,6 +165,7 @@ export class MockLlmState {
   // In-flight counts describe live requests, not history, so `reset()` leaves them alone.
   private inFlightTotal = 0;
   private readonly inFlightByChat = new Map<string, number>();
+  private readonly liveByChat = new Map<string, Set<LiveRequest>>();
 
   private latency: LatencyRange;
   /** Pause between the chunks of a streamed answer (0: all at once); kept by `reset()`. */
@@ -329,6 +344,8 @@ export class MockLlmState {
     this.requestCount = 0;
     this.maxPerChat = 0;
     this.violationList = [];
+    // Live requests stay live; the overlaps they remember belong to the list just dropped.
+    for (const live of this.liveByChat.values()) for (const r of live) r.overlaps = [];
     this.arrivals = new Map();
     this.recordings = [];
     this.firstContent = new Map();
@@ -342,10 +359,15 @@ export class MockLlmState {
   /**
    * Accounts for a request the moment it arrives and returns its `end` function, which
    * must run exactly once when the response is done or the client went away (it is
-   * idempotent, so callers may call it from several places). Also decides now whether
-   * the request fails, so "the next N requests" means the next N to arrive.
+   * idempotent, so callers may call it from several places; `clientGone` when the client
+   * closed the request before its response was done). Also decides now whether the request
+   * fails, so "the next N requests" means the next N to arrive.
    */
-  begin(entry: RecordedRequest): { end: () => void; failure: Failure | undefined; index: number } {
+  begin(entry: RecordedRequest): {
+    end: (clientGone?: boolean) => void;
+    failure: Failure | undefined;
+    index: number;
+  } {
     const { chatKey } = entry;
     this.requestCount += 1;
     const arrived = (this.arrivals.get(chatKey) ?? 0) + 1;
@@ -355,23 +377,49 @@ export class MockLlmState {
     const live = (this.inFlightByChat.get(chatKey) ?? 0) + 1;
     this.inFlightByChat.set(chatKey, live);
     if (live > this.maxPerChat) this.maxPerChat = live;
-    if (live > 1)
-      this.pushBounded(this.violationList, { chatKey, inFlight: live, at: entry.at }, MAX_VIOLATIONS);
+    const others = this.liveByChat.get(chatKey) ?? new Set<LiveRequest>();
+    this.liveByChat.set(chatKey, others);
+    if (live > 1) {
+      const violation = { chatKey, inFlight: live, at: entry.at };
+      this.pushBounded(this.violationList, violation, MAX_VIOLATIONS);
+      for (const other of others) other.overlaps.push(violation);
+    }
+    const request: LiveRequest = { overlaps: [] };
+    others.add(request);
 
     this.pushBounded(this.recordings, entry, this.maxRecorded);
     const failure = this.takeFailure(entry);
     this.notifyWaiters(chatKey, arrived);
 
     let ended = false;
-    const end = () => {
+    const end = (clientGone = false) => {
       if (ended) return;
       ended = true;
       this.inFlightTotal -= 1;
       const left = (this.inFlightByChat.get(chatKey) ?? 1) - 1;
       if (left > 0) this.inFlightByChat.set(chatKey, left);
       else this.inFlightByChat.delete(chatKey);
+      others.delete(request);
+      if (others.size === 0 && this.liveByChat.get(chatKey) === others) this.liveByChat.delete(chatKey);
+      if (clientGone) this.abandoned(request, Date.now());
     };
     return { end, failure, index: arrived };
+  }
+
+  /** `request`'s client left at `at`: overlaps that began just before it are not counted (ABANDONED_OVERLAP_MS). */
+  private abandoned(request: LiveRequest, at: number): void {
+    let dropped = false;
+    for (const violation of request.overlaps) {
+      if (at - violation.at > ABANDONED_OVERLAP_MS) continue;
+      violation.inFlight -= 1;
+      if (violation.inFlight > 1) continue;
+      const i = this.violationList.indexOf(violation);
+      if (i >= 0) this.violationList.splice(i, 1);
+      dropped = true;
+    }
+    if (dropped) {
+      this.maxPerChat = Math.max(this.requestCount > 0 ? 1 : 0, ...this.violationList.map((v) => v.inFlight));
+    }
   }
 
   /**

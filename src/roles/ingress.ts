@@ -124,6 +124,7 @@ export async function openIngress(
       maxRequestsPerSocket: config.HTTP_MAX_REQUESTS_PER_SOCKET,
     },
     files: filePolicy(config),
+    lanes: config.LANES,
     streams: {
       heartbeatMs: config.SSE_HEARTBEAT_MS,
       maxClients: config.SSE_MAX_CLIENTS,

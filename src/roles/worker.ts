@@ -30,6 +30,7 @@ import { compactionThreshold } from '../worker/compaction/cut.js';
 import { buildDeliveryWorker, type DeliveryParts } from '../worker/delivery/delivery-parts.js';
 import { loadMcpConfig } from '../worker/mcp/mcp-config.js';
 import { openExecShell } from '../worker/shell/exec-shell.js';
+import { LaneArrivals } from '../worker/turn/lane-policy.js';
 import { RunningTurns } from '../worker/turn/running-turns.js';
 import type { TurnDeps } from '../worker/turn/turn.js';
 import {
@@ -147,6 +148,16 @@ export async function prepareWorker(
   opened.add(() => deliveries.close());
   opened.add(() => compaction.close());
   opened.add(() => turns.close());
+  // LANE_POLICY=interrupt on any channel: one Pub/Sub connection for the arrivals of this
+  // process's running turns, open before the first turn so none starts unwatched.
+  let arrivals: LaneArrivals | undefined;
+  if (config.LANES.anyInterrupt) {
+    const subscriber = createRedisClient(config, 'worker', 'chatlane:worker-arrivals', {
+      autoPipelining: false,
+    });
+    arrivals = new LaneArrivals(subscriber, config.CHATLANE_PREFIX, logger);
+    opened.add(() => arrivals!.close());
+  }
   const compactionDeps = compactionDepsFromConfig(config, store, logger, {
     metrics,
     providers,
@@ -174,6 +185,7 @@ export async function prepareWorker(
     ...(config.CONTACT_SEND === 'on' && { contacts }),
     ...(mcp && { mcp }),
     ...(shell && { shell }),
+    ...(arrivals && { arrivals }),
   };
   const worker = createTurnWorker(deps, {
     prefix: config.CHATLANE_PREFIX,
@@ -270,6 +282,7 @@ export async function prepareWorker(
         await side.close();
         await mcp?.close();
         await shell?.close();
+        await arrivals?.close();
         await turns.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await compaction.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await deliveries.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

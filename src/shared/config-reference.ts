@@ -93,6 +93,12 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   WORKER_CONCURRENCY: [W],
   MAX_STEPS: [W],
   MAX_MERGES_PER_TURN: [W],
+  // The ingress decides a message's debounce and tells a running turn to stop for it
+  // (interrupt, with the cap); the worker watches for it.
+  LANE_POLICY: [I, W],
+  LANE_DEBOUNCE_MS: [I],
+  LANE_DEBOUNCE_MAX_MS: [I],
+  LANE_MAX_INTERRUPTS: [I],
   MAX_MESSAGES_PER_TURN: [W],
   MAX_PENDING_PER_CHAT: [I],
   MAX_INPUT_TOKENS: [W, C],
@@ -353,6 +359,10 @@ modules:
   bytes, separated by spaces or commas, newest first ([webhooks-and-delivery.md](webhooks-and-delivery.md)).
 - The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …), read by the
   ingress, workers and delivery processes: [platforms.md](platforms.md#platform-variables).
+- \`<CHANNEL>_LANE_POLICY\`, \`<CHANNEL>_LANE_DEBOUNCE_MS\`, \`<CHANNEL>_LANE_DEBOUNCE_MAX_MS\`,
+  \`<CHANNEL>_LANE_MAX_INTERRUPTS\`: the \`LANE_*\` settings of one channel (\`TELEGRAM\`, \`SLACK\`, …,
+  \`WEB\`, \`API\`, \`GENERIC\`, and \`GENERIC_<NAME>\` for a generic source), read by the ingress and workers
+  ([lane-policies.md](lane-policies.md#per-channel-settings)).
 - \`chatlane loadtest\` reads \`API_TOKEN\` and \`LOADTEST_WEBHOOK_SECRET\` and takes the rest as
   flags (\`chatlane loadtest --help\`, [load-testing.md](load-testing.md)).
 

@@ -1,13 +1,15 @@
 import { z } from 'zod';
 import { accessShape, secretOf, webTokenShape } from './config-auth.js';
 import { execShellProblems, execShellShape } from './config-exec-shell.js';
+import { lanePolicies, laneShape } from './config-lanes.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
 import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
+import type { LanePolicies } from './lane-policy.js';
 import type { EnabledPlatform } from './platforms/platform.js';
-import { platformsFromEnv } from './platforms/registry.js';
+import { PLATFORMS, platformsFromEnv } from './platforms/registry.js';
 import { loadPriceFile, type PriceTable } from './prices.js';
 import { retentionShape } from './retention.js';
 import { MAX_UNCOMMITTED_SENDS } from './store/uncommitted-limit.js';
@@ -166,6 +168,8 @@ export const configSchema = () =>
     MAX_MERGES_PER_TURN: int(8, 0).describe(
       'messages that arrive mid-turn and are folded into the running turn',
     ),
+    // Lane policies (docs/lane-policies.md): debounce an idle chat's turn, interrupt a running one.
+    ...laneShape(),
     MAX_MESSAGES_PER_TURN: int(20, 1).describe(
       'pending messages a turn starts with; the rest wait for the next turn',
     ),
@@ -502,6 +506,8 @@ export type Config = Omit<RawConfig, 'COMPACT_AT_TOKENS' | 'KEEP_RECENT_TOKENS'>
   PLATFORMS: EnabledPlatform[];
   /** MODEL_PRICES_FILE, read and checked. */
   MODEL_PRICES: PriceTable | undefined;
+  /** LANE_* and every channel's <CHANNEL>_LANE_* (docs/lane-policies.md). */
+  LANES: LanePolicies;
 };
 
 /** Values that default to a share of another one. */
@@ -510,9 +516,11 @@ function derive(
   sources: GenericSource[],
   platforms: EnabledPlatform[],
   prices: PriceTable | undefined,
+  lanes: LanePolicies,
 ): Config {
   return {
     ...raw,
+    LANES: lanes,
     MODEL_PRICES: prices,
     GENERIC_WEBHOOKS: sources,
     PLATFORMS: platforms,
@@ -562,10 +570,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ? loadPriceFile(parsed.data.MODEL_PRICES_FILE)
       : undefined;
   if (typeof prices === 'string') lines.push(`  MODEL_PRICES_FILE: ${prices}`);
-  if (!parsed.success || lines.length > 0 || typeof prices === 'string') {
+  const lanes = parsed.success
+    ? lanePolicies(parsed.data, vars, {
+        platforms: PLATFORMS.map((p) => p.name),
+        genericSources: generic.sources.map((s) => s.name),
+      })
+    : undefined;
+  lines.push(...(lanes?.issues ?? []));
+  if (!parsed.success || !lanes || lines.length > 0 || typeof prices === 'string') {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  const config = derive(parsed.data, generic.sources, platforms.platforms, prices);
+  const config = derive(parsed.data, generic.sources, platforms.platforms, prices, lanes.policies);
   const problems = [...redisTopologyProblems(config), ...otelProblems(config), ...execShellProblems(config)];
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.

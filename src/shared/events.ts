@@ -80,6 +80,16 @@ export const EVENT_DATA = {
   'reply.started': z.looseObject({ runId: z.string(), messageIds: luaList(z.string()) }),
   /** Messages that arrived mid-turn joined the streaming reply. */
   'reply.merged': z.looseObject({ runId: z.string(), messageIds: luaList(z.string()) }),
+  /**
+   * LANE_POLICY=interrupt: messages aborted the turn's model call under way; `step` (from 0)
+   * runs again with them (`messageIds`), `interrupts` counts this turn's so far.
+   */
+  'lane.interrupted': z.looseObject({
+    runId: z.string(),
+    step: z.number(),
+    messageIds: luaList(z.string()),
+    interrupts: z.number(),
+  }),
   /** The chat is over CHAT_DAILY_TOKEN_BUDGET: its messages are kept and the model is not called. */
   'budget.exceeded': z.looseObject({
     runId: z.string(),

@@ -76,13 +76,24 @@ export function createQueue<T>(prefix: string, name: QueueName, connection: Conn
  * active, one follow-up is kept and created when the active one finishes (DESIGN §5), so
  * no trigger is lost and a chat never has two active jobs. Never `jobId = chatKey`: a kept
  * finished job would block later adds.
+ *
+ * `delayMs` > 0 (a debounced idle lane, lane-debounce.ts): the job is added delayed by that
+ * much, or, when the chat's job already waits delayed, BullMQ moves it (`reschedule`: same
+ * job, same attempts) to that far from now. A waiting job is left as it is: it runs soon and
+ * its turn reads every pending message. An active one keeps the add as its follow-up, delayed
+ * from when it finishes. `replace` was not used: it would make a new job of the delayed one,
+ * with its attempts counted afresh.
  */
-export async function enqueueTurn(queue: Queue<TurnJob>, chatKey: string): Promise<void> {
+export async function enqueueTurn(queue: Queue<TurnJob>, chatKey: string, delayMs = 0): Promise<void> {
   await queue.add(
     'turn',
     { chatKey },
     {
-      deduplication: { id: chatKey, keepLastIfActive: true },
+      deduplication:
+        delayMs > 0
+          ? { id: chatKey, keepLastIfActive: true, reschedule: true }
+          : { id: chatKey, keepLastIfActive: true },
+      ...(delayMs > 0 && { delay: delayMs }),
       attempts: 5,
       backoff: { type: 'exponential', delay: 1000 },
     },

@@ -106,6 +106,16 @@ export function replyStreamKey(prefix: string, chatKey: string, runId: string): 
 }
 
 /**
+ * The Pub/Sub channel a running turn of the chat listens on for new messages
+ * (LANE_POLICY=interrupt): the ingest script publishes "<streamId> <max interrupts>" there
+ * while a turn holds the lease. A channel, not a key: it holds nothing, so whole-chat expiry
+ * has nothing to delete; named under the chat's tag all the same.
+ */
+export function laneArrivalsChannel(prefix: string, chatKey: string): string {
+  return `${chatTag(prefix, chatKey)}:arrivals`;
+}
+
+/**
  * Every key a chat owns: what deleting the chat (CHAT_TTL_DAYS) deletes, atomically, in one
  * script. It is every field of `ChatKeys` plus one list per context snapshot, so a new
  * per-chat key belongs in `ChatKeys` (and under the chat's hash tag); keys of a chat that

@@ -167,6 +167,40 @@ describe('chatlane loadtest against a running stack', () => {
     expect(run.stdout).toMatch(/streams opened/);
   }, 60_000);
 
+  it('--profile typing: bursts of 2-4 messages typed 300-900 ms apart, reported per burst', async () => {
+    const run = await loadtest([
+      '--url',
+      stack.ingressUrl(),
+      '--mock-url',
+      stack.mock.url,
+      '--profile',
+      'typing',
+      '--chats',
+      '4',
+      '--messages',
+      '6',
+      '--connections',
+      '4',
+      '--drain',
+      '30',
+    ]);
+    expect(run.code, `${run.stdout}\n${run.stderr}\n${stack.problems()}`).toBe(0);
+    const r = run.report!;
+    expect(r.settings.profile).toBe('typing');
+    const b = r.bursts!;
+    // 6 messages a chat: 2+4, 3+3 or 4+2 — two bursts each.
+    expect(b.bursts).toBe(8);
+    expect(b.messagesPerBurst).toBe(3);
+    // Without debounce the first message of a burst is answered at once: at least one model
+    // call per burst, and every last message answered.
+    expect(b.modelCallsPerBurst).toBeGreaterThanOrEqual(1);
+    expect(b.repliesPerBurst.count).toBe(8);
+    expect(b.lastMessageUnanswered).toBe(0);
+    expect(b.lastMessageToReplyMs.count).toBe(8);
+    expect(run.stdout).toMatch(/typing in bursts/);
+    expect(run.stdout).toMatch(/bursts +8 of 3 messages/);
+  }, 90_000);
+
   it('a chat answered by two model calls at once fails the run (mock /stats), exit 1', async () => {
     // What a broken lane would look like at the model: two requests of one chat of this run
     // in flight together (sent by hand to the mock, before the run starts).

@@ -136,13 +136,19 @@ export async function inParallel<T>(
  * command timeout — on a loaded test machine too) means "maybe stored, retry with the same
  * id", so it retries for up to 15 s; the id keeps the retry from storing it twice.
  */
-export async function postMessage(baseUrl: string, chatKey: string, id: string, text: string): Promise<void> {
+export async function postMessage(
+  baseUrl: string,
+  chatKey: string,
+  id: string,
+  text: string,
+  metadata?: Record<string, string>,
+): Promise<void> {
   const giveUpAt = Date.now() + 15_000;
   for (;;) {
     const res = await fetch(`${baseUrl}/v1/chats/${chatKey}/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ id, text }),
+      body: JSON.stringify({ id, text, ...(metadata && { metadata }) }),
     });
     if (res.status === 202) return;
     const body = await res.text();

@@ -172,4 +172,70 @@ describe('UiChunker', () => {
       { type: 'text', text: 'sent', state: 'done', providerMetadata: SEND_PART_METADATA },
     ]);
   });
+
+  it('closes what an interrupted step had open and ends the step, before the restarted step begins', async () => {
+    const out: UiChunk[] = [];
+    const chunker = new UiChunker((c) => out.push(c));
+    for (const p of [
+      { type: 'start-step' },
+      { type: 'text-start', id: 'cut-text' },
+      { type: 'text-delta', id: 'cut-text', text: 'Hi! How' },
+      { type: 'tool-input-start', id: 'cut-send', toolName: 'chat_send' },
+      { type: 'tool-input-delta', id: 'cut-send', delta: '{"text":"Hel' },
+    ])
+      chunker.push(p as Part);
+    chunker.cut();
+    for (const p of [
+      { type: 'start-step' },
+      { type: 'tool-call', toolCallId: 'new', toolName: 'chat_send', input: { text: 'all of it' } },
+      { type: 'finish-step' },
+    ])
+      chunker.push(p as Part);
+    expect(out.map((c) => `${c.type}${c.id ? ` ${c.id}` : ''}`)).toEqual([
+      'start-step',
+      'text-start cut-text',
+      'text-delta cut-text',
+      'text-start cut-send',
+      'text-delta cut-send',
+      'text-end cut-send',
+      'text-end cut-text',
+      'finish-step',
+      'start-step',
+      'text-start new',
+      'text-delta new',
+      'text-end new',
+      'finish-step',
+    ]);
+    // A page reads it as one message: the cut parts done, the restarted step's after them.
+    const stream = new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const c of [{ type: 'start', messageId: 'm' }, ...out, { type: 'finish' }])
+          controller.enqueue(c as UIMessageChunk);
+        controller.close();
+      },
+    });
+    let last: { parts: Array<{ type: string; text?: string; state?: string }> } | undefined;
+    for await (const message of readUIMessageStream({
+      stream,
+      onError: (e) => {
+        throw e;
+      },
+    }))
+      last = message as typeof last;
+    expect(last!.parts.filter((p) => p.type === 'text').map((p) => [p.text, p.state])).toEqual([
+      ['Hi! How', 'done'],
+      ['Hel', 'done'],
+      ['all of it', 'done'],
+    ]);
+  });
+
+  it('cuts nothing when the aborted step had shown nothing', () => {
+    const out: UiChunk[] = [];
+    const chunker = new UiChunker((c) => out.push(c));
+    chunker.push({ type: 'start-step' } as Part);
+    chunker.cut();
+    chunker.push({ type: 'start-step' } as Part);
+    chunker.push({ type: 'text-start', id: 'a' } as Part);
+    expect(out.map((c) => c.type)).toEqual(['start-step', 'text-start']);
+  });
 });

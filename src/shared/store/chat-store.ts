@@ -20,6 +20,7 @@ import {
   fieldsOf,
   type HistoryWindow,
   type InboxEntry,
+  type IngestLane,
   type IngestResult,
   type LeaseRenewal,
   MAX_UNCOMMITTED_SENDS,
@@ -31,6 +32,7 @@ import {
   type StoreOptions,
   type StreamEntry,
   type SweepState,
+  streamIdTime,
   type TurnInput,
   tokensOf,
   tuple,
@@ -46,7 +48,9 @@ export type {
   FencedResult,
   HistoryWindow,
   InboxEntry,
+  IngestLane,
   IngestResult,
+  LaneState,
   LeaseRenewal,
   OutboxItem,
   StoreOptions,
@@ -131,12 +135,14 @@ export class ChatStore {
   /**
    * Store one user message once (idempotent on `message.id`). `route`, when given, becomes
    * the chat's reply route (written only if it changed); without one the route stays as it is.
+   * `lane`: what the lane policy needs of the same script (the lane's state, a running turn told).
    */
   async ingest(
     chatKey: string,
     message: ChatMessage,
     limits: { maxPending: number; dedupWindowMs: number },
     route?: ReplyRoute,
+    lane: IngestLane = {},
   ): Promise<IngestResult> {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
@@ -150,10 +156,22 @@ export class ChatStore {
           limits.maxPending,
           limits.dedupWindowMs,
           route ? encodeRoute(route) : '',
+          lane.state ? '1' : '',
+          lane.notify?.channel ?? '',
+          lane.notify?.maxInterrupts ?? 0,
         ],
       ),
     );
-    if (raw[0] === 'accepted') return { status: 'accepted', streamId: String(raw[1]) };
+    if (raw[0] === 'accepted') {
+      const streamId = String(raw[1]);
+      if (raw.length < 5) return { status: 'accepted', streamId };
+      const state = {
+        leased: Number(raw[2]) === 1,
+        oldestMs: streamIdTime(String(raw[3])),
+        nowMs: Number(raw[4]),
+      };
+      return { status: 'accepted', streamId, lane: state };
+    }
     if (raw[0] === 'duplicate') return { status: 'duplicate' };
     return { status: 'full', pending: Number(raw[1]) };
   }

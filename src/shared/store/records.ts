@@ -24,9 +24,29 @@ export interface StoreOptions {
 }
 
 export type IngestResult =
-  | { status: 'accepted'; streamId: string }
+  | { status: 'accepted'; streamId: string; lane?: LaneState }
   | { status: 'duplicate' }
   | { status: 'full'; pending: number };
+
+/**
+ * The lane as the ingest script found it right after storing a message (asked for when the
+ * message's channel debounces): whether a turn holds the chat, and when the burst began.
+ */
+export interface LaneState {
+  leased: boolean;
+  /** The inbox's oldest entry's time (Redis's clock, ms): the first message of the burst. */
+  oldestMs: number;
+  /** Redis's clock (ms) at the ingest. */
+  nowMs: number;
+}
+
+/** What ingest does for the lane besides storing (see ingest.lua). */
+export interface IngestLane {
+  /** Return the lane's state (`LaneState`). */
+  state?: boolean;
+  /** LANE_POLICY=interrupt: while a turn holds the lease, tell it on this channel (at most `maxInterrupts` a turn). */
+  notify?: { channel: string; maxInterrupts: number };
+}
 
 /**
  * A chat_send of a turn that has not committed (yet): the person may have seen it, history

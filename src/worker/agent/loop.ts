@@ -15,6 +15,7 @@ import type { Logger } from '../../shared/logger.js';
 import { modelTelemetry } from '../../shared/tracing/spans.js';
 import { callUsage, type UsageTally } from '../../shared/usage.js';
 import type { MergePoint } from './interleave.js';
+import type { StepInterrupt } from './step-interrupt.js';
 import type { TurnAbort } from './turn-abort.js';
 import { stepsToUIParts } from './ui-parts.js';
 
@@ -47,8 +48,9 @@ export interface LoopInput<T> {
    * Messages that arrived since the turn began (at most `max`), oldest first. `responses` are
    * the turn's step responses so far (tool calls and results), which the next request carries
    * on top of the assembled input: the callee merges only what still fits the token budget.
+   * `fresh`: an interrupt asks, so the inbox must be read now (no earlier look stands in).
    */
-  nextArrivals: (max: number, responses: readonly ModelMessage[]) => Promise<T[]>;
+  nextArrivals: (max: number, responses: readonly ModelMessage[], fresh?: boolean) => Promise<T[]>;
   /** How arrivals look to the model. */
   toModel: (items: T[]) => Promise<ModelMessage[]>;
   maxRetries?: number;
@@ -69,6 +71,17 @@ export interface LoopInput<T> {
   onPart?: (part: TextStreamPart<ToolSet>) => void;
   /** Arrivals merged into the turn, right after they are taken. */
   onMerge?: (items: T[]) => void;
+  /**
+   * LANE_POLICY=interrupt: the turn's interrupt, raised by the lane when a message arrives
+   * during a model call; the loop then runs the step again with the arrivals folded in.
+   */
+  interrupt?: StepInterrupt;
+  /**
+   * A step's model call was aborted by an interrupt; `items` are the arrivals its restart
+   * carries (merged: `onMerge` follows), `stepNumber` the step restarted. Called before the
+   * restarted call begins: the aborted part of the live view is closed here.
+   */
+  onInterrupt?: (items: T[], stepNumber: number) => void;
   /** EXEC_SHELL=on: the chat's workspace as the AI SDK's sandbox session, for tools that run in one. */
   sandbox?: Experimental_SandboxSession;
 }
@@ -104,7 +117,9 @@ export interface LoopResult<T> {
  * handed to the model as ordinary user messages, appended after the step's messages. Since
  * AI SDK 7 a `messages` override carries forward (the next step gets it plus that step's
  * response), so each merge is added once, where it arrived, and every later request extends
- * the earlier one.
+ * the earlier one. With an `interrupt` (LANE_POLICY=interrupt) a message can also abort the
+ * model call under way: the loop then makes a new `streamText` call that runs that step again
+ * from the input it had, the arrivals appended (the steps that finished stay as they are).
  *
  * Not an async function: what follows the SDK's loop is chained to its promise, so no frame
  * of ours (generator, registers, await closures) is held through every model call of the turn.
@@ -119,68 +134,70 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   // The SDK's abort signal is the turn's, which a step running past stepTimeoutMs aborts too.
   // Every check below reads whether the turn was *ended* (lost or stopped): a timed-out step is
   // thrown by the SDK as the model's error, never mistaken for a lost or stopped lane.
-  const { abort, stepTimeoutMs, usage: tally } = input;
+  const { abort, stepTimeoutMs, usage: tally, interrupt } = input;
   abort.beginLoop();
 
-  const prepareStep: PrepareStepFunction<ToolSet> = async ({ stepNumber, messages, responseMessages }) => {
+  // An interrupt restarts the loop with a new `streamText` call from the step it aborted: that
+  // call's step 0 is the turn's step `base`; the responses of earlier calls' steps are kept for
+  // the merge room, and the aborted step's own input is where the restart begins.
+  let base = 0;
+  let earlierResponses: readonly ModelMessage[] = [];
+  let callResponses: readonly ModelMessage[] = [];
+  let stepInput: ModelMessage[] = input.messages;
+  const responsesSoFar = (call: readonly ModelMessage[]) =>
+    earlierResponses.length === 0 ? call : [...earlierResponses, ...call];
+
+  /** Arrivals for the step about to run, already in the model's form; nothing when none fit. */
+  const takeArrivals = async (
+    stepNumber: number,
+    responses: readonly ModelMessage[],
+    fresh: boolean,
+  ): Promise<{ items: T[]; messages: ModelMessage[] }> => {
+    try {
+      const items = await input.nextArrivals(input.maxMerges - merged, responses, fresh);
+      if (items.length === 0) return { items, messages: [] };
+      const messages = await input.toModel(items);
+      merges.push({ stepNumber, items });
+      merged += items.length;
+      return { items, messages };
+    } catch (err) {
+      // A failed read only delays those messages to the next turn; it must not fail this one.
+      input.logger.warn({ err }, 'lane merge read failed');
+      return { items: [], messages: [] };
+    }
+  };
+
+  const prepareStep: PrepareStepFunction<ToolSet> = async ({
+    stepNumber: callStep,
+    messages,
+    responseMessages,
+  }) => {
     if (stepTimeoutMs) abort.armStep(stepTimeoutMs);
+    callResponses = responseMessages;
     let arrived: ModelMessage[] | undefined;
-    if (stepNumber > 0 && merged < input.maxMerges && !abort.ended) {
-      try {
-        const items = await input.nextArrivals(input.maxMerges - merged, responseMessages);
-        if (items.length > 0) {
-          arrived = await input.toModel(items);
-          merges.push({ stepNumber, items });
-          merged += items.length;
-          input.onMerge?.(items);
-        }
-      } catch (err) {
-        // A failed read only delays those messages to the next turn; it must not fail this one.
-        input.logger.warn({ err }, 'lane merge read failed');
+    if (callStep > 0 && merged < input.maxMerges && !abort.ended) {
+      const taken = await takeArrivals(base + callStep, responsesSoFar(responseMessages), false);
+      if (taken.items.length > 0) {
+        arrived = taken.messages;
+        input.onMerge?.(taken.items);
       }
     }
     const rebase = input.control?.rebase;
     if (rebase && input.control) input.control.rebase = undefined;
-    if (!rebase) return arrived ? { messages: [...messages, ...arrived] } : {};
-    // The turn's own messages so far (responses and merges) stay after the new head.
-    const own = messages.slice(headLength);
-    headLength = rebase.length;
-    return { messages: [...rebase, ...own, ...(arrived ?? [])] };
+    let prepared: { messages?: ModelMessage[] } = {};
+    if (rebase) {
+      // The turn's own messages so far (responses and merges) stay after the new head.
+      const own = messages.slice(headLength);
+      headLength = rebase.length;
+      prepared = { messages: [...rebase, ...own, ...(arrived ?? [])] };
+    } else if (arrived) prepared = { messages: [...messages, ...arrived] };
+    stepInput = prepared.messages ?? messages;
+    interrupt?.modelCallStarts();
+    return prepared;
   };
 
   // The steps that finished, kept as they finish: a stopped turn commits those.
   const steps: StepResult<ToolSet>[] = [];
-  const result = streamText({
-    model: input.model,
-    instructions: input.system,
-    messages: input.messages,
-    tools: input.tools,
-    ...(input.activeTools && { activeTools: input.activeTools }),
-    // Typed `object`: the SDK types `toolsContext` from the tools' declared context schemas,
-    // which a `ToolSet` (ours merged with the operator's and the program's) does not carry.
-    ...(input.toolsContext && ({ toolsContext: input.toolsContext } as object)),
-    ...(input.providerOptions && { providerOptions: input.providerOptions }),
-    stopWhen: isStepCount(input.maxSteps),
-    prepareStep,
-    abortSignal: abort.signal,
-    onStepEnd: (step) => {
-      steps.push(step as StepResult<ToolSet>);
-      if (stepTimeoutMs) abort.disarmStep();
-      // The model that served the step: a fallback may have answered for the configured one.
-      tally?.add(callUsage(step.response.modelId || step.model.modelId, step.usage));
-    },
-    // Errors arrive as the stream's error parts, read below (the default would print them).
-    onError: () => undefined,
-    maxRetries: input.maxRetries ?? 2,
-    // Step results would otherwise keep every request body until the turn ends: at 2,000
-    // turns in flight that was ~90 MB of RSS nobody reads. (Said here so a default change
-    // cannot bring them back.)
-    include: { requestBody: false },
-    ...(input.download && { experimental_download: input.download }),
-    ...(input.sandbox && { experimental_sandbox: input.sandbox }),
-    // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
-    ...modelTelemetry('chatlane.turn'),
-  });
   const done = (stopped: boolean): LoopResult<T> => {
     const last = steps.at(-1);
     let inputTokens = 0;
@@ -200,22 +217,85 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
     };
   };
 
-  return consume(result.fullStream, input).then(
-    (failure) => {
-      abort.disarmStep();
-      if (abort.stoppedByRequest) return done(true);
-      if (abort.ended) throw abort.ended;
-      if (failure !== undefined) throw failure;
-      // A step that ran out is aborted, not failed, in the stream: thrown as the SDK's TimeoutError.
-      if (abort.timedOut) throw abort.signal.reason;
-      return done(false);
-    },
-    (err: unknown) => {
-      abort.disarmStep();
-      if (abort.stoppedByRequest) return done(true);
-      throw abort.ended ?? err;
-    },
-  );
+  const settled = () => interrupt?.settled();
+  const call = (messages: ModelMessage[]): Promise<LoopResult<T>> => {
+    const result = streamText({
+      model: input.model,
+      instructions: input.system,
+      messages,
+      tools: input.tools,
+      ...(input.activeTools && { activeTools: input.activeTools }),
+      // Typed `object`: the SDK types `toolsContext` from the tools' declared context schemas,
+      // which a `ToolSet` (ours merged with the operator's and the program's) does not carry.
+      ...(input.toolsContext && ({ toolsContext: input.toolsContext } as object)),
+      ...(input.providerOptions && { providerOptions: input.providerOptions }),
+      stopWhen: isStepCount(input.maxSteps - base),
+      prepareStep,
+      abortSignal: interrupt ? interrupt.signalFor(abort.signal) : abort.signal,
+      // Awaited by the SDK before each tool's execute: from here on the step cannot be interrupted.
+      ...(interrupt && { onToolExecutionStart: settled }),
+      onStepEnd: (step) => {
+        steps.push(step as StepResult<ToolSet>);
+        interrupt?.settled();
+        if (stepTimeoutMs) abort.disarmStep();
+        // The model that served the step: a fallback may have answered for the configured one.
+        tally?.add(callUsage(step.response.modelId || step.model.modelId, step.usage));
+      },
+      // Errors arrive as the stream's error parts, read below (the default would print them).
+      onError: () => undefined,
+      maxRetries: input.maxRetries ?? 2,
+      // Step results would otherwise keep every request body until the turn ends: at 2,000
+      // turns in flight that was ~90 MB of RSS nobody reads. (Said here so a default change
+      // cannot bring them back.)
+      include: { requestBody: false },
+      ...(input.download && { experimental_download: input.download }),
+      ...(input.sandbox && { experimental_sandbox: input.sandbox }),
+      // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
+      ...modelTelemetry('chatlane.turn'),
+    });
+    // An interrupted call (never an ended turn, nor a step that ran out of time) is restarted.
+    const interrupted = () => interrupt?.raised === true && !abort.ended && !abort.timedOut;
+    return consume(result.fullStream, input).then(
+      (failure) => {
+        abort.disarmStep();
+        if (abort.stoppedByRequest) return done(true);
+        if (abort.ended) throw abort.ended;
+        if (interrupted()) return restart();
+        if (failure !== undefined) throw failure;
+        // A step that ran out is aborted, not failed, in the stream: thrown as the SDK's TimeoutError.
+        if (abort.timedOut) throw abort.signal.reason;
+        return done(false);
+      },
+      (err: unknown) => {
+        abort.disarmStep();
+        if (abort.stoppedByRequest) return done(true);
+        if (interrupted()) return restart();
+        throw abort.ended ?? err;
+      },
+    );
+  };
+
+  /**
+   * The aborted step again, from the input it was given plus what arrived (read now): a new
+   * `streamText` call whose step 0 is that step. Its finished steps stay as they are.
+   */
+  const restart = async (): Promise<LoopResult<T>> => {
+    earlierResponses = responsesSoFar(callResponses);
+    callResponses = [];
+    base = steps.length;
+    let messages = stepInput;
+    let items: T[] = [];
+    if (merged < input.maxMerges) {
+      const taken = await takeArrivals(base, earlierResponses, true);
+      items = taken.items;
+      if (items.length > 0) messages = [...stepInput, ...taken.messages];
+    }
+    input.onInterrupt?.(items, base);
+    if (items.length > 0) input.onMerge?.(items);
+    return call(messages);
+  };
+
+  return call(input.messages);
 }
 
 /** Read the model's stream to its end, handing each part on; resolves with its first error, if any. */

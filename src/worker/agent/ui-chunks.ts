@@ -38,12 +38,17 @@ export class UiChunker {
    * empty) is left out of the live view: a reply stream write less per turn.
    */
   private stepPending = false;
+  /** A step's `start-step` went out and its `finish-step` not yet. */
+  private stepShown = false;
+  /** Plain text parts started and not yet ended. */
+  private readonly texts = new Set<string>();
 
   constructor(private readonly out: (chunk: UiChunk) => void) {}
 
   private emit(chunk: UiChunk): void {
     if (this.stepPending) {
       this.stepPending = false;
+      this.stepShown = true;
       this.out({ type: 'start-step' });
     }
     this.out(chunk);
@@ -57,14 +62,17 @@ export class UiChunker {
       case 'finish-step':
         if (this.stepPending) this.stepPending = false;
         else this.out({ type: 'finish-step' });
+        this.stepShown = false;
         return;
       case 'text-start':
+        this.texts.add(part.id);
         this.emit({ type: 'text-start', id: part.id });
         return;
       case 'text-delta':
         if (part.text) this.emit({ type: 'text-delta', id: part.id, delta: part.text });
         return;
       case 'text-end':
+        this.texts.delete(part.id);
         this.emit({ type: 'text-end', id: part.id });
         return;
       case 'tool-input-start':
@@ -136,5 +144,19 @@ export class UiChunker {
   closeOpen(): void {
     for (const id of this.sends.keys()) this.emit({ type: 'text-end', id });
     this.sends.clear();
+  }
+
+  /**
+   * A step's model call was aborted for a new message (LANE_POLICY=interrupt): every part it
+   * had opened is closed and the step ended, so a page shows the cut part done and the
+   * restarted step's parts after it. What was cut was never sent.
+   */
+  cut(): void {
+    this.closeOpen();
+    for (const id of this.texts) this.emit({ type: 'text-end', id });
+    this.texts.clear();
+    if (this.stepShown) this.out({ type: 'finish-step' });
+    this.stepShown = false;
+    this.stepPending = false;
   }
 }

@@ -15,6 +15,7 @@ import { withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
 import { isContextOverflowError } from '../agent/overflow.js';
+import { StepInterrupt } from '../agent/step-interrupt.js';
 import { ChatTools } from '../agent/tools/chat-tools.js';
 import type { CustomTools } from '../agent/tools/custom-tools.js';
 import { createExecShellTool } from '../agent/tools/exec-shell.js';
@@ -28,6 +29,7 @@ import type { Assembler, Compressor, Provider } from '../pipeline/types.js';
 import type { ExecShell } from '../shell/exec-shell.js';
 import type { ChatWorkspace } from '../shell/workspace.js';
 import { Lane } from './lane.js';
+import { type LaneArrivals, watchForInterrupts } from './lane-policy.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
@@ -99,6 +101,11 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   platformStreaming?: boolean;
   /** EXEC_SHELL=on: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
   shell?: ExecShell;
+  /**
+   * LANE_POLICY=interrupt on some channel: the process's watch for messages announced to a
+   * running turn; each turn may then have its model call aborted and its step restarted.
+   */
+  arrivals?: LaneArrivals;
 }
 
 export interface TurnOptions {
@@ -274,6 +281,8 @@ interface TurnRun extends TurnTally {
   reply: ReplyWriter | undefined;
   /** The chat's exec_shell workspace (EXEC_SHELL=on), deleted from disk when the turn ends. */
   workspace?: ChatWorkspace | undefined;
+  /** LANE_POLICY=interrupt: the turn's interrupt (its count spans the overflow retry). */
+  interrupt?: StepInterrupt | undefined;
 }
 
 /**
@@ -453,6 +462,20 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
   const reply = run.reply;
   reply?.open(pendingMessages.map((m) => m.id));
   const chunker = reply && new UiChunker((chunk) => reply.chunk(chunk));
+  // LANE_POLICY=interrupt: a message announced while the model call is under way aborts it.
+  if (deps.arrivals && !run.interrupt) run.interrupt = new StepInterrupt();
+  const lanePolicy =
+    deps.arrivals &&
+    run.interrupt &&
+    watchForInterrupts(deps.arrivals, {
+      store,
+      chatKey,
+      runId,
+      logger,
+      interrupt: run.interrupt,
+      turn: { lastSeen: () => lastSeen, merged: () => run.merged, maxMerges: settings.maxMerges },
+      cut: () => chunker?.cut(),
+    });
   return runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
@@ -477,12 +500,17 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     control,
     responseId: `${runId}-a`,
     logger,
-    nextArrivals: async (max, responses) => {
+    nextArrivals: async (max, responses, fresh) => {
       const checked = quietAt;
       quietAt = undefined;
       // The step's chat_send read the inbox moments ago: a message since then starts the next
       // turn, as one arriving during the next model call would (a round trip less per step).
-      if (checked !== undefined && Date.now() - checked <= (settings.freshInboxMs ?? FRESH_INBOX_MS))
+      // An interrupt's read is never skipped: it was told of a message.
+      if (
+        !fresh &&
+        checked !== undefined &&
+        Date.now() - checked <= (settings.freshInboxMs ?? FRESH_INBOX_MS)
+      )
         return [];
       const entries = await store.readInbox(chatKey, max, lastSeen);
       if (entries.length === 0) return [];
@@ -513,11 +541,19 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       onPart: (part) => chunker.push(part),
       onMerge: (items) => reply?.merged(items.map((e) => e.message.id)),
     }),
-  }).then((loop) => {
-    // A stop cuts a send short: its text part is closed before the reply's finish.
-    chunker?.closeOpen();
-    return inSpan('chatlane.commit', {}, () =>
-      commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }),
-    );
-  });
+    ...lanePolicy?.loop,
+  }).then(
+    (loop) => {
+      lanePolicy?.unwatch();
+      // A stop cuts a send short: its text part is closed before the reply's finish.
+      chunker?.closeOpen();
+      return inSpan('chatlane.commit', {}, () =>
+        commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }),
+      );
+    },
+    (err: unknown) => {
+      lanePolicy?.unwatch();
+      throw err;
+    },
+  );
 }

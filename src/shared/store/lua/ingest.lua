@@ -11,8 +11,17 @@
   ARGV[3] max pending messages in the inbox
   ARGV[4] idempotency window in ms
   ARGV[5] reply route JSON (canonical), or '' to leave the chat's route as it is
+  ARGV[6] '1': also return the lane's state (the message's channel debounces), else ''
+  ARGV[7] LANE_POLICY=interrupt: the chat's arrivals channel, else ''; while a turn holds the
+          lease, "<streamId> <ARGV[8]>" is published there (the running turn may abort its
+          model call for this message, at most ARGV[8] times)
 
-  Returns { 'accepted', streamId } | { 'duplicate' } | { 'full', pending }
+  Returns { 'accepted', streamId } | { 'duplicate' } | { 'full', pending };
+  with ARGV[6] = '1': { 'accepted', streamId, leased, oldestId, now }
+    leased    1 when a turn holds the lease (owner and leaseUntil past now), else 0
+    oldestId  the inbox's oldest entry (this message's own when it was empty): when the burst
+              began, in the stream id's milliseconds
+    now       Redis's clock (ms), against which the ingress measures the burst
 ]]
 -- @include "now"
 local now = nowMs()
@@ -44,4 +53,19 @@ if ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'route') ~= ARGV[5] then
     redis.call('HSET', KEYS[3], 'deliveredTo', last and last[1] or '0-0')
   end
 end
-return { 'accepted', streamId }
+if ARGV[6] == '' and ARGV[7] == '' then
+  return { 'accepted', streamId }
+end
+local leased = 0
+local owner = redis.call('HGET', KEYS[3], 'owner')
+if owner and tonumber(redis.call('HGET', KEYS[3], 'leaseUntil') or '0') > now then
+  leased = 1
+end
+if leased == 1 and ARGV[7] ~= '' then
+  redis.call('PUBLISH', ARGV[7], streamId .. ' ' .. ARGV[8])
+end
+if ARGV[6] == '' then
+  return { 'accepted', streamId }
+end
+local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+return { 'accepted', streamId, leased, oldest and oldest[1] or streamId, now }

@@ -22,7 +22,11 @@ export const chatSendTool = tool({
   // Short: it is in every model request (docs/benchmarks.md, "Wrapper overhead"), and so is each word.
   description: 'Send one message to the user in this chat: the only way they see your reply.',
   inputSchema: INPUT,
-  execute: async ({ text }, options) => send(turnOf(options), text, options.toolCallId),
+  execute: async ({ text }, options) => {
+    // A call whose step was aborted (a new message interrupted it, the turn ended) sends nothing.
+    options.abortSignal?.throwIfAborted();
+    return send(turnOf(options), text, options.toolCallId);
+  },
 });
 
 export type ChatSendOutput =
