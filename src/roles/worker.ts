@@ -9,6 +9,7 @@ import {
   enqueueCompaction,
   enqueueDelivery,
   QUEUES,
+  scheduleApprovalExpiry,
   type TurnJob,
 } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -74,7 +75,7 @@ async function startMcp(config: Config, file: NonNullable<ReturnType<typeof load
 }
 
 /** What a program gives the worker in code, beside the environment's configuration. */
-export type WorkerParts = Pick<TurnParts, 'tools'>;
+export type WorkerParts = Pick<TurnParts, 'tools' | 'toolApproval'>;
 
 /**
  * Steps 1–3 of the startup order (`../shared/process/startup.ts`): checks, connections, side server bound.
@@ -131,13 +132,22 @@ export async function prepareWorker(
   // A server that is down does not stop the worker: it runs without those tools and retries.
   const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger)) : undefined;
   if (mcp) opened.add(() => mcp.close());
+  const base = turnDepsFromConfig(config, store, logger, {
+    metrics: processMetrics(),
+    capabilities,
+    providers,
+    ...(parts.tools && { tools: parts.tools }),
+    ...(parts.toolApproval && { toolApproval: parts.toolApproval }),
+  });
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, {
-      metrics: processMetrics(),
-      capabilities,
-      providers,
-      ...(parts.tools && { tools: parts.tools }),
+    ...base,
+    // Each approval request gets the turn that expires it (a delayed turn job).
+    ...(base.approvals && {
+      approvals: {
+        ...base.approvals,
+        expire: (chatKey, approvalId, at) => scheduleApprovalExpiry(turns, chatKey, approvalId, at),
+      },
     }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
