@@ -6,6 +6,8 @@ import type { ChatMessage } from '../../src/shared/messages.js';
 import { createMetrics } from '../../src/shared/metrics.js';
 import { answerApproval, listApprovals } from '../../src/shared/store/approvals.js';
 import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { beginOnce, DEFAULT_ONCE_LIMITS, endOnce } from '../../src/shared/store/once.js';
+import { approvalOnceKey, INTERRUPTED } from '../../src/worker/agent/approval/guard.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
 import { userMessage } from '../helpers/messages.js';
@@ -160,5 +162,186 @@ describe('a tool call that needs approval', () => {
     expect(again.status).toBe('resolved');
     expect(await runTurn(c.deps, c.chatKey)).toMatchObject({ status: 'idle' });
     expect(c.runs).toEqual(['42']);
+  });
+});
+
+/** Asks for a refund and runs the turn that makes the request: its id. */
+async function requested(c: Chat, order = '42', id = 'm1'): Promise<string> {
+  await say(c, id, `refund ${order}`);
+  expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+  const waiting = toolParts(await c.store.readHistory(c.chatKey), 'refund').findLast(
+    (p) => p.state === 'approval-requested',
+  );
+  return waiting!.approval!.id;
+}
+
+/** What the model was last told of a refund call (a tool message's result). */
+function toldAboutRefund(c: Chat): unknown {
+  const results = c.prompts.flatMap((prompt) =>
+    prompt.flatMap((m) =>
+      m.role === 'tool' ? m.content.filter((p) => p.type === 'tool-result' && p.toolName === 'refund') : [],
+    ),
+  );
+  return results.at(-1);
+}
+
+describe('an approval request', () => {
+  it('denied: the call never runs, the SDK records execution-denied for the model, and the model goes on', async () => {
+    const c = chat();
+    const id = await requested(c);
+    expect(
+      await answerApproval(
+        c.store,
+        c.chatKey,
+        id,
+        { approved: false, reason: 'not today', by: 'api' },
+        { supersede: true },
+      ),
+    ).toMatchObject({ status: 'accepted' });
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    expect(toldAboutRefund(c)).toMatchObject({ output: { type: 'execution-denied', reason: 'not today' } });
+    const history = await c.store.readHistory(c.chatKey);
+    expect(toolParts(history, 'refund')).toEqual([
+      expect.objectContaining({
+        state: 'output-denied',
+        approval: expect.objectContaining({ approved: false, reason: 'not today' }),
+      }),
+    ]);
+    expect(await events(c, 'approval.resolved')).toEqual([
+      expect.objectContaining({ approvalId: id, outcome: 'denied', reason: 'not today' }),
+    ]);
+  });
+
+  it('expires after TOOL_APPROVAL_TTL_MS: an answer then is refused, and the turn that finds it denies it (expired) and goes on', async () => {
+    const c = chat({ TOOL_APPROVAL_TTL_MS: '1000' });
+    const id = await requested(c);
+    const [open] = await listApprovals(c.store, c.chatKey);
+    await new Promise((r) => setTimeout(r, Math.max(0, open!.request.expiresAt - Date.now()) + 50));
+    expect(
+      await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true }),
+    ).toEqual({
+      status: 'expired',
+      expiresAt: open!.request.expiresAt,
+    });
+    // The expiry's own turn: nothing pending, the request past its time.
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    expect(toldAboutRefund(c)).toMatchObject({ output: { type: 'execution-denied', reason: 'expired' } });
+    expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
+      expect.objectContaining({
+        state: 'output-denied',
+        approval: expect.objectContaining({ reason: 'expired' }),
+      }),
+    ]);
+    expect(await events(c, 'approval.resolved')).toEqual([
+      expect.objectContaining({ approvalId: id, outcome: 'expired' }),
+    ]);
+    // Settled: another expiry turn has nothing to do.
+    expect(await runTurn(c.deps, c.chatKey)).toMatchObject({ status: 'idle' });
+  });
+
+  it('is superseded by a new message (TOOL_APPROVAL_ON_MESSAGE=supersede): the answer is refused, the request denied, the message answered', async () => {
+    const c = chat();
+    const id = await requested(c);
+    await say(c, 'm2', 'never mind');
+    expect(
+      await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true }),
+    ).toEqual({
+      status: 'superseded',
+    });
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    const history = await c.store.readHistory(c.chatKey);
+    expect(toolParts(history, 'refund')).toEqual([
+      expect.objectContaining({
+        state: 'output-denied',
+        approval: expect.objectContaining({ reason: 'superseded' }),
+      }),
+    ]);
+    const sent = history.at(-1)!.parts.find((p) => p.type === 'tool-chat_send') as {
+      input: { text: string };
+    };
+    expect(sent.input.text).toBe('echo: never mind');
+    // The model read the call as refused before the new message.
+    expect(JSON.stringify(c.prompts.at(-1))).toContain('superseded');
+    expect(await events(c, 'approval.resolved')).toEqual([
+      expect.objectContaining({ approvalId: id, outcome: 'superseded', reason: 'superseded' }),
+    ]);
+    expect(
+      await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true }),
+    ).toMatchObject({
+      status: 'resolved',
+      resolution: { outcome: 'superseded' },
+    });
+  });
+
+  it('stays open across new messages with TOOL_APPROVAL_ON_MESSAGE=keep, and its approval still runs the call', async () => {
+    const c = chat({ TOOL_APPROVAL_ON_MESSAGE: 'keep' });
+    const id = await requested(c);
+    await say(c, 'm2', 'meanwhile');
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect((await listApprovals(c.store, c.chatKey))[0]?.state).toBe('open');
+    expect(
+      await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: false }),
+    ).toMatchObject({
+      status: 'accepted',
+    });
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual(['42']);
+    const history = await c.store.readHistory(c.chatKey);
+    // The call's part is final where it was asked; the model's going on is the newest message.
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'assistant']);
+    expect(toolParts([history[1]!], 'refund')).toEqual([
+      expect.objectContaining({ state: 'output-available', output: { refunded: '42' } }),
+    ]);
+    const sent = history.at(-1)!.parts.find((p) => p.type === 'tool-chat_send') as {
+      input: { text: string };
+    };
+    expect(sent.input.text).toContain('refund: ');
+  });
+
+  it('approved once: a turn that finds the call started before (a worker died running it) never runs it again', async () => {
+    const c = chat();
+    const id = await requested(c);
+    await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true });
+    // An earlier attempt began the call under its fence and died: its once record says `run`.
+    const lease = await c.store.acquire(c.chatKey, 'dead-worker', 1);
+    if (!lease.ok) throw new Error('busy');
+    await beginOnce(
+      c.store,
+      c.chatKey,
+      { fence: lease.fence, runId: 'dead', key: approvalOnceKey(id) },
+      DEFAULT_ONCE_LIMITS,
+    );
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
+      expect.objectContaining({ state: 'output-error', errorText: INTERRUPTED }),
+    ]);
+    expect(await events(c, 'approval.resolved')).toEqual([expect.objectContaining({ outcome: 'approved' })]);
+  });
+
+  it('approved and run by a turn that died before its commit: the next turn shows the stored outcome, not a second run', async () => {
+    const c = chat();
+    const id = await requested(c);
+    await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true });
+    const lease = await c.store.acquire(c.chatKey, 'dead-worker', 1);
+    if (!lease.ok) throw new Error('busy');
+    const call = { fence: lease.fence, runId: 'dead', key: approvalOnceKey(id) };
+    await beginOnce(c.store, c.chatKey, call, DEFAULT_ONCE_LIMITS);
+    await endOnce(
+      c.store,
+      c.chatKey,
+      { ...call, json: JSON.stringify({ ok: { refunded: '42' } }), refused: undefined },
+      DEFAULT_ONCE_LIMITS,
+    );
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
+      expect.objectContaining({ state: 'output-available', output: { refunded: '42' } }),
+    ]);
   });
 });
