@@ -17,6 +17,7 @@ import type { ChatStore } from '../shared/store/chat-store.js';
 import { ContactBook } from '../shared/store/contacts.js';
 import { ReplyStreams } from '../shared/store/reply-streams.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
+import { type Approvals, createApprovals } from './approvals.js';
 import { authFailures, DEFAULT_AUTH_FAILURES } from './auth-failures.js';
 import { clientErrorHandler, frameworkErrors } from './client-errors.js';
 import { ContactTracker } from './contacts.js';
@@ -25,6 +26,7 @@ import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress, metricsGuard } from './metrics.js';
 import { registerPlatformHandler } from './platforms/handler.js';
 import { platformWebhookRoutes } from './platforms/webhook.js';
+import { approvalRoutes } from './routes/approvals.js';
 import { contactRoutes } from './routes/contacts.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
@@ -115,6 +117,8 @@ export interface IngressDeps {
   platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
   /** The usage endpoint's prices (MODEL_PRICES_FILE) and the daily budget it reports. */
   usage?: { prices?: PriceTable | undefined; dailyTokenBudget?: number };
+  /** TOOL_APPROVAL_ON_MESSAGE (default supersede): whether a waiting message settles a request before its answer. */
+  approvalsOnMessage?: 'supersede' | 'keep';
 }
 
 export interface IngressSecurity {
@@ -136,6 +140,8 @@ declare module 'fastify' {
     lifecycle: IngressState;
     /** The one ingest every entry point calls (`./ingest.ts`). */
     ingest: Ingest;
+    /** Where answers to tool approval requests come in (`./approvals.ts`). */
+    approvals: Approvals;
     /** Live stream (SSE) clients of this process and their shared Redis reader. */
     streams: StreamClients;
     contacts: ContactBook;
@@ -280,6 +286,14 @@ export async function buildIngress(deps: IngressDeps) {
   app.decorate('contacts', contacts);
   app.decorate('ingest', deps.ingest ?? createIngest({ ...deps, contacts: new ContactTracker(contacts) }));
   app.decorate(
+    'approvals',
+    createApprovals({
+      store: deps.store,
+      turns: deps.turns,
+      supersede: (deps.approvalsOnMessage ?? 'supersede') === 'supersede',
+    }),
+  );
+  app.decorate(
     'streams',
     new StreamClients(
       deps.redis,
@@ -382,6 +396,7 @@ export async function buildIngress(deps: IngressDeps) {
     registerPlatformHandler({
       runtime: deps.platforms.runtime,
       ingest: app.ingest,
+      approvals: app.approvals,
       groupMode: deps.platforms.groupMode,
       metrics: deps.metrics ?? processMetrics(),
     });
@@ -412,6 +427,7 @@ export async function buildIngress(deps: IngressDeps) {
       await api.register(memoryRoutes);
       await api.register(usageRoutes);
       await api.register(uiRoutes, { waitMs: deps.web?.waitMs ?? 600_000 });
+      await api.register(approvalRoutes);
     },
     { prefix: '/v1' },
   );

@@ -1,20 +1,12 @@
-import { customProvider, tool } from 'ai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { silentLogger } from '../../src/shared/logger.js';
-import type { ChatMessage } from '../../src/shared/messages.js';
-import { createMetrics } from '../../src/shared/metrics.js';
 import { answerApproval, listApprovals } from '../../src/shared/store/approvals.js';
-import { ChatStore } from '../../src/shared/store/chat-store.js';
 import { beginOnce, DEFAULT_ONCE_LIMITS, endOnce } from '../../src/shared/store/once.js';
 import { approvalOnceKey, INTERRUPTED } from '../../src/worker/agent/approval/guard.js';
-import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
-import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
+import { runTurn } from '../../src/worker/turn/turn.js';
+import { type RefundWorker, refundWorker, toolParts } from '../helpers/approvals.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
-import { newUserTexts, type Script, scriptedModel } from '../helpers/scripted-model.js';
-import { workerConfig } from '../helpers/worker-config.js';
 
 /**
  * Tool approval on real turns (docs/approvals.md): real Redis, the worker's own wiring
@@ -33,70 +25,17 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-/** The model: "refund <id>" → the refund tool; its result (or denial) → chat_send saying it; else echo. */
-const script: Script = (prompt) => {
-  const last = prompt.at(-1);
-  if (last?.role === 'tool') {
-    const results = last.content.filter((p) => p.type === 'tool-result');
-    const refund = results.find((p) => p.toolName === 'refund');
-    if (refund)
-      return {
-        toolCalls: [{ name: 'chat_send', input: { text: `refund: ${JSON.stringify(refund.output)}` } }],
-      };
-    return { text: '' };
-  }
-  const said = newUserTexts(prompt).at(-1) ?? '';
-  const m = /^refund (\w+)/.exec(said);
-  if (m) return { toolCalls: [{ name: 'refund', input: { order: m[1] } }] };
-  return { toolCalls: [{ name: 'chat_send', input: { text: `echo: ${said}` } }] };
-};
-
-interface Chat {
-  deps: TurnDeps;
-  store: ChatStore;
+interface Chat extends RefundWorker {
   chatKey: string;
-  runs: string[];
-  metrics: ReturnType<typeof createMetrics>;
-  prompts: ReturnType<typeof scriptedModel>['prompts'];
 }
 
 function chat(env: Record<string, string> = {}): Chat {
-  const prefix = randomPrefix(LABEL);
-  const { model, prompts } = scriptedModel(script);
-  const runs: string[] = [];
-  const refund = tool({
-    inputSchema: z.object({ order: z.string() }),
-    execute: async ({ order }) => {
-      runs.push(order);
-      return { refunded: order };
-    },
-  });
-  const config = workerConfig(prefix, 'http://model.invalid/v1', {
-    TOOL_APPROVAL: 'refund=user',
-    TURN_LEASE_MS: '2000',
-    ...env,
-  });
-  const store = new ChatStore(redis, { prefix, maxEvents: 500 });
-  const metrics = createMetrics({ defaultMetrics: false });
-  const deps = turnDepsFromConfig(config, store, silentLogger(), {
-    metrics,
-    tools: { refund },
-    providers: { 'openai-compatible': () => customProvider({ languageModels: { mock: model } }) },
-  });
-  return { deps, store, chatKey: 'c1', runs, metrics, prompts };
+  return { ...refundWorker(redis, randomPrefix(LABEL), env), chatKey: 'c1' };
 }
 
 async function say(c: Chat, id: string, text: string) {
   await c.store.ingest(c.chatKey, userMessage(c.chatKey, id, text, { userId: 'u1' }), limits);
 }
-
-const toolParts = (history: ChatMessage[], name: string) =>
-  history.flatMap((m) => m.parts).filter((p) => p.type === `tool-${name}`) as Array<{
-    state: string;
-    toolCallId: string;
-    output?: unknown;
-    approval?: { id: string; approved?: boolean; reason?: string };
-  }>;
 
 const events = async (c: Chat, type: string) =>
   (await c.store.readEvents(c.chatKey, undefined, 500)).filter((e) => e.type === type).map((e) => e.data);

@@ -1,6 +1,7 @@
 import { untilAborted } from '../abort.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import { approvalCard } from '../platforms/approval-card.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
 import { closeRedis, createRedisClient } from '../redis.js';
 import type { SendRequest, SendResult, StreamingSender } from './sender.js';
@@ -49,12 +50,24 @@ export class ChatSdkSender implements StreamingSender {
     private readonly canType: boolean,
   ) {}
 
-  async send({ route, item, signal }: SendRequest): Promise<SendResult> {
+  async send({ chatKey, route, item, signal }: SendRequest): Promise<SendResult> {
     const threadId = route.threadId;
     if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
     // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
     return this.call(threadId, signal, 'send', async (runtime) => {
-      await runtime.adapter(this.channel).postMessage(threadId, { markdown: item.text });
+      const adapter = runtime.adapter(this.channel);
+      if (item.approval) {
+        // A tool approval request: Approve and Deny buttons; a card the adapter refuses (a
+        // value too long for its buttons) goes as its text, which says how to answer in words.
+        const card = approvalCard(item.approval, item.text, chatKey, this.channel);
+        try {
+          await adapter.postMessage(threadId, card);
+          return { status: 'ok' };
+        } catch (err) {
+          if ((err as { name?: string }).name !== 'ValidationError') throw err;
+        }
+      }
+      await adapter.postMessage(threadId, { markdown: item.text });
       return { status: 'ok' };
     });
   }

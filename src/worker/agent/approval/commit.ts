@@ -1,5 +1,6 @@
 import type { UIMessage } from 'ai';
 import type { ChatMessage } from '../../../shared/messages.js';
+import { approvalText } from '../../../shared/platforms/approval-card.js';
 import { storedJson } from '../../../shared/storable.js';
 import {
   APPROVALS_KEEP_MS,
@@ -209,24 +210,4 @@ function requestsIn(message: ChatMessage, input: ApprovalCommitInput, people: st
     });
   }
   return out;
-}
-
-/** How much of a call's input a card shows. */
-const CARD_INPUT_CHARS = 1500;
-
-/**
- * The request as a chat platform shows it (Markdown): what would run, and how to answer in
- * text where the platform has no buttons. The card's buttons come with it (delivery).
- */
-export function approvalText(r: Pick<ApprovalRequest, 'tool' | 'input' | 'reason'>): string {
-  const command = (r.input as { command?: unknown } | null)?.command;
-  const shown =
-    r.tool === 'exec_shell' && typeof command === 'string' ? `$ ${command}` : JSON.stringify(r.input ?? {});
-  const clipped = shown.length > CARD_INPUT_CHARS ? `${shown.slice(0, CARD_INPUT_CHARS)}…` : shown;
-  return [
-    `Approve ${r.tool}?`,
-    `\`\`\`\n${clipped.replaceAll('```', "'''")}\n\`\`\``,
-    ...(r.reason ? [r.reason] : []),
-    'Reply yes to approve or no to deny.',
-  ].join('\n');
 }
