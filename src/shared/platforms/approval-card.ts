@@ -9,8 +9,9 @@ import type { OutboxApproval } from '../store/records.js';
  * ingress takes the click (`chat.onAction`) or the reply.
  */
 
-export const APPROVE_ACTION = 'chatlane-approve';
-export const DENY_ACTION = 'chatlane-deny';
+// Short: Telegram's callback data holds 64 bytes, the action id and the approval id together.
+export const APPROVE_ACTION = 'cl.approve';
+export const DENY_ACTION = 'cl.deny';
 
 /**
  * What a button carries back: the approval id, and the chat where the thread alone does not
