@@ -1,11 +1,17 @@
+import { createServer } from 'node:http';
+import { EventSource } from 'eventsource';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { callbackQueryUpdate, type FakeTelegram, messageUpdate } from '../../src/fake-telegram/server.js';
+import { GenericWebhookSender } from '../../src/shared/delivery/generic-sender.js';
+import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
 import { enqueueDelivery } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { APPROVE_ACTION, DENY_ACTION } from '../../src/shared/platforms/approval-card.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { listApprovals } from '../../src/shared/store/approvals.js';
+import { standardSources } from '../../src/shared/webhooks/standard.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { type RefundWorker, refundWorker, toolParts } from '../helpers/approvals.js';
 import { type TestDelivery, testDeliveryWorker } from '../helpers/delivery-worker.js';
@@ -16,16 +22,19 @@ import {
   slackSignedHeaders,
   startFakeSlack,
 } from '../helpers/fake-slack.js';
+import { testIngress } from '../helpers/ingress.js';
 import { type PlatformStack, platformStack } from '../helpers/platform-stack.js';
 import { deleteLabel, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 import { startTelegramSide, type TelegramSide, telegramHeaders } from '../helpers/telegram.js';
+import { signedHeaders, webhookSecret } from '../helpers/webhooks.js';
 
 /**
  * Tool approval on chat platforms (docs/approvals.md, "Chat platforms"), through the real
  * Chat SDK adapters against local fakes of the platforms' APIs: the request is delivered as a
  * card with Approve and Deny buttons (a Telegram inline keyboard, Slack Block Kit buttons),
  * and a click, arriving as the platform's signed webhook, answers it; so does a "yes" reply.
- * Only the people the request was made for answer it.
+ * Only the people the request was made for answer it. A signed generic webhook's receiver
+ * gets `approval.requested`, and so does the chat's live stream.
  */
 
 const LABEL = 'apprplat';
@@ -222,5 +231,93 @@ describe('on Slack', () => {
     });
     expect((await runTurn(worker.deps, chatKey!)).status).toBe('done');
     expect(worker.runs).toEqual([]);
+  });
+});
+
+describe('to a signed generic webhook and the live stream', () => {
+  it('a receiver gets approval.requested, signed with the source secret; the live SSE stream carries the event and the card', async () => {
+    const prefix = randomPrefix(LABEL);
+    const secret = webhookSecret();
+    const arrivals: Array<Record<string, unknown>> = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const payload = Buffer.concat(chunks).toString('utf8');
+        try {
+          arrivals.push(
+            new Webhook(secret).verify(payload, req.headers as Record<string, string>) as Record<
+              string,
+              unknown
+            >,
+          );
+          res.writeHead(200).end('ok');
+        } catch {
+          res.writeHead(401).end();
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/hooks`;
+    const policy = { allowHttp: true, hosts: ['127.0.0.1'] };
+    const sources = standardSources([{ name: 'crm', secrets: [secret] }]);
+    const ing = await testIngress(redis, prefix, { genericWebhooks: { sources, replyPolicy: policy } });
+    const delivery = testDeliveryWorker(
+      redis,
+      prefix,
+      new SenderRegistry([new GenericWebhookSender(sources, policy)]),
+      {
+        maxAttempts: 3,
+        timeoutMs: 5000,
+      },
+    );
+    const worker = refundWorker(redis, prefix);
+    worker.deps.deliver = (chatKey) => enqueueDelivery(delivery.queue, chatKey);
+    const base = await ing.app.listen({ host: '127.0.0.1', port: 0 });
+    const sse = new EventSource(`${base}/v1/chats/ticket-9/stream`);
+    const seen: Array<{ type: string; data: Record<string, unknown> }> = [];
+    for (const type of ['outbox', 'event'])
+      sse.addEventListener(type, (e) =>
+        seen.push({ type, data: JSON.parse(e.data) as Record<string, unknown> }),
+      );
+    try {
+      const payload = JSON.stringify({ chatKey: 'ticket-9', text: 'refund 9', replyTo: { url } });
+      const res = await ing.app.inject({
+        method: 'POST',
+        url: '/webhooks/generic/crm',
+        headers: signedHeaders(secret, payload),
+        payload,
+      });
+      expect(res.statusCode).toBe(202);
+      expect((await runTurn(worker.deps, 'ticket-9')).status).toBe('done');
+      const [request] = await listApprovals(ing.store, 'ticket-9');
+      const approval = {
+        id: request!.request.id,
+        tool: 'refund',
+        input: { order: '9' },
+        expiresAt: request!.request.expiresAt,
+      };
+      const arrived = await waitFor(async () => arrivals.find((a) => a.type === 'approval.requested'), {
+        what: 'the signed approval.requested',
+      });
+      expect(arrived).toMatchObject({ chatKey: 'ticket-9', approval });
+      await waitFor(
+        async () => seen.some((s) => s.type === 'event' && s.data.type === 'approval.requested'),
+        {
+          what: 'approval.requested on the live stream',
+        },
+      );
+      expect(
+        seen.find((s) => s.type === 'event' && s.data.type === 'approval.requested')?.data,
+      ).toMatchObject({
+        data: { approvalId: approval.id, tool: 'refund', input: { order: '9' } },
+      });
+      expect(seen.find((s) => s.type === 'outbox')?.data).toMatchObject({ approval });
+    } finally {
+      sse.close();
+      await delivery.close();
+      await ing.close();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
