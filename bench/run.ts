@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
+import { APPROVALS_DEFAULTS, benchApprovals } from './approvals.js';
 import { writeCharts } from './chart.js';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction/index.js';
 import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
@@ -50,6 +51,7 @@ const BENCHMARKS = [
   'replica-acks',
   'stream',
   'workspace',
+  'approvals',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -81,7 +83,8 @@ if (values.help) {
 benchmarks (--only): ${BENCHMARKS.join(', ')}
   the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
   stream) start dist/cli.js: npm run build first. memory and stream start their own
-  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox).
+  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox). approvals runs
+  in one process (ingress, turn worker, in-process model).
 
 flags:
   --runs N             runs of each benchmark (default 3)
@@ -174,6 +177,7 @@ const SMOKE = {
     timeoutMs: 60_000,
   },
   workspace: { iterations: 2 },
+  approvals: { answers: 3 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -295,6 +299,12 @@ for (const name of selected) {
       results.workspace = await benchWorkspace({
         ...WORKSPACE_DEFAULTS,
         ...(smoke && SMOKE.workspace),
+        runs,
+      });
+    } else if (name === 'approvals') {
+      results.approvals = await benchApprovals({
+        ...APPROVALS_DEFAULTS,
+        ...(smoke && SMOKE.approvals),
         runs,
       });
     } else if (name === 'memory') {
