@@ -44,8 +44,9 @@ export function refundWorker(
   redis: RedisClient,
   prefix: string,
   env: Record<string, string> = {},
+  script: Script = refundScript,
 ): RefundWorker {
-  const { model, prompts } = scriptedModel(refundScript);
+  const { model, prompts } = scriptedModel(script);
   const runs: string[] = [];
   const refund = tool({
     inputSchema: z.object({ order: z.string() }),

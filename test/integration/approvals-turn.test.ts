@@ -3,10 +3,11 @@ import { answerApproval, listApprovals } from '../../src/shared/store/approvals.
 import { beginOnce, DEFAULT_ONCE_LIMITS, endOnce } from '../../src/shared/store/once.js';
 import { approvalOnceKey, INTERRUPTED } from '../../src/worker/agent/approval/guard.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
-import { type RefundWorker, refundWorker, toolParts } from '../helpers/approvals.js';
+import { type RefundWorker, refundScript, refundWorker, toolParts } from '../helpers/approvals.js';
 import { userMessage } from '../helpers/messages.js';
 import { sampleValue } from '../helpers/prom.js';
 import { deleteLabel, randomPrefix, testRedis } from '../helpers/redis.js';
+import type { Script } from '../helpers/scripted-model.js';
 
 /**
  * Tool approval on real turns (docs/approvals.md): real Redis, the worker's own wiring
@@ -282,5 +283,45 @@ describe('an approval request', () => {
     expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
       expect.objectContaining({ state: 'output-available', output: { refunded: '42' } }),
     ]);
+  });
+});
+
+describe('a resumed turn that keeps failing', () => {
+  /** The model fails whenever it reads the refund's outcome (after the approved call ran). */
+  const failsAfterTheCall: Script = (prompt, call, options) => {
+    const last = prompt.at(-1);
+    if (
+      last?.role === 'tool' &&
+      last.content.some((p) => p.type === 'tool-result' && p.toolName === 'refund')
+    )
+      throw new Error('the model broke on the result');
+    return refundScript(prompt, call, options);
+  };
+
+  it('retries, and on its last attempt settles the request from how far it got: the call ran once, the chat goes on', async () => {
+    const c: Chat = { ...refundWorker(redis, randomPrefix(LABEL), {}, failsAfterTheCall), chatKey: 'c1' };
+    const id = await requested(c);
+    await answerApproval(c.store, c.chatKey, id, { approved: true, by: 'api' }, { supersede: true });
+    await expect(runTurn(c.deps, c.chatKey)).rejects.toThrow('the model broke on the result');
+    expect(c.runs).toEqual(['42']);
+    expect((await listApprovals(c.store, c.chatKey))[0]?.state).toBe('answered');
+    const last = await runTurn(c.deps, c.chatKey, { finalAttempt: true });
+    expect(last).toMatchObject({ status: 'failed', code: 'TURN_FAILED' });
+    // Never run again: its outcome comes from its once record.
+    expect(c.runs).toEqual(['42']);
+    expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
+      expect.objectContaining({ state: 'output-available', output: { refunded: '42' } }),
+    ]);
+    expect(await c.store.pendingCount(c.chatKey)).toBe(0);
+    expect(await events(c, 'approval.resolved')).toEqual([expect.objectContaining({ outcome: 'approved' })]);
+    // The chat is not held: its next message is answered.
+    await say(c, 'm2', 'still there?');
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    const sent = (await c.store.readHistory(c.chatKey))
+      .at(-1)!
+      .parts.find((p) => p.type === 'tool-chat_send') as {
+      input: { text: string };
+    };
+    expect(sent.input.text).toBe('echo: still there?');
   });
 });

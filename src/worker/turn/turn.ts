@@ -14,7 +14,7 @@ import { addLinks, inSpan, inSpanSync, type Span } from '../../shared/tracing/sp
 import { UsageTally } from '../../shared/usage.js';
 import type { ApprovalDeps } from '../agent/approval/deps.js';
 import { guardApproved } from '../agent/approval/guard.js';
-import { approvedCalls, planApprovals } from '../agent/approval/plan.js';
+import { approvedCalls, planApprovals, type TurnApprovals } from '../agent/approval/plan.js';
 import { withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
@@ -34,6 +34,7 @@ import type { ChatWorkspace } from '../shell/workspace.js';
 import { Lane } from './lane.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
+import { settleResumeFailure } from './turn-approval-failure.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
@@ -280,6 +281,8 @@ interface TurnRun extends TurnTally {
   reply: ReplyWriter | undefined;
   /** The chat's exec_shell workspace (EXEC_SHELL=on), deleted from disk when the turn ends. */
   workspace?: ChatWorkspace | undefined;
+  /** What the attempt settles of tool approvals (approval/plan.ts), once read. */
+  approvals?: TurnApprovals | undefined;
 }
 
 /**
@@ -323,7 +326,10 @@ async function settleTurn(
       return outcome;
     }
     try {
-      outcome = await settleFailedTurn(deps, lane, logger, { batch, usage: run.usage }, err, finalAttempt);
+      // A resumed turn answers no message: on its last attempt its requests are settled instead.
+      outcome =
+        (await settleResumeFailure(deps, lane, logger, { ...run, finalAttempt }, err)) ??
+        (await settleFailedTurn(deps, lane, logger, { batch, usage: run.usage }, err, finalAttempt));
     } catch (retried) {
       // The job retries: its next turn answers these messages.
       await run.reply?.close([{ type: 'abort' }]);
@@ -377,6 +383,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     : undefined;
   if (approvals === 'idle' || (!approvals && loaded.pending.length === 0))
     return { status: 'idle', pending: 0 };
+  run.approvals = approvals;
   const resuming = approvals?.kind === 'resume';
   deps.typing?.start(chatKey, lane.route);
   const counted = await countedPending(
