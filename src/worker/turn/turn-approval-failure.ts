@@ -28,7 +28,7 @@ export async function settleResumeFailure(
   err: unknown,
 ): Promise<FailedTurn | undefined> {
   const { approvals } = run;
-  if (!approvals || approvals.kind !== 'resume' || !deps.approvals || !run.finalAttempt) return undefined;
+  if (approvals?.kind !== 'resume' || !deps.approvals || !run.finalAttempt) return undefined;
   const failure = classifyTurnError(err);
   if (failure.kind === 'model' || (failure.kind === 'transient' && failure.infrastructure)) return undefined;
   const { store } = deps;
