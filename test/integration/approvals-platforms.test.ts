@@ -8,7 +8,7 @@ import { SenderRegistry } from '../../src/shared/delivery/sender.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
 import { enqueueDelivery } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { APPROVE_ACTION, DENY_ACTION } from '../../src/shared/platforms/approval-card.js';
+import { APPROVE_ACTION, DENY_ACTION } from '../../src/shared/platforms/approval-text.js';
 import { waitReady } from '../../src/shared/redis.js';
 import { listApprovals } from '../../src/shared/store/approvals.js';
 import { standardSources } from '../../src/shared/webhooks/standard.js';

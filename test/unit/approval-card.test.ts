@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { replyBody } from '../../src/shared/delivery/generic-sender.js';
+import { approvalCard } from '../../src/shared/platforms/approval-card.js';
 import {
   actionValue,
-  approvalCard,
   approvalText,
   parseActionValue,
   yesOrNo,
-} from '../../src/shared/platforms/approval-card.js';
+} from '../../src/shared/platforms/approval-text.js';
 
 const approval = {
   id: 'aitxt-abcdefghijklmnopqrstuvwx',

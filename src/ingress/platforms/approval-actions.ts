@@ -6,7 +6,7 @@ import {
   answeredCard,
   DENY_ACTION,
   parseActionValue,
-} from '../../shared/platforms/approval-card.js';
+} from '../../shared/platforms/approval-text.js';
 import type { EnabledPlatform } from '../../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../../shared/platforms/runtime.js';
 import { requestScope } from '../../shared/platforms/scope.js';

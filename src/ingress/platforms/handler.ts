@@ -2,7 +2,7 @@ import type { Message, Thread } from 'chat';
 import { isValidChatKey } from '../../shared/chat-key.js';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { Metrics } from '../../shared/metrics.js';
-import { yesOrNo } from '../../shared/platforms/approval-card.js';
+import { yesOrNo } from '../../shared/platforms/approval-text.js';
 import { escapeChatKeyPart } from '../../shared/platforms/chat-key.js';
 import type { EnabledPlatform, GroupMode } from '../../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../../shared/platforms/runtime.js';

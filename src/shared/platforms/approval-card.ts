@@ -1,34 +1,13 @@
 import { Actions, Button, Card, type CardElement, CardText, type PostableCard } from 'chat';
 import type { OutboxApproval } from '../store/records.js';
+import { APPROVE_ACTION, actionValue, DENY_ACTION, shownInput } from './approval-text.js';
 
 /**
- * A tool approval request on a chat platform (docs/approvals.md, "Chat platforms"): a Chat SDK
- * card with Approve and Deny buttons (a Slack message with buttons, a Telegram inline
- * keyboard, Discord components, Teams and Google Chat cards; text where an adapter has no
- * cards), and the "yes"/"no" reply that answers it in text. Delivery posts the card; the
- * ingress takes the click (`chat.onAction`) or the reply.
+ * A tool approval request as a Chat SDK card (docs/approvals.md, "Chat platforms"): Approve
+ * and Deny buttons (a Slack message with buttons, a Telegram inline keyboard, Discord
+ * components, Teams and Google Chat cards; text where an adapter has no cards). Delivery posts
+ * it; the ingress takes the click (`chat.onAction`; approval-text.ts names the buttons).
  */
-
-// Short: Telegram's callback data holds 64 bytes, the action id and the approval id together.
-export const APPROVE_ACTION = 'cl.approve';
-export const DENY_ACTION = 'cl.deny';
-
-/**
- * What a button carries back: the approval id, and the chat where the thread alone does not
- * name it (a Slack DM's click comes from the card's own thread). Telegram's callback data is
- * 64 bytes: its threads are its chats, so the id goes alone.
- */
-export function actionValue(approvalId: string, chatKey: string, channel: string): string {
-  return channel === 'telegram' ? approvalId : `${approvalId} ${chatKey}`;
-}
-
-export function parseActionValue(
-  value: string | undefined,
-): { approvalId: string; chatKey?: string } | undefined {
-  const [approvalId, chatKey, ...rest] = (value ?? '').trim().split(' ');
-  if (!approvalId || rest.length > 0) return undefined;
-  return chatKey ? { approvalId, chatKey } : { approvalId };
-}
 
 /** The card for an approval item; `text` (the request in words, with the yes/no hint) is its fallback. */
 export function approvalCard(
@@ -51,47 +30,4 @@ export function approvalCard(
     ],
   });
   return { card, fallbackText: text };
-}
-
-/** The card once answered: what was asked and how it went, no buttons left. */
-export function answeredCard(approval: Pick<OutboxApproval, 'tool'>, outcome: string): { markdown: string } {
-  return { markdown: `${approval.tool}: ${outcome}` };
-}
-
-const SHOWN_CHARS = 1500;
-
-/**
- * The request in words (Markdown), as its outbox item's text: what would run, and how to
- * answer where there are no buttons.
- */
-export function approvalText(r: Pick<OutboxApproval, 'tool' | 'input' | 'reason'>): string {
-  return [
-    `Approve ${r.tool}?`,
-    `\`\`\`\n${shownInput(r).replaceAll('```', "'''")}\n\`\`\``,
-    ...(r.reason ? [r.reason] : []),
-    'Reply yes to approve or no to deny.',
-  ].join('\n');
-}
-
-function shownInput(approval: Pick<OutboxApproval, 'tool' | 'input'>): string {
-  const command = (approval.input as { command?: unknown } | null)?.command;
-  const shown =
-    approval.tool === 'exec_shell' && typeof command === 'string'
-      ? `$ ${command}`
-      : JSON.stringify(approval.input ?? {});
-  return shown.length > SHOWN_CHARS ? `${shown.slice(0, SHOWN_CHARS)}…` : shown;
-}
-
-const YES = new Set(['yes', 'y', 'approve', 'approved', 'ok', 'okay']);
-const NO = new Set(['no', 'n', 'deny', 'denied']);
-
-/** A reply that answers an open request in text: true for yes, false for no, undefined for anything else. */
-export function yesOrNo(text: string): boolean | undefined {
-  const word = text
-    .trim()
-    .toLowerCase()
-    .replace(/[.!]+$/, '');
-  if (YES.has(word)) return true;
-  if (NO.has(word)) return false;
-  return undefined;
 }

@@ -1,6 +1,6 @@
 import type { UIMessage } from 'ai';
 import type { ChatMessage } from '../../../shared/messages.js';
-import { approvalText } from '../../../shared/platforms/approval-card.js';
+import { approvalText } from '../../../shared/platforms/approval-text.js';
 import { storedJson } from '../../../shared/storable.js';
 import {
   APPROVALS_KEEP_MS,
