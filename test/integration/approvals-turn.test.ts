@@ -325,3 +325,21 @@ describe('a resumed turn that keeps failing', () => {
     expect(sent.input.text).toBe('echo: still there?');
   });
 });
+
+describe('a rule that answers at once', () => {
+  it('deny: the call is refused in its own turn, the model reads execution-denied, nobody is asked', async () => {
+    const c = chat({ TOOL_APPROVAL: 'refund=deny' });
+    await say(c, 'm1', 'refund 42');
+    expect((await runTurn(c.deps, c.chatKey)).status).toBe('done');
+    expect(c.runs).toEqual([]);
+    expect(toldAboutRefund(c)).toMatchObject({ output: { type: 'execution-denied' } });
+    expect(toolParts(await c.store.readHistory(c.chatKey), 'refund')).toEqual([
+      expect.objectContaining({
+        state: 'output-denied',
+        approval: expect.objectContaining({ isAutomatic: true }),
+      }),
+    ]);
+    expect(await listApprovals(c.store, c.chatKey)).toEqual([]);
+    expect(await events(c, 'approval.requested')).toEqual([]);
+  });
+});
