@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
+import { APPROVALS_DEFAULTS, benchApprovals } from './approvals.js';
 import { writeCharts } from './chart.js';
 import { benchCompaction, COMPACTION_DEFAULTS } from './compaction/index.js';
 import { benchConcurrency, CONCURRENCY_DEFAULTS } from './concurrency.js';
@@ -52,6 +53,7 @@ const BENCHMARKS = [
   'stream',
   'workspace',
   'lanes',
+  'approvals',
 ] as const;
 type Name = (typeof BENCHMARKS)[number];
 
@@ -83,7 +85,8 @@ if (values.help) {
 benchmarks (--only): ${BENCHMARKS.join(', ')}
   the process-level ones (recovery, serialized, overhead, concurrency, scaling, offered-load,
   stream, lanes) start dist/cli.js: npm run build first. memory and stream start their own
-  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox).
+  redis-server from PATH. workspace needs bubblewrap (exec_shell's sandbox). approvals runs
+  in one process (ingress, turn worker, in-process model).
 
 flags:
   --runs N             runs of each benchmark (default 3)
@@ -177,6 +180,7 @@ const SMOKE = {
   },
   workspace: { iterations: 2 },
   lanes: { chats: 6, messagesPerChat: 4, thinkMs: '200' },
+  approvals: { answers: 3 },
 };
 
 async function redisVersion(): Promise<string> {
@@ -302,6 +306,12 @@ for (const name of selected) {
       });
     } else if (name === 'lanes') {
       results.lanes = await benchLanes({ ...LANES_DEFAULTS, ...(smoke && SMOKE.lanes), runs });
+    } else if (name === 'approvals') {
+      results.approvals = await benchApprovals({
+        ...APPROVALS_DEFAULTS,
+        ...(smoke && SMOKE.approvals),
+        runs,
+      });
     } else if (name === 'memory') {
       // One pass: bytes are counted, not timed (runs does not apply).
       results.memory = await benchMemory({ ...MEMORY_DEFAULTS, ...(smoke && SMOKE.memory) });

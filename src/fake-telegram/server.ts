@@ -8,7 +8,8 @@ import { parseMarkdownV2 } from './markdown-v2.js';
  * has it: getMe, sendRichMessage and sendMessage (recorded in `sent`), editMessageText (text or
  * rich_message; recorded in `edits`; `textNow` is a message's text after its edits), the private-chat
  * drafts sendMessageDraft and sendRichMessageDraft (recorded in `drafts`), deleteMessage
- * (recorded in `deleted`; `textNow` is then undefined), sendChatAction
+ * (recorded in `deleted`; `textNow` is then undefined), answerCallbackQuery (recorded in
+ * `answeredCallbacks`; a sent or edited message's `reply_markup` is kept), sendChatAction
  * (recorded), getUpdates (long polling over `pushUpdate`), deleteWebhook, setWebhook,
  * getWebhookInfo. `new FakeTelegram({ richMessages: false })` is a server older than 10.1: no
  * sendRichMessage / sendRichMessageDraft (404), so the adapter falls back to sendMessage and
@@ -32,6 +33,8 @@ export interface SentMessage {
   at: number;
   /** Telegram's message_id (for edits; unset on refused calls and drafts). */
   messageId?: number;
+  /** The call's reply_markup (an inline keyboard), when it had one. */
+  replyMarkup?: unknown;
 }
 
 export interface SentDraft extends SentMessage {
@@ -59,6 +62,8 @@ export class FakeTelegram {
   readonly drafts: SentDraft[] = [];
   /** Accepted deleteMessage calls, oldest first. */
   readonly deleted: SentMessage[] = [];
+  /** answerCallbackQuery calls (a button press acknowledged), oldest first. */
+  readonly answeredCallbacks: string[] = [];
   readonly typing: Array<{ chatId: string; threadId: number | undefined }> = [];
   readonly refused: Array<SentMessage & { code: number }> = [];
   /**
@@ -167,6 +172,9 @@ export class FakeTelegram {
         return this.send(m[2], params, reply, res);
       case 'editMessageText':
         return this.edit(params, reply);
+      case 'answerCallbackQuery':
+        this.answeredCallbacks.push(String(params.callback_query_id));
+        return ok(true);
       case 'deleteMessage':
         return this.delete(params, reply);
       case 'sendMessageDraft':
@@ -257,6 +265,7 @@ export class FakeTelegram {
       ...(typeof params.parse_mode === 'string' && { parseMode: params.parse_mode }),
       at: Date.now(),
       ...(target && { messageId: target.messageId }),
+      ...(params.reply_markup !== undefined && { replyMarkup: params.reply_markup }),
     };
     if (this.failed(edit, reply)) return;
     const bad = !text
@@ -343,6 +352,7 @@ export class FakeTelegram {
       text: FakeTelegram.textOf(params) ?? '',
       ...(typeof params.parse_mode === 'string' && { parseMode: params.parse_mode }),
       at: Date.now(),
+      ...(params.reply_markup !== undefined && { replyMarkup: params.reply_markup }),
     };
     if (this.failed(message, reply)) return;
     const refused = message.text
@@ -441,6 +451,39 @@ export function messageUpdate(input: TelegramMessageInput): {
           { file_id: 'AgACAgBIG', file_unique_id: 'uniqBig', width: 1280, height: 960, file_size: 120_000 },
         ],
       }),
+    },
+  };
+}
+
+/**
+ * A `callback_query` update: a person pressed an inline keyboard button with `data` under the
+ * bot's message `messageId` in chat `chatId`.
+ */
+export function callbackQueryUpdate(input: {
+  chatId: number;
+  messageId: number;
+  data: string;
+  from?: { id: number; username?: string; first_name?: string };
+}): { update_id: number; callback_query: Record<string, unknown> } {
+  const from = input.from ?? { id: 42, username: 'alice', first_name: 'Alice' };
+  const chatType = input.chatId < 0 ? 'supergroup' : 'private';
+  return {
+    update_id: nextUpdateId++,
+    callback_query: {
+      id: `cbq-${nextUpdateId}`,
+      from: { is_bot: false, ...from },
+      chat_instance: 'ci-1',
+      data: input.data,
+      message: {
+        message_id: input.messageId,
+        date: Math.floor(Date.now() / 1000),
+        chat:
+          chatType === 'private'
+            ? { id: input.chatId, type: 'private', first_name: from.first_name }
+            : { id: input.chatId, type: chatType, title: 'Test group' },
+        from: { id: BOT.id, is_bot: true, first_name: 'Test Bot', username: BOT.username },
+        text: 'card',
+      },
     },
   };
 }

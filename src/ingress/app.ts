@@ -19,6 +19,7 @@ import type { ChatStore } from '../shared/store/chat-store.js';
 import { ContactBook } from '../shared/store/contacts.js';
 import { ReplyStreams } from '../shared/store/reply-streams.js';
 import { type AdminOptions, registerAdmin } from './admin.js';
+import { type Approvals, createApprovals } from './approvals.js';
 import { authFailures, DEFAULT_AUTH_FAILURES } from './auth-failures.js';
 import { clientErrorHandler, frameworkErrors } from './client-errors.js';
 import { ContactTracker } from './contacts.js';
@@ -27,6 +28,7 @@ import { createIngest, type Ingest } from './ingest.js';
 import { instrumentIngress, metricsGuard } from './metrics.js';
 import { registerPlatformHandler } from './platforms/handler.js';
 import { platformWebhookRoutes } from './platforms/webhook.js';
+import { approvalRoutes } from './routes/approvals.js';
 import { contactRoutes } from './routes/contacts.js';
 import { contextRoutes } from './routes/contexts.js';
 import { healthRoutes } from './routes/health.js';
@@ -119,6 +121,8 @@ export interface IngressDeps {
   platforms?: { runtime: PlatformRuntime; groupMode: GroupMode };
   /** The usage endpoint's prices (MODEL_PRICES_FILE) and the daily budget it reports. */
   usage?: { prices?: PriceTable | undefined; dailyTokenBudget?: number };
+  /** TOOL_APPROVAL_ON_MESSAGE (default supersede): whether a waiting message settles a request before its answer. */
+  approvalsOnMessage?: 'supersede' | 'keep';
 }
 
 export interface IngressSecurity {
@@ -140,6 +144,8 @@ export interface ChatlaneIngress {
   lifecycle: IngressState;
   /** The one ingest every entry point calls (`./ingest.ts`). */
   ingest: Ingest;
+  /** Where answers to tool approval requests come in (`./approvals.ts`). */
+  approvals: Approvals;
   /** Live stream (SSE) clients of this process and their shared Redis reader. */
   streams: StreamClients;
   contacts: ContactBook;
@@ -277,6 +283,11 @@ export const ingressPlugin = fp(
       contacts,
       replies,
       ingest: deps.ingest ?? createIngest({ ...deps, contacts: new ContactTracker(contacts) }),
+      approvals: createApprovals({
+        store: deps.store,
+        turns: deps.turns,
+        supersede: (deps.approvalsOnMessage ?? 'supersede') === 'supersede',
+      }),
       streams: streamClients(deps),
     });
     // Open streams would keep the server from closing: end them first (clients resume elsewhere).
@@ -449,6 +460,7 @@ async function ingressRoutes(
     registerPlatformHandler({
       runtime: deps.platforms.runtime,
       ingest: app.chatlane.ingest,
+      approvals: app.chatlane.approvals,
       groupMode: deps.platforms.groupMode,
       metrics,
     });
@@ -480,6 +492,7 @@ async function ingressRoutes(
       await api.register(memoryRoutes);
       await api.register(usageRoutes);
       await api.register(uiRoutes, { waitMs: deps.web?.waitMs ?? 600_000 });
+      await api.register(approvalRoutes);
     },
     { prefix: '/v1' },
   );

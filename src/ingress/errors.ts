@@ -18,6 +18,8 @@ export const ERROR_CODES = {
   FILE_TOO_LARGE: 400,
   /** POST /v1/ui with a trigger chatlane does not take (regenerate-message: history is the record). */
   UNSUPPORTED_TRIGGER: 400,
+  /** An approval answer whose tool call, input or signature is not its request's (POST /v1/ui). */
+  APPROVAL_MISMATCH: 400,
   UNAUTHORIZED: 401,
   INVALID_SIGNATURE: 401,
   TIMESTAMP_OUT_OF_TOLERANCE: 401,
@@ -28,8 +30,12 @@ export const ERROR_CODES = {
   UNKNOWN_SOURCE: 404,
   PLATFORM_NOT_ENABLED: 404,
   CONTEXT_NOT_FOUND: 404,
+  /** No tool approval request of that id in the chat (or it was settled long enough ago to be forgotten). */
+  APPROVAL_NOT_FOUND: 404,
   REQUEST_TIMEOUT: 408,
   CHAT_BUSY: 409,
+  /** The tool approval request was answered already, or settled (expired, superseded): nothing changes. */
+  APPROVAL_RESOLVED: 409,
   BODY_TOO_LARGE: 413,
   URI_TOO_LONG: 414,
   UNSUPPORTED_MEDIA_TYPE: 415,

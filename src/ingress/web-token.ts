@@ -14,7 +14,12 @@ declare module 'fastify' {
 
 /** Routes a browser token opens (route patterns under /v1); the chat is checked per route. */
 const WEB_ROUTES = new Set(['/v1/ui', '/v1/ui/:id/stream', '/v1/ui/:id/messages', '/v1/ui/:id/stop']);
-const LIVE_STREAM_ROUTE = '/v1/chats/:chatKey/stream';
+/** Routes of one chat (`:chatKey`) a browser token opens for its own chat: the live stream, approvals. */
+const CHAT_ROUTES = new Set([
+  '/v1/chats/:chatKey/stream',
+  '/v1/chats/:chatKey/approvals',
+  '/v1/chats/:chatKey/approvals/:approvalId',
+]);
 
 export interface ApiAuthOptions {
   /** API_TOKEN: opens everything. */
@@ -73,9 +78,12 @@ export function apiAuth(options: ApiAuthOptions) {
     }
     const route = (request.routeOptions.url ?? '').slice(options.prefix?.length ?? 0);
     const params = request.params as Record<string, unknown>;
-    const routeChat = route === LIVE_STREAM_ROUTE ? params.chatKey : WEB_ROUTES.has(route) ? params.id : null;
+    const routeChat = CHAT_ROUTES.has(route) ? params.chatKey : WEB_ROUTES.has(route) ? params.id : null;
     if (routeChat === null)
-      throw new HttpError('FORBIDDEN', "a browser token opens only /v1/ui and its chat's live stream");
+      throw new HttpError(
+        'FORBIDDEN',
+        "a browser token opens only /v1/ui, and its chat's live stream and approval requests",
+      );
     if (routeChat !== undefined && routeChat !== chatKey) throw forbiddenChat();
     request.chatlaneWebChat = chatKey;
   };

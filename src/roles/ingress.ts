@@ -134,6 +134,7 @@ export async function openIngress(
     },
     memoryMaxTokens: config.MEMORY_MAX_TOKENS,
     usage: { prices: config.MODEL_PRICES, dailyTokenBudget: config.CHAT_DAILY_TOKEN_BUDGET },
+    approvalsOnMessage: config.TOOL_APPROVAL_ON_MESSAGE,
     limits: {
       maxPendingPerChat: config.MAX_PENDING_PER_CHAT,
       dedupWindowMs: config.DEDUP_WINDOW_MS,

@@ -10,6 +10,7 @@ import {
   enqueueCompaction,
   enqueueDelivery,
   QUEUES,
+  scheduleApprovalExpiry,
   type TurnJob,
 } from '../shared/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -171,9 +172,17 @@ export async function prepareWorker(
   // A server that is down does not stop the worker: it runs without those tools and retries.
   const mcp = mcpFile ? await opened.step(() => startMcp(config, mcpFile, logger, metrics)) : undefined;
   if (mcp) opened.add(() => mcp.close());
+  const base = turnDepsFromConfig(config, store, logger, { ...turn, metrics, capabilities, providers });
   const deps: TurnDeps = {
     running,
-    ...turnDepsFromConfig(config, store, logger, { ...turn, metrics, capabilities, providers }),
+    ...base,
+    // Each approval request gets the turn that expires it (a delayed turn job).
+    ...(base.approvals && {
+      approvals: {
+        ...base.approvals,
+        expire: (chatKey, approvalId, at) => scheduleApprovalExpiry(turns, chatKey, approvalId, at),
+      },
+    }),
     afterCommit: async (chatKey, historyTokens, messageBudget) => {
       if (historyTokens >= compactionThreshold(config.COMPACT_AT_TOKENS, messageBudget)) {
         await enqueueCompaction(compaction, chatKey);

@@ -75,18 +75,11 @@ const readonlyDirs = z
   });
 
 export const execShellShape = () => ({
-  // `approve` (every command waits for a person) comes with tool approvals; until then the
-  // value is refused like any unknown one rather than read as `on`.
   EXEC_SHELL: z
-    .enum(['off', 'on'], {
-      error: (issue) =>
-        issue.input === 'approve'
-          ? 'approve needs tool approval, not available yet: use off or on'
-          : 'must be off or on',
-    })
+    .enum(['off', 'approve', 'on'], { error: () => 'must be off, approve or on' })
     .default('off')
     .describe(
-      "on gives the model exec_shell: bash -c in a bubblewrap sandbox over the chat's own workspace (no network, limits below); the worker refuses to start when the sandbox cannot, never runs a command unsandboxed",
+      "on gives the model exec_shell: bash -c in a bubblewrap sandbox over the chat's own workspace (no network, limits below); approve does the same, and every command waits for a person's approval (docs/approvals.md); the worker refuses to start when the sandbox cannot, never runs a command unsandboxed",
     ),
   EXEC_SHELL_TIMEOUT_MS: int(30_000, 100)
     .pipe(z.number().max(600_000))
@@ -119,7 +112,7 @@ export const execShellShape = () => ({
 
 /** A worker's exec_shell settings, as the sandbox reads them. */
 export interface ExecShellConfig {
-  EXEC_SHELL: 'off' | 'on';
+  EXEC_SHELL: 'off' | 'approve' | 'on';
   EXEC_SHELL_TIMEOUT_MS: number;
   EXEC_SHELL_OUTPUT_MAX_BYTES: number;
   EXEC_SHELL_MAX_PROCESSES: number;

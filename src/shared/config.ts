@@ -5,6 +5,7 @@ import { lanePolicies, laneShape } from './config-lanes.js';
 import { type ModelConfig, modelChain, modelIdProblem, modelList, parseModelId } from './config-models.js';
 import { otelProblems, otelShape } from './config-otel.js';
 import { type GenericSource, genericSources } from './config-secrets.js';
+import { toolApprovalProblems, toolApprovalShape } from './config-tool-approval.js';
 import { clusterNodes, flag, int, latencyRange, nameList, optionalString } from './config-values.js';
 import { DEFAULT_FILE_MEDIA_TYPES, type FilePolicy } from './file-parts.js';
 import type { LanePolicies } from './lane-policy.js';
@@ -422,6 +423,8 @@ export const configSchema = () =>
       .describe('on gives the model chat_contact_send (writing to another chat found in the contact book)'),
     // exec_shell (docs/agent.md "exec_shell"): bash in a bubblewrap sandbox over the chat's workspace.
     ...execShellShape(),
+    // Tool approval (docs/approvals.md): which tool calls wait for a person, and for how long.
+    ...toolApprovalShape(),
 
     // File parts (docs/http-api.md "File parts"): at ingest only https: URLs and data: URLs up to
     // FILE_DATA_URL_MAX_BYTES (decoded) with a media type from FILE_MEDIA_TYPES (exact types or
@@ -581,7 +584,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   const config = derive(parsed.data, generic.sources, platforms.platforms, prices, lanes.policies);
-  const problems = [...redisTopologyProblems(config), ...otelProblems(config), ...execShellProblems(config)];
+  const problems = [
+    ...redisTopologyProblems(config),
+    ...otelProblems(config),
+    ...execShellProblems(config),
+    ...toolApprovalProblems(config),
+  ];
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
   // Node refuses a headers timeout longer than the request timeout.
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {

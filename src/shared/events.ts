@@ -199,6 +199,37 @@ export const EVENT_DATA = {
   'once.reused': z.looseObject({ key: z.string(), runId: z.string(), attempt: z.number() }),
   /** exec_shell saved the chat's workspace after a command (`bytes` before compression, `stored` after). */
   'workspace.saved': z.looseObject({ runId: z.string(), bytes: z.number(), stored: z.number() }),
+  /**
+   * A tool call waits for a person (docs/approvals.md): the turn that made it committed with
+   * the call's tool part in `approval-requested`. Answer it by `approvalId` before `expiresAt`.
+   */
+  'approval.requested': z.looseObject({
+    approvalId: z.string(),
+    toolCallId: z.string(),
+    tool: z.string(),
+    input: z.unknown(),
+    runId: z.string(),
+    /** The history message holding the call's tool part. */
+    messageId: z.string(),
+    expiresAt: z.number(),
+    /** Why the rule asks (a reason the tool's `toolApproval` gave), when there is one. */
+    reason: z.string().optional(),
+  }),
+  /**
+   * An approval request was settled and its call's tool part is final in history: `approved`
+   * (the tool ran, or failed), `denied` by a person, `expired` (TOOL_APPROVAL_TTL_MS) or
+   * `superseded` (a new message came first, TOOL_APPROVAL_ON_MESSAGE=supersede).
+   */
+  'approval.resolved': z.looseObject({
+    approvalId: z.string(),
+    toolCallId: z.string(),
+    tool: z.string(),
+    outcome: z.enum(['approved', 'denied', 'expired', 'superseded']),
+    runId: z.string(),
+    reason: z.string().optional(),
+    /** Who answered (`api`, `web`, `<platform>:<userId>`); absent for expired and superseded. */
+    by: z.string().optional(),
+  }),
   /** chat_contact_send sent to another chat. */
   'contact.sent': z.looseObject({
     sendId: z.string(),

@@ -131,3 +131,31 @@ export async function enqueueDelivery(queue: Queue<DeliveryJob>, chatKey: string
     },
   );
 }
+
+/** How long after a request's expiry its turn job runs: clocks of hosts differ by a little. */
+const EXPIRY_MARGIN_MS = 2000;
+
+/**
+ * Ask for the chat's turn when a tool approval request expires (docs/approvals.md): a delayed
+ * turn job of its own, one per request (never deduplicated with the chat's other turn jobs,
+ * which it would hold back while it waits). A turn that finds the request still open then
+ * denies it (`expired`); one that finds it settled does nothing.
+ */
+export async function scheduleApprovalExpiry(
+  queue: Queue<TurnJob>,
+  chatKey: string,
+  approvalId: string,
+  expiresAt: number,
+): Promise<void> {
+  await queue.add(
+    'approval-expiry',
+    { chatKey },
+    {
+      jobId: `approval-expiry-${approvalId}`,
+      delay: Math.max(0, expiresAt - Date.now()) + EXPIRY_MARGIN_MS,
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: true,
+    },
+  );
+}

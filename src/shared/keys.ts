@@ -38,6 +38,11 @@ const CHAT_KEY_NAMES = [
   // string: exec_shell's workspace, a gzipped tar (EXEC_SHELL_WORKSPACE_MAX_BYTES before
   // compression), written fenced after each command that changed it (workspace-save.lua)
   'workspace',
+  // hash: tool approval requests (docs/approvals.md): `<id>` the request JSON (the commit that
+  // made it), `<id>:a` a person's answer (approval-answer.lua), `<id>:r` how it was settled
+  'approvals',
+  // zset: settled approval id → time: the oldest past a cap are forgotten with their fields
+  'approvalsDone',
 ] as const;
 
 export type ChatKeys = Record<(typeof CHAT_KEY_NAMES)[number], string>;
@@ -81,7 +86,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the seventeen, so it builds those rather than all of them every call. The names are
+ * the nineteen, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {
@@ -185,4 +190,9 @@ export function pollerLeaseKey(prefix: string, platform: string): string {
 /** counter: the fence of a platform's poller lease, incremented by every new holder. */
 export function pollerFenceKey(prefix: string, platform: string): string {
   return `${prefix}:{p:${platform}}:poller-fence`;
+}
+
+/** string: the key tool approval requests are signed with when TOOL_APPROVAL_SECRET is unset (store/approvals.ts). */
+export function toolApprovalSecretKey(prefix: string): string {
+  return `${prefix}:tool-approval-secret`;
 }

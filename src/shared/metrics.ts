@@ -53,6 +53,7 @@ export interface Metrics {
   queueMetricsUp: Gauge<'queue'>;
   mcpServerUp: Gauge<'server'>;
   toolCalls: Counter<'tool' | 'result'>;
+  toolApprovals: Counter<'tool' | 'outcome'>;
   toolCallDuration: Histogram<'tool'>;
   modelUp: Gauge<'model'>;
   modelFallbacks: Counter<'model'>;
@@ -223,6 +224,12 @@ export function createMetrics({ defaultMetrics = true }: { defaultMetrics?: bool
       name: 'chatlane_tool_calls_total',
       help: "Calls of the tools given in code (startChatlane's tools), by tool and result: ok, error (it threw, or the chat's context did not satisfy its contextSchema), timeout (past TOOL_TIMEOUT_MS); an error or timeout is a tool error the model reads",
       labelNames: ['tool', 'result'],
+      registers,
+    }),
+    toolApprovals: new Counter({
+      name: 'chatlane_tool_approvals_total',
+      help: 'Tool approval requests settled, by tool and outcome: approved, denied (by a person), expired (TOOL_APPROVAL_TTL_MS), superseded (a new message came first)',
+      labelNames: ['tool', 'outcome'],
       registers,
     }),
     toolCallDuration: new Histogram({

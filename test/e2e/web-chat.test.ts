@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWebChatServer, type WebChatServer } from '../../src/demo/web.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
 import type { RoleProcess } from '../helpers/processes.js';
+import { haveSandbox } from '../helpers/sandbox.js';
 import { useStack } from '../helpers/stack.js';
 
 /**
@@ -62,7 +63,13 @@ describe.skipIf(!haveChromium)(
   () => {
     const stack = useStack('e2e-web-chat', {
       roles: [],
-      env: { WEB_TOKEN_SECRET: SECRET, SKILLS_DIR, ...FAST_RECOVERY },
+      // `$ command` waits for the person's approval (exec_shell runs only where its sandbox can).
+      env: {
+        WEB_TOKEN_SECRET: SECRET,
+        SKILLS_DIR,
+        ...FAST_RECOVERY,
+        ...(haveSandbox && { EXEC_SHELL: 'approve' }),
+      },
     });
     const { store } = stack;
     let outDir: string;
@@ -260,6 +267,93 @@ describe.skipIf(!haveChromium)(
       ]);
       await page.close();
     }, 45_000);
+
+    /** The approval the page shows for the newest waiting call, once it shows one. */
+    async function waitingApproval(page: Page) {
+      const approval = page.locator('[data-testid="approval"][data-state="approval-requested"]');
+      await approval.waitFor({ timeout: 20_000 });
+      return approval;
+    }
+
+    /** The newest approval's outcome as the page shows it, once it is `outcome`. */
+    async function outcome(page: Page, state: string): Promise<void> {
+      await page
+        .locator(`[data-testid="approval"][data-state="${state}"]`)
+        .last()
+        .waitFor({ timeout: 30_000 });
+    }
+
+    it.skipIf(!haveSandbox)(
+      'a command waits for the person: Approve (addToolApprovalResponse) runs it and the reply follows in the same message',
+      async () => {
+        stack.mock.state.chunkMs = 0;
+        const page = await open('web-approve');
+        await send(page, '$ echo approved from the page');
+        const approval = await waitingApproval(page);
+        expect(await approval.locator('pre').textContent()).toContain('echo approved from the page');
+        await approval.getByRole('button', { name: 'Approve' }).click();
+        await outcome(page, 'output-available');
+        await page.waitForFunction(
+          `(window.__shown()?.text ?? '').includes('approved from the page') && document.querySelector('main')?.dataset.status === 'ready'`,
+          undefined,
+          { timeout: 30_000 },
+        );
+        // One assistant message: the call, its outcome, and the reply after it.
+        expect(await assistants(page).count()).toBe(1);
+        const history = await store.readHistory('web-approve');
+        expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
+        expect(await assistants(page).getAttribute('data-id')).toBe(history[1]!.id);
+        const events = await store.readEvents('web-approve', undefined, 100);
+        expect(events.find((e) => e.type === 'approval.resolved')?.data).toMatchObject({
+          outcome: 'approved',
+          by: 'web',
+        });
+        await page.close();
+      },
+      60_000,
+    );
+
+    it.skipIf(!haveSandbox)(
+      'Deny: the command never runs, the page shows it denied and the reply that says so',
+      async () => {
+        stack.mock.state.chunkMs = 0;
+        const page = await open('web-deny');
+        await send(page, '$ touch /workspace/denied');
+        const approval = await waitingApproval(page);
+        await approval.getByRole('button', { name: 'Deny' }).click();
+        await outcome(page, 'output-denied');
+        await answered(page, 'shell: Tool call execution denied.');
+        expect(await page.getByTestId('approval-outcome').textContent()).toBe('denied');
+        const events = await store.readEvents('web-deny', undefined, 100);
+        expect(events.find((e) => e.type === 'approval.resolved')?.data).toMatchObject({ outcome: 'denied' });
+        expect(events.some((e) => e.type === 'workspace.saved')).toBe(false);
+        await page.close();
+      },
+      60_000,
+    );
+
+    it.skipIf(!haveSandbox)(
+      'a reload while a request is open shows it again, still answerable',
+      async () => {
+        stack.mock.state.chunkMs = 0;
+        const page = await open('web-approve-reload');
+        await send(page, '$ echo after the reload');
+        await waitingApproval(page);
+        await page.reload();
+        const approval = await waitingApproval(page);
+        expect(await approval.locator('pre').textContent()).toContain('echo after the reload');
+        await approval.getByRole('button', { name: 'Approve' }).click();
+        await outcome(page, 'output-available');
+        await page.waitForFunction(
+          `(window.__shown()?.text ?? '').includes('after the reload') && document.querySelector('main')?.dataset.status === 'ready'`,
+          undefined,
+          { timeout: 30_000 },
+        );
+        expect(await assistants(page).count()).toBe(1);
+        await page.close();
+      },
+      60_000,
+    );
 
     it('a token for another chat is refused: the page shows the error, and nothing is written', async () => {
       const page = await open('web-mine', await mintWebToken(SECRET, 'web-theirs'));

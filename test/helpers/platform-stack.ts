@@ -2,7 +2,7 @@ import type { Worker } from 'bullmq';
 import type { IngressApp } from '../../src/ingress/app.js';
 import { loadConfig } from '../../src/shared/config.js';
 import { createSenders } from '../../src/shared/delivery/senders.js';
-import { createQueue, type DeliveryJob, QUEUES } from '../../src/shared/jobs.js';
+import { createQueue, type DeliveryJob, enqueueDelivery, QUEUES } from '../../src/shared/jobs.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { createMetrics, type Metrics } from '../../src/shared/metrics.js';
 import type { GroupMode } from '../../src/shared/platforms/platform.js';
@@ -29,6 +29,8 @@ export interface PlatformStack {
   /** The delivery worker's metrics (chatlane_delivery_failures_total{channel}, ...). */
   metrics: Metrics;
   reply(chatKey: string, texts: string[]): Promise<string[]>;
+  /** Asks for the chat's delivery (what a worker's turn does after writing its outbox). */
+  deliver(chatKey: string): Promise<void>;
   /** The chat's `delivery.failed` events' data, once there is at least one. */
   failedDeliveries(chatKey: string): Promise<Record<string, unknown>[]>;
   close(): Promise<void>;
@@ -113,6 +115,7 @@ export async function platformStack(
       }
       return writeReplies(store, deliveries, chatKey, fence, texts);
     },
+    deliver: (chatKey) => enqueueDelivery(deliveries, chatKey),
     async failedDeliveries(chatKey) {
       const failed = async () => {
         const events = await store.readEvents(chatKey, undefined, 100);

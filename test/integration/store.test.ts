@@ -141,7 +141,7 @@ describe('lease and fence', () => {
       consumed: entries.map((e) => e.streamId),
       messages: msgs,
     });
-    expect(res).toEqual({ ok: true, histLen: 3, tokens: 18, released: false, pending: 0 });
+    expect(res).toEqual({ ok: true, histLen: 3, tokens: 18, released: false, pending: 0, cards: 0 });
     expect((await store.readHistory('c1')).map(textOf)).toEqual(['one', 'two', 'answer']);
     expect(await store.pendingCount('c1')).toBe(0);
     // Without the owner the commit keeps the lease: another worker finds the chat busy.

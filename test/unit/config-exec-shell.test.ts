@@ -25,11 +25,9 @@ describe('exec_shell configuration', () => {
     });
   });
 
-  it('refuses EXEC_SHELL=approve (tool approval is not there yet) and any other value, naming EXEC_SHELL', () => {
-    expect(configErrorOf({ EXEC_SHELL: 'approve' })).toMatch(
-      /^ {2}EXEC_SHELL: approve needs tool approval, not available yet: use off or on$/m,
-    );
-    expect(configErrorOf({ EXEC_SHELL: 'yes' })).toMatch(/^ {2}EXEC_SHELL: must be off or on$/m);
+  it('takes EXEC_SHELL=approve (every command waits for a person) and refuses any other value, naming EXEC_SHELL', () => {
+    expect(loadConfig({ EXEC_SHELL: 'approve' }).EXEC_SHELL).toBe('approve');
+    expect(configErrorOf({ EXEC_SHELL: 'yes' })).toMatch(/^ {2}EXEC_SHELL: must be off, approve or on$/m);
   });
 
   it('reads EXEC_SHELL_NETWORK as hosts with their ports: a bare name allows 80 and 443', () => {

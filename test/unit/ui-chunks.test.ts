@@ -238,4 +238,91 @@ describe('UiChunker', () => {
     chunker.push({ type: 'text-start', id: 'a' } as Part);
     expect(out.map((c) => c.type)).toEqual(['start-step', 'text-start']);
   });
+
+  it('streams a call that waits for a person as the AI SDK renders it: the part in approval-requested, with its approval', async () => {
+    const toolCall = {
+      type: 'tool-call',
+      toolCallId: 'c7',
+      toolName: 'exec_shell',
+      input: { command: 'ls' },
+    };
+    const chunks = chunksOf([
+      { type: 'start-step' },
+      toolCall,
+      { type: 'tool-approval-request', approvalId: 'a1', toolCall, signature: 'sig' },
+      { type: 'finish-step' },
+    ]);
+    expect(chunks).toContainEqual({
+      type: 'tool-approval-request',
+      approvalId: 'a1',
+      toolCallId: 'c7',
+      signature: 'sig',
+    });
+    expect((await messageOf(chunks)).parts).toEqual([
+      { type: 'step-start' },
+      {
+        type: 'tool-exec_shell',
+        toolCallId: 'c7',
+        state: 'approval-requested',
+        input: { command: 'ls' },
+        approval: { id: 'a1', signature: 'sig' },
+      },
+    ]);
+  });
+
+  it('streams the outcome of a resumed call into the message that asked: its output, or its denial', async () => {
+    const asked = {
+      id: 'm',
+      role: 'assistant' as const,
+      parts: [
+        { type: 'step-start' as const },
+        {
+          type: 'tool-exec_shell' as const,
+          toolCallId: 'c8',
+          state: 'approval-responded' as const,
+          input: { command: 'ls' },
+          approval: { id: 'a2', approved: true },
+        },
+        {
+          type: 'tool-exec_shell' as const,
+          toolCallId: 'c9',
+          state: 'approval-responded' as const,
+          input: { command: 'rm x' },
+          approval: { id: 'a3', approved: false },
+        },
+      ],
+    };
+    const chunks = chunksOf([
+      { type: 'tool-result', toolCallId: 'c8', toolName: 'exec_shell', input: {}, output: { exitCode: 0 } },
+      { type: 'tool-output-denied', toolCallId: 'c9', toolName: 'exec_shell' },
+    ]);
+    expect(chunks).toEqual([
+      { type: 'tool-output-available', toolCallId: 'c8', output: { exitCode: 0 } },
+      { type: 'tool-output-denied', toolCallId: 'c9' },
+    ]);
+    const parts = (await messageOf(chunks, asked)).parts as Array<{ state?: string; output?: unknown }>;
+    expect(parts.map((p) => p.state)).toEqual([undefined, 'output-available', 'output-denied']);
+    expect(parts[1]!.output).toEqual({ exitCode: 0 });
+  });
 });
+
+/** The message the AI SDK's own reader makes of `chunks` (going on with `from`, as useChat does). */
+async function messageOf(chunks: UiChunk[], from?: import('ai').UIMessage): Promise<{ parts: unknown[] }> {
+  const stream = new ReadableStream<UIMessageChunk>({
+    start(controller) {
+      for (const c of [{ type: 'start', messageId: from?.id ?? 'm' }, ...chunks, { type: 'finish' }])
+        controller.enqueue(c as UIMessageChunk);
+      controller.close();
+    },
+  });
+  let last: unknown;
+  for await (const message of readUIMessageStream({
+    stream,
+    ...(from && { message: from }),
+    onError: (e) => {
+      throw e;
+    },
+  }))
+    last = message;
+  return last as { parts: unknown[] };
+}

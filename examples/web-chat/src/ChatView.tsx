@@ -1,5 +1,9 @@
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport, type UIMessage } from 'ai';
+import {
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  type UIMessage,
+} from 'ai';
 import { type FormEvent, useMemo, useState } from 'react';
 import { authHeaders, describeError, loadMessages, type Session } from './session';
 
@@ -12,18 +16,21 @@ interface Props {
 /**
  * The AI SDK's own useChat with its default transport, unchanged: chatlane serves the
  * endpoints it calls. `resume: true` makes a reload (or a second tab) pick up a reply that
- * is still being written.
+ * is still being written. A tool call that waits for a person shows Approve and Deny: the
+ * answer goes with `addToolApprovalResponse`, and `sendAutomaticallyWhen` sends it once every
+ * waiting call of the message is answered (chatlane then streams the turn that goes on).
  */
 export function ChatView({ session, initialMessages, loadError }: Props) {
   const transport = useMemo(
     () => new DefaultChatTransport({ api: `${session.api}/v1/ui`, headers: authHeaders(session) }),
     [session],
   );
-  const { messages, sendMessage, status, error, setMessages } = useChat({
+  const { messages, sendMessage, status, error, setMessages, addToolApprovalResponse } = useChat({
     id: session.chat,
     transport,
     messages: initialMessages,
     resume: true,
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     // A worker killed mid-reply: the stream carries an abort, then the takeover's reply,
     // which the submit path appends to the half message. The history is the record, so
     // once the reply ends the page shows what chatlane kept.
@@ -56,7 +63,11 @@ export function ChatView({ session, initialMessages, loadError }: Props) {
       </header>
       <section aria-label="messages">
         {messages.map((m) => (
-          <Message key={m.id} message={m} />
+          <Message
+            key={m.id}
+            message={m}
+            onAnswer={(id, approved) => void addToolApprovalResponse({ id, approved })}
+          />
         ))}
       </section>
       {shownError && (
@@ -79,7 +90,9 @@ export function ChatView({ session, initialMessages, loadError }: Props) {
   );
 }
 
-function Message({ message }: { message: UIMessage }) {
+type Answer = (approvalId: string, approved: boolean) => void;
+
+function Message({ message, onAnswer }: { message: UIMessage; onAnswer: Answer }) {
   return (
     <div className="message" data-role={message.role} data-id={message.id}>
       {message.parts.map((part, i) => {
@@ -91,15 +104,35 @@ function Message({ message }: { message: UIMessage }) {
             </p>
           );
         if (part.type === 'dynamic-tool' || part.type.startsWith('tool-'))
-          return <ToolCall key={key} part={part} />;
+          return <ToolCall key={key} part={part} onAnswer={onAnswer} />;
         return null;
       })}
     </div>
   );
 }
 
-/** A tool call, collapsed: its name and state, its input and output on opening. */
-function ToolCall({ part }: { part: UIMessage['parts'][number] }) {
+/** What a tool part says of its approval, when its call had to wait for a person. */
+interface Approval {
+  id: string;
+  approved?: boolean;
+  reason?: string;
+  /** A rule answered it at once: nobody was asked. */
+  isAutomatic?: boolean;
+}
+
+const OUTCOME: Record<string, string> = {
+  'approval-requested': 'waiting for your approval',
+  'approval-responded': 'answered',
+  'output-available': 'approved',
+  'output-error': 'approved, failed',
+  'output-denied': 'denied',
+};
+
+/**
+ * A tool call, collapsed: its name and state, its input and output on opening. A call that
+ * waits for a person shows what it would run, with Approve and Deny; once answered, the outcome.
+ */
+function ToolCall({ part, onAnswer }: { part: UIMessage['parts'][number]; onAnswer: Answer }) {
   const p = part as {
     type: string;
     toolName?: string;
@@ -107,8 +140,37 @@ function ToolCall({ part }: { part: UIMessage['parts'][number] }) {
     input?: unknown;
     output?: unknown;
     errorText?: string;
+    approval?: Approval;
   };
   const name = p.type === 'dynamic-tool' ? (p.toolName ?? 'tool') : p.type.slice('tool-'.length);
+  if (p.approval && !p.approval.isAutomatic) {
+    const waiting = p.state === 'approval-requested';
+    const outcome =
+      p.state === 'approval-responded'
+        ? p.approval.approved
+          ? 'approved'
+          : 'denied'
+        : OUTCOME[p.state ?? ''];
+    return (
+      <div className="approval" data-tool={name} data-state={p.state} data-testid="approval">
+        <p>
+          <code>{name}</code> <span data-testid="approval-outcome">{outcome}</span>
+          {p.approval.reason ? ` (${p.approval.reason})` : ''}
+        </p>
+        <pre>{JSON.stringify(p.input, null, 2)}</pre>
+        {waiting && (
+          <p className="actions">
+            <button type="button" onClick={() => onAnswer(p.approval!.id, true)}>
+              Approve
+            </button>
+            <button type="button" onClick={() => onAnswer(p.approval!.id, false)}>
+              Deny
+            </button>
+          </p>
+        )}
+      </div>
+    );
+  }
   return (
     <details className="tool" data-tool={name}>
       <summary>

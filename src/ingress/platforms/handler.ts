@@ -2,18 +2,23 @@ import type { Message, Thread } from 'chat';
 import { isValidChatKey } from '../../shared/chat-key.js';
 import type { ChatMessage } from '../../shared/messages.js';
 import type { Metrics } from '../../shared/metrics.js';
+import { yesOrNo } from '../../shared/platforms/approval-text.js';
 import { escapeChatKeyPart } from '../../shared/platforms/chat-key.js';
 import type { EnabledPlatform, GroupMode } from '../../shared/platforms/platform.js';
 import type { PlatformRuntime } from '../../shared/platforms/runtime.js';
 import { requestScope } from '../../shared/platforms/scope.js';
+import type { Approvals } from '../approvals.js';
 import type { Ingest } from '../ingest.js';
 import { MAX_TEXT } from '../user-message.js';
+import { answerByText, registerApprovalActions } from './approval-actions.js';
 
 export type PlatformOutcome = 'accepted' | 'duplicate' | 'ignored' | 'unsupported';
 
 export interface PlatformHandlerDeps {
   runtime: PlatformRuntime;
   ingest: Ingest;
+  /** Tool approval answers: a card's buttons, and a yes/no reply while a request is open. */
+  approvals?: Approvals;
   groupMode: GroupMode;
   metrics: Metrics;
 }
@@ -49,6 +54,8 @@ export function registerPlatformHandler(deps: PlatformHandlerDeps): void {
   chat.onNewMention(handler);
   chat.onSubscribedMessage(handler);
   chat.onNewMessage(/[\s\S]*/, handler);
+  if (deps.approvals)
+    registerApprovalActions({ runtime: deps.runtime, approvals: deps.approvals, metrics: deps.metrics });
 }
 
 async function handleMessage(
@@ -68,6 +75,13 @@ async function handleMessage(
   const text = [message.text, ...(module.notes?.(message) ?? [])].filter((t) => t.trim() !== '').join('\n');
   if (text === '') return 'unsupported';
   const facts = module.metadata(message, threadId);
+  // "yes" or "no" while the chat has a request open for this person: the answer, not a message.
+  const answer = deps.approvals ? yesOrNo(text) : undefined;
+  if (answer !== undefined && deps.approvals) {
+    const by = { userId: facts.userId, platform: module.name };
+    const answered = await answerByText(deps.approvals, chatKey, answer, by);
+    if (answered) return answered;
+  }
   const id = `${module.name}:${escapeChatKeyPart(message.id)}`.slice(0, 200);
   const chatMessage: ChatMessage = {
     id,

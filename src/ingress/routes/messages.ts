@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { answerOf } from '../../shared/store/approvals.js';
 import {
   contentFields,
   hasTextOrParts,
@@ -35,6 +36,7 @@ export async function messageRoutes(app: FastifyInstance): Promise<void> {
     const [messages, pending] = await withRedis(() =>
       Promise.all([store.readHistory(chatKey), store.readAllPending(chatKey)]),
     );
-    return { chatKey, messages, pending };
+    // Approval answers wait in the inbox as entries of their own: not a person's messages.
+    return { chatKey, messages, pending: pending.filter((m) => !answerOf(m)) };
   });
 }

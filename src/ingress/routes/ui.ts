@@ -1,9 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { answerMessageId, answerOf } from '../../shared/store/approvals.js';
+import { refusal } from '../approvals.js';
 import { HttpError } from '../errors.js';
 import type { StreamSlot } from '../stream/clients.js';
 import { hijackStream, reserveStream } from '../stream/hijack.js';
 import { browserMessage } from '../ui/browser-view.js';
+import { answeringMessage, answerProblem, type PageAnswer } from '../ui/page-answers.js';
 import { UI_STREAM_HEADERS, UiReply, type UiReplyDeps } from '../ui/ui-reply.js';
 import { toWebMessage } from '../ui/web-messages.js';
 import { MAX_PARTS, messageIdSchema, toUserMessage, webPartSchema } from '../user-message.js';
@@ -77,6 +80,15 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
         'regenerate-message is not supported: the chat history is the record; send a new message instead',
       );
     }
+    const last = body.messages.at(-1) as { role?: unknown } | undefined;
+    // useChat's addToolApprovalResponse sends the conversation again, ending with the assistant
+    // message whose calls were answered (sendAutomaticallyWhen): the answers, not a message.
+    if (last?.role === 'assistant') {
+      const answers = parseOrThrow(answeringMessage, last, `messages.${body.messages.length - 1}`);
+      const ui = await answerFromPage(chatKey, answers);
+      ui.attach(hijackStream(reply, UI_STREAM_HEADERS));
+      return;
+    }
     const newest = parseOrThrow(newestMessage, body.messages.at(-1), `messages.${body.messages.length - 1}`);
     const message = toUserMessage(
       chatKey,
@@ -130,7 +142,8 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const [history, pending] = await withRedis(() =>
       Promise.all([store.readHistory(chatKey), store.readAllPending(chatKey)]),
     );
-    const messages = [...history, ...pending].map(toWebMessage);
+    // Approval answers wait in the inbox as entries of their own: not a person's messages.
+    const messages = [...history, ...pending.filter((m) => !answerOf(m))].map(toWebMessage);
     // A browser token reads a failure's code and a generic sentence; the API token, the detail.
     return {
       chatKey,
@@ -143,6 +156,45 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const status = await withRedis(() => replies.requestStop(chatKey));
     return reply.code(202).send({ chatKey, status });
   });
+
+  /**
+   * Answers from a page (approval/ui-answers.ts): each checked against its request (the call,
+   * its input, its signature), stored once, then the reply of the turn that goes on, streamed.
+   * Answers already stored (the page sent them again) follow that turn as a message sent again does.
+   */
+  async function answerFromPage(chatKey: string, answers: PageAnswer[]): Promise<UiReply> {
+    const found = await app.chatlane.approvals.read(
+      chatKey,
+      answers.map((a) => a.approvalId),
+    );
+    for (const a of answers) {
+      const problem = answerProblem(a, found.get(a.approvalId));
+      if (problem) throw problem;
+    }
+    const ids = answers.map((a) => answerMessageId(a.approvalId));
+    const ui = open(reserveStream(app.chatlane.streams, chatKey), new Set(ids));
+    try {
+      // Watching starts before the answers are stored: the turn that takes them cannot start unseen.
+      await withRedis(() => ui.watchEvents());
+      let fresh = false;
+      for (const a of answers) {
+        const result = await app.chatlane.approvals.answer(chatKey, a.approvalId, {
+          approved: a.approved,
+          reason: a.reason,
+          by: 'web',
+          channel: 'web',
+        });
+        if (result.status === 'accepted') fresh = true;
+        else if (result.status !== 'answered') throw refusal(a.approvalId, result);
+      }
+      if (fresh) ui.awaitStart();
+      else await withRedis(() => resendOf(ui, chatKey, ids[0]!));
+    } catch (err) {
+      ui.close();
+      throw err;
+    }
+    return ui;
+  }
 
   /**
    * A message sent again (same id): the reply of the turn that has it, if one is open; the

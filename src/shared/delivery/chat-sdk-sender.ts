@@ -1,6 +1,7 @@
 import { untilAborted } from '../abort.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import { approvalCard } from '../platforms/approval-card.js';
 import { type PlatformRuntime, startPlatformRuntime } from '../platforms/runtime.js';
 import { closeRedis, createRedisClient } from '../redis.js';
 import { type PlatformReplies, type ReplyPart, renderReply, type SplitReply } from './render/format.js';
@@ -68,19 +69,33 @@ export class ChatSdkSender implements StreamingSender {
       const [runtime, replies] = await Promise.all([this.runtime(), this.replies()]);
       const chosen =
         replies.formats.find((f) => f.id === format) ?? replies.choose(runtime.adapter(this.channel));
-      return renderReply(item.text, chosen);
+      const reply = renderReply(item.text, chosen);
+      // A tool approval request is one card (its buttons answer it), never split: one part.
+      return item.approval ? { format: reply.format, parts: reply.parts.slice(0, 1) } : reply;
     } catch (err) {
       return { status: 'retry', reason: `cannot split the reply now: ${(err as Error).message}` };
     }
   }
 
-  async send({ route, item, signal, part }: SendRequest): Promise<SendResult> {
+  async send({ chatKey, route, item, signal, part }: SendRequest): Promise<SendResult> {
     const threadId = route.threadId;
     if (!threadId) return { status: 'failed', reason: 'route has no threadId' };
     // Adapters do not take an abort signal for posts: stop waiting and let the item retry.
     return this.call(threadId, signal, 'send', async (runtime) => {
-      const replies = await this.replies();
       const adapter = runtime.adapter(this.channel);
+      if (item.approval) {
+        // A tool approval request: Approve and Deny buttons; a card the adapter refuses (a
+        // value too long for its buttons) goes as its rendered text, which says how to answer
+        // in words.
+        const card = approvalCard(item.approval, item.text, chatKey, this.channel);
+        try {
+          await adapter.postMessage(threadId, card);
+          return { status: 'ok' };
+        } catch (err) {
+          if ((err as { name?: string }).name !== 'ValidationError') throw err;
+        }
+      }
+      const replies = await this.replies();
       // Without a part (a caller that does not split): every part, in order.
       const parts = part ? [part.reply] : renderReply(item.text, replies.choose(adapter)).parts;
       for (const one of parts) {

@@ -31,7 +31,9 @@ export function retryAfterMs(header: string | undefined, now = Date.now()): numb
 export function replyBody(chatKey: string, item: SendRequest['item']): { id: string; body: string } {
   const id = deliveryId(chatKey, item.id);
   const body = JSON.stringify({
-    type: 'chat.reply',
+    // A tool approval request (docs/approvals.md): answer it at the approvals endpoint.
+    type: item.approval ? 'approval.requested' : 'chat.reply',
+    ...(item.approval && { approval: item.approval }),
     chatKey,
     id,
     itemId: item.id,

@@ -262,13 +262,28 @@ export class ChatStore {
       usage?: CallUsage[];
       /** The reply's last entries: the reply stream is closed by the commit, or not at all. */
       reply?: ReplyTail;
+      /** The turn's tool approval plan (approvals.ts `approvalPlanJson`): written with the commit. */
+      approvals?: string;
     },
-  ): Promise<FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number }>> {
+  ): Promise<
+    FencedResult<{ histLen: number; tokens: number; released: boolean; pending: number; cards: number }>
+  > {
     const k = this.keys(chatKey);
     const raw = tuple.parse(
       await scripts.commit.run(
         this.redis,
-        [k.meta, k.hist, k.inbox, k.events, k.uncommitted, k.usage, turn.reply?.key ?? k.meta],
+        [
+          k.meta,
+          k.hist,
+          k.inbox,
+          k.events,
+          k.uncommitted,
+          k.usage,
+          turn.reply?.key ?? k.meta,
+          k.approvals,
+          k.approvalsDone,
+          k.outbox,
+        ],
         [
           fence,
           this.maxEvents,
@@ -279,6 +294,7 @@ export class ChatStore {
           ...this.usageArgs(turn.usage),
           turn.reply?.maxLen ?? '',
           turn.reply?.ttlMs ?? '',
+          turn.approvals ?? '',
           turn.reply?.fields.length ?? 0,
           ...(turn.reply?.fields.flat() ?? []),
           turn.consumed.length,
@@ -296,6 +312,7 @@ export class ChatStore {
         tokens: Number(raw[2]),
         released: Number(raw[3]) === 1,
         pending: Number(raw[4]),
+        cards: Number(raw[5] ?? 0),
       };
     }
     return fencedRefusal(raw);

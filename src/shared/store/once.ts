@@ -81,6 +81,41 @@ function run(
   ) as Promise<[string, unknown]>;
 }
 
+/** A key's record as it is now: fn is running or died running (`run`), or its result is stored (`done`). */
+export type OnceState = { status: 'run'; attempt: number } | { status: 'done'; result: OnceResult };
+
+/** The records of `keys` (absent keys and unreadable records are left out); a plain read, no fence. */
+export async function readOnce(
+  store: ChatStore,
+  chatKey: string,
+  keys: readonly string[],
+): Promise<Map<string, OnceState>> {
+  const out = new Map<string, OnceState>();
+  if (keys.length === 0) return out;
+  const raw = await store.redis.hmget(store.keys(chatKey).once, ...keys);
+  keys.forEach((key, i) => {
+    const parsed = recordSchema.safeParse(safeJson(raw[i]));
+    if (!parsed.success) return;
+    const r = parsed.data;
+    out.set(
+      key,
+      r.s === 'run'
+        ? { status: 'run', attempt: r.n }
+        : { status: 'done', result: { attempt: r.n, runId: r.r, json: r.v, refused: r.e } },
+    );
+  });
+  return out;
+}
+
+function safeJson(raw: string | null | undefined): unknown {
+  if (!raw) return undefined;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Before fn: the stored result if there is one (fn must not run), else the attempt fn runs as. */
 export async function beginOnce(
   store: ChatStore,

@@ -196,7 +196,23 @@ export interface OutboxItem {
    * as it was written (PLATFORM_STREAMING: delivery streams that part no more once it is delivered).
    */
   part?: string;
+  /**
+   * A tool approval request (docs/approvals.md), not a reply: a platform shows it as a card
+   * with Approve and Deny buttons, a webhook receiver gets `approval.requested`. `text` is
+   * the request in words, with how to answer in text.
+   */
+  approval?: OutboxApproval;
 }
+
+/** The request an approval card asks about (commit.lua writes it with the request). */
+export const outboxApprovalSchema = z.object({
+  id: z.string(),
+  tool: z.string(),
+  input: z.unknown(),
+  expiresAt: z.number(),
+  reason: z.string().optional(),
+});
+export type OutboxApproval = z.infer<typeof outboxApprovalSchema>;
 
 export interface ChatEvent {
   id: string;
@@ -270,6 +286,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
   const notice = f.get('notice');
   const traceparent = f.get('tp');
   const part = f.get('part');
+  const approval = parseJsonAs(outboxApprovalSchema, f.get('approval'));
   return {
     id,
     text: f.get('text') ?? '',
@@ -279,6 +296,7 @@ export function outboxItemOf([id, fields]: StreamEntry): OutboxItem {
     ...((notice === 'failure' || notice === 'budget') && { notice }),
     ...(traceparent !== undefined && { traceparent }),
     ...(part !== undefined && { part }),
+    ...(approval !== undefined && { approval }),
   };
 }
 

@@ -140,7 +140,7 @@ export const scripts = {
   acquire: new LuaScript('acquire', 8, { events: true }),
   renew: new LuaScript('renew', 2, { events: true }),
   renewMany: new LuaScript('renew-many', 2, { variadic: true, events: true }),
-  commit: new LuaScript('commit', 7, { events: true }),
+  commit: new LuaScript('commit', 10, { events: true }),
   fail: new LuaScript('fail', 7, { events: true }),
   budgetHold: new LuaScript('budget-hold', 7, { events: true }),
   outbox: new LuaScript('outbox', 6, { events: true }),
@@ -169,4 +169,5 @@ export const scripts = {
   webhookClaim: new LuaScript('webhook-claim', 1),
   webhookRelease: new LuaScript('webhook-release', 1),
   workspaceSave: new LuaScript('workspace-save', 3, { events: true }),
+  approvalAnswer: new LuaScript('approval-answer', 2),
 };

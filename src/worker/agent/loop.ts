@@ -8,6 +8,7 @@ import {
   type SystemModelMessage,
   streamText,
   type TextStreamPart,
+  type ToolApprovalConfiguration,
   type ToolSet,
   type UIMessage,
 } from 'ai';
@@ -84,7 +85,20 @@ export interface LoopInput<T> {
   onInterrupt?: (items: T[], stepNumber: number) => void;
   /** EXEC_SHELL=on: the chat's workspace as the AI SDK's sandbox session, for tools that run in one. */
   sandbox?: Experimental_SandboxSession;
+  /**
+   * Which calls wait for a person (approval/rules.ts), and the key their requests are signed
+   * with: an input ending in approval answers (approval/plan.ts) makes the SDK run the
+   * approved calls, and record the denied ones, before the first step.
+   */
+  toolApproval?: ToolApprovalConfiguration<ToolSet, Record<string, unknown>>;
+  toolApprovalSecret?: string;
 }
+
+/** How a call answered before the first step ended: the SDK ran it (approved) or recorded its denial. */
+export type ResumedCall =
+  | { toolCallId: string; kind: 'result'; output: unknown }
+  | { toolCallId: string; kind: 'error'; error: string }
+  | { toolCallId: string; kind: 'denied' };
 
 /** The AI SDK's download hook (experimental_download). */
 export type DownloadFunction = NonNullable<Parameters<typeof streamText>[0]['experimental_download']>;
@@ -110,6 +124,8 @@ export interface LoopResult<T> {
   usage: { inputTokens: number; outputTokens: number };
   /** A stop request ended the loop: the result holds the steps that had finished. */
   stopped?: boolean;
+  /** Approved and denied calls the SDK settled before the first step (approval answers in the input). */
+  resumed: ResumedCall[];
 }
 
 /**
@@ -198,6 +214,8 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
 
   // The steps that finished, kept as they finish: a stopped turn commits those.
   const steps: StepResult<ToolSet>[] = [];
+  // Calls the SDK answered before the first step (a resumed turn's approved or denied calls).
+  const resumed: ResumedCall[] = [];
   const done = (stopped: boolean): LoopResult<T> => {
     const last = steps.at(-1);
     let inputTokens = 0;
@@ -214,6 +232,7 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       models: steps.map((s) => s.response.modelId),
       usage: { inputTokens, outputTokens },
       ...(stopped && { stopped }),
+      resumed,
     };
   };
 
@@ -250,12 +269,14 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       include: { requestBody: false },
       ...(input.download && { experimental_download: input.download }),
       ...(input.sandbox && { experimental_sandbox: input.sandbox }),
+      ...(input.toolApproval && { toolApproval: input.toolApproval }),
+      ...(input.toolApprovalSecret && { experimental_toolApprovalSecret: input.toolApprovalSecret }),
       // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
       ...modelTelemetry('chatlane.turn'),
     });
     // An interrupted call (never an ended turn, nor a step that ran out of time) is restarted.
     const interrupted = () => interrupt?.raised === true && !abort.ended && !abort.timedOut;
-    return consume(result.fullStream, input).then(
+    return consume(result.fullStream, input, resumed).then(
       (failure) => {
         abort.disarmStep();
         if (abort.stoppedByRequest) return done(true);
@@ -302,13 +323,17 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
 async function consume<T>(
   stream: AsyncIterable<TextStreamPart<ToolSet>>,
   input: Pick<LoopInput<T>, 'onPart' | 'logger'>,
+  resumed: ResumedCall[],
 ): Promise<unknown> {
   let failure: unknown;
+  let stepped = false;
   for await (const part of stream) {
     if (part.type === 'error') {
       failure ??= part.error;
       continue;
     }
+    if (part.type === 'start-step') stepped = true;
+    else if (!stepped) resumedCall(part, resumed);
     if (!input.onPart) continue;
     try {
       input.onPart(part);
@@ -318,4 +343,20 @@ async function consume<T>(
     }
   }
   return failure;
+}
+
+/** A part the SDK streams before the first step: an approved call's result or error, a denial. */
+function resumedCall(part: TextStreamPart<ToolSet>, out: ResumedCall[]): void {
+  // An interrupt restarts the first step: the SDK answers the same calls again (the guard
+  // gives the stored result); each call is kept once.
+  if ('toolCallId' in part && out.some((r) => r.toolCallId === part.toolCallId)) return;
+  if (part.type === 'tool-result' && !part.preliminary)
+    out.push({ toolCallId: part.toolCallId, kind: 'result', output: part.output });
+  else if (part.type === 'tool-error')
+    out.push({
+      toolCallId: part.toolCallId,
+      kind: 'error',
+      error: part.error instanceof Error ? part.error.message : String(part.error),
+    });
+  else if (part.type === 'tool-output-denied') out.push({ toolCallId: part.toolCallId, kind: 'denied' });
 }

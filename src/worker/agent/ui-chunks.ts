@@ -116,6 +116,30 @@ export class UiChunker {
           this.emit({ type: 'tool-output-error', toolCallId: part.toolCallId, errorText });
         }
         return;
+      // Tool approval (docs/approvals.md), as the AI SDK's UI stream carries it: the page shows
+      // the call waiting for a person, then, on the turn that goes on, its outcome.
+      case 'tool-approval-request':
+        this.emit({
+          type: 'tool-approval-request',
+          approvalId: part.approvalId,
+          toolCallId: part.toolCall.toolCallId,
+          ...(part.reason !== undefined && { reason: part.reason }),
+          ...(part.isAutomatic && { isAutomatic: true }),
+          ...(part.signature !== undefined && { signature: part.signature }),
+        });
+        return;
+      case 'tool-approval-response':
+        if (!part.providerExecuted)
+          this.emit({
+            type: 'tool-approval-response',
+            approvalId: part.approvalId,
+            approved: part.approved,
+            ...(part.reason !== undefined && { reason: part.reason }),
+          });
+        return;
+      case 'tool-output-denied':
+        this.emit({ type: 'tool-output-denied', toolCallId: part.toolCallId });
+        return;
       default:
         return;
     }

@@ -55,8 +55,37 @@ export function stepsToUIParts(steps: ReadonlyArray<StepResult<ToolSet>>): Part[
           if (part) Object.assign(part, { state: 'output-error', errorText: errorText(c.error) });
           break;
         }
+        case 'tool-approval-request': {
+          // The call waits for a person (docs/approvals.md) unless a rule answered at once: then
+          // the response (and, approved, the result) follows in the same step.
+          const part = calls.get(c.toolCall.toolCallId);
+          if (part)
+            Object.assign(part, {
+              state: 'approval-requested',
+              approval: {
+                id: c.approvalId,
+                ...(c.reason !== undefined && { requestReason: c.reason }),
+                ...(c.isAutomatic && { isAutomatic: true }),
+                ...(c.signature !== undefined && { signature: c.signature }),
+              },
+            });
+          break;
+        }
+        case 'tool-approval-response': {
+          const part = calls.get(c.toolCall.toolCallId);
+          const approval = part?.approval as Record<string, unknown> | undefined;
+          if (part && approval?.id === c.approvalId) {
+            const reason = c.reason !== undefined ? { reason: c.reason } : {};
+            Object.assign(part, {
+              // Denied by a rule: the call is settled (the SDK records execution-denied).
+              state: c.approved ? 'approval-responded' : 'output-denied',
+              approval: { ...approval, approved: c.approved, ...reason },
+            });
+          }
+          break;
+        }
         default:
-          // Sources, files and approval requests are not produced by our tools.
+          // Sources and files are not produced by our tools.
           break;
       }
     }

@@ -100,14 +100,14 @@ const rootPrefix = () => `chatlane-shell-${hostname().replace(/[^A-Za-z0-9.-]/g,
  * EXEC_SHELL=on: find bubblewrap, check EXEC_SHELL_READONLY_DIRS, start the proxy, and probe
  * the sandbox once with the very arguments every command gets. Anything missing is a
  * ConfigError naming the variable (the worker does not start): exec_shell never runs a
- * command unsandboxed. EXEC_SHELL=off: undefined.
+ * command unsandboxed. EXEC_SHELL=off: undefined (approve opens it like on: the approval is the turn's).
  */
 export async function openExecShell(
   config: Config,
   logger: Logger,
   opts: { bwrapPaths?: readonly string[] } = {},
 ): Promise<ExecShell | undefined> {
-  if (config.EXEC_SHELL !== 'on') return undefined;
+  if (config.EXEC_SHELL === 'off') return undefined;
   for (const dir of config.EXEC_SHELL_READONLY_DIRS) {
     const st = await stat(dir).catch(() => undefined);
     if (!st?.isDirectory()) throw new ConfigError(`EXEC_SHELL_READONLY_DIRS: ${dir} is not a directory`);
@@ -115,7 +115,7 @@ export async function openExecShell(
   const bwrap = findBwrap(opts.bwrapPaths);
   if (!bwrap)
     throw new ConfigError(
-      'EXEC_SHELL=on: bubblewrap is not installed (apt-get install bubblewrap); exec_shell never runs a command unsandboxed',
+      `EXEC_SHELL=${config.EXEC_SHELL}: bubblewrap is not installed (apt-get install bubblewrap); exec_shell never runs a command unsandboxed`,
     );
   await removeStaleRoots(logger);
   const root = await mkdtemp(join(tmpdir(), `${rootPrefix()}${process.pid}-`));
@@ -158,7 +158,7 @@ export async function openExecShell(
       proxy,
       logger,
     );
-    await probe(shell);
+    await probe(shell, config.EXEC_SHELL);
     logger.info(
       {
         bwrap,
@@ -195,7 +195,7 @@ const PROBE = [
   'echo ok',
 ].join('\n');
 
-async function probe(shell: ExecShell): Promise<void> {
+async function probe(shell: ExecShell, mode: string): Promise<void> {
   const dir = await mkdtemp(join(shell.root, 'probe-'));
   try {
     if (shell.spec.uid !== undefined) await chown(dir, shell.spec.uid, shell.spec.uid);
@@ -216,7 +216,7 @@ async function probe(shell: ExecShell): Promise<void> {
       throw new ConfigError(
         /^EXEC_SHELL_[A-Z_]+: /.test(why)
           ? `${why}; exec_shell never runs a command unsandboxed`
-          : `EXEC_SHELL=on: the sandbox cannot start here (${why}); exec_shell never runs a command unsandboxed`,
+          : `EXEC_SHELL=${mode}: the sandbox cannot start here (${why}); exec_shell never runs a command unsandboxed`,
       );
     }
   } finally {

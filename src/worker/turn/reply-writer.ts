@@ -124,14 +124,18 @@ export class ReplyWriter {
     return `${this.runId}-a0`;
   }
 
-  /** The reply starts: which messages it answers, then the `start` chunk (closing an earlier turn's half reply). */
-  open(messageIds: string[]): void {
+  /**
+   * The reply starts: which messages it answers, then the `start` chunk (closing an earlier
+   * turn's half reply). `continues`: the stored message this reply goes on with (a turn
+   * resumed by an approval answer): a page adds the reply to that message, as `useChat` does.
+   */
+  open(messageIds: string[], continues?: string): void {
     if (this.opened || this.closed) return;
     this.opened = true;
     this.batches.push({
       entries: [
         ['m', messageIds],
-        ['c', { type: 'start', messageId: this.messageId }],
+        ['c', { type: 'start', messageId: continues ?? this.messageId }],
       ],
       event: { type: 'reply.started', data: { runId: this.runId, messageIds } },
     });

@@ -4,10 +4,14 @@ import { ReplicationTimeoutError } from '../../shared/replica-acks.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { withTokens } from '../../shared/tokens.js';
 import type { UsageTally } from '../../shared/usage.js';
+import { type ApprovalCommit, approvalCommit } from '../agent/approval/commit.js';
+import type { ApprovalDeps } from '../agent/approval/deps.js';
+import type { TurnApprovals } from '../agent/approval/plan.js';
 import type { TurnMessages } from '../agent/earlier-sends.js';
 import { interleave } from '../agent/interleave.js';
 import type { LoopResult } from '../agent/loop.js';
 import { send } from '../agent/tools/chat-send.js';
+import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
 import type { ReplyWriter } from './reply-writer.js';
@@ -17,6 +21,10 @@ export interface CommitDeps {
   store: ChatStore;
   settings: { maxCharsPerMessage: number };
   workerId: string;
+  /** Tool approval: the commit settles and opens requests (approval/commit.ts). */
+  approvals?: ApprovalDeps;
+  /** Triggers a chat's delivery (an approval card in its outbox). */
+  deliver?: DeliveryTrigger;
   /**
    * After a commit, with the history's token total and the token budget this turn had for
    * messages (after the system prompt): the compaction trigger. Must not throw.
@@ -60,6 +68,10 @@ export interface AttemptInput {
   inputMessages: number;
   /** The token budget the attempt had for messages. */
   budget: number;
+  /** What the turn settles and resumes of tool approvals (approval/plan.ts), if anything. */
+  approvals?: TurnApprovals | undefined;
+  /** The people's messages the turn answered (merges included): whom its new requests are for. */
+  answered?: readonly ChatMessage[];
 }
 
 /** After the tool loop: the fallback reply, then the fenced commit of the turn's messages. */
@@ -107,6 +119,26 @@ export async function commitTurn(
     }
   }
 
+  // Tool approval: settled calls made final in history, new requests opened with a card each.
+  // The consumed answers go with them; a request's expiry is asked for before it exists.
+  consumed.push(...(input.approvals?.answers.map((e) => e.streamId) ?? []));
+  const approval = deps.approvals
+    ? await approvalCommit({
+        approvals: input.approvals,
+        chatKey,
+        runId,
+        now,
+        ttlMs: deps.approvals.ttlMs,
+        messages: toCommit,
+        resumed: loop.resumed,
+        people: [...new Set((input.answered ?? []).flatMap((m) => m.metadata.userId ?? []))],
+        maxCharsPerMessage: settings.maxCharsPerMessage,
+        outboxKeep: store.retention.outboxKeep,
+      })
+    : undefined;
+  const appended = approval?.messages ?? toCommit;
+  for (const r of approval?.opened ?? []) await deps.approvals?.expire?.(chatKey, r.id, r.expiresAt);
+
   // REDIS_REPLICA_ACKS: a reconnect since the lease (a failover) may have taken this turn's
   // unconfirmed writes — a chat_send's item among them — with the old primary. Committed on
   // the new one, the turn would record an answer the person never gets. The job retries
@@ -125,8 +157,9 @@ export async function commitTurn(
     committed = await store.commit(chatKey, fence, {
       runId,
       consumed,
-      messages: toCommit,
+      messages: appended,
       releaseAs: lane.owner,
+      ...(approval?.plan && { approvals: approval.plan }),
       ...(reply && { reply }),
       ...(run.usage && { usage: run.usage.take() }),
       event: {
@@ -167,6 +200,7 @@ export async function commitTurn(
     return { status: 'lost', runId };
   }
   if (committed.released) lane.committedAndReleased(committed.pending);
+  if (approval) approvalsCommitted(run, approval, committed.cards);
   // REDIS_REPLICA_ACKS: the turn is done (its job completes, compaction may follow) only once
   // the replicas have the commit. Unconfirmed, this throws a ReplicationTimeoutError (as a
   // Redis failure would): the job retries and finds the messages consumed, or — if a
@@ -183,4 +217,17 @@ export async function commitTurn(
     merged,
     sent: sendState.sent.length,
   };
+}
+
+/** After the commit: the cards delivered, the settled requests counted. Must not throw. */
+function approvalsCommitted(run: CommitRun, approval: ApprovalCommit, cards: number): void {
+  const { deps, lane, logger } = run;
+  if (cards > 0 && lane.route)
+    void triggerDelivery({ deliver: deps.deliver, logger, store: deps.store }, lane.chatKey, {
+      runId: lane.runId,
+    });
+  for (const s of approval.settled)
+    deps.approvals?.metrics?.toolApprovals.inc({ tool: s.request.tool, outcome: s.outcome });
+  if (approval.opened.length > 0)
+    logger.info({ approvals: approval.opened.map((r) => r.id) }, 'tool calls wait for approval');
 }

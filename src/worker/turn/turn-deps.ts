@@ -6,6 +6,8 @@ import type { Logger } from '../../shared/logger.js';
 import { createMetrics, type Metrics } from '../../shared/metrics.js';
 import type { ChatStore } from '../../shared/store/chat-store.js';
 import { ReplyStreams } from '../../shared/store/reply-streams.js';
+import { approvalDepsOf } from '../agent/approval/deps.js';
+import type { ToolApproval } from '../agent/approval/rules.js';
 import { loadProfile } from '../agent/profile.js';
 import type { ProviderFactories } from '../agent/providers.js';
 import { givenModel, roleModel } from '../agent/role-model.js';
@@ -77,6 +79,13 @@ export interface TurnParts {
    * not checked here.
    */
   tools?: ToolSet;
+  /**
+   * Which tool calls wait for a person, given in code: AI SDK 7's own `toolApproval` (a
+   * function of the call, or a status or function per tool). It is asked first; a call it
+   * gives no status for goes by TOOL_APPROVAL and the tool's own `needsApproval`
+   * (approval/rules.ts, docs/approvals.md).
+   */
+  toolApproval?: ToolApproval;
 }
 
 /**
@@ -188,5 +197,6 @@ export function turnDepsFromConfig(
     }),
     modelHealth: health,
     metrics,
+    approvals: approvalDepsOf(config, store, parts.toolApproval, metrics),
   };
 }

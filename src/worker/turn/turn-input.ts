@@ -1,4 +1,5 @@
 import { type ChatMessage, isSummary } from '../../shared/messages.js';
+import { answerOf } from '../../shared/store/approvals.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import { compareStreamIds } from '../../shared/stream-id.js';
 import { withTokens } from '../../shared/tokens.js';
@@ -40,6 +41,9 @@ export async function reachEarlierSends(
   const out = [...pending];
   for (;;) {
     const more = await deps.store.readInbox(lane.chatKey, deps.settings.maxMerges + 1, out.at(-1)!.streamId);
+    // An approval answer is never merged (approval/plan.ts): the messages stop before it.
+    const answerAt = more.findIndex((e) => answerOf(e.message) !== undefined);
+    if (answerAt >= 0) more.splice(answerAt);
     const within = more.filter((e) => compareStreamIds(e.streamId, until) <= 0);
     for (const e of within)
       out.push({

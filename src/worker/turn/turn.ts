@@ -4,6 +4,7 @@ import { decodeRoute } from '../../shared/delivery/route.js';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { answerOf } from '../../shared/store/approvals.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
 import { DEFAULT_ONCE_LIMITS, type OnceLimits } from '../../shared/store/once.js';
@@ -11,6 +12,9 @@ import type { ReplyStreams } from '../../shared/store/reply-streams.js';
 import { viewTokens, withTokens } from '../../shared/tokens.js';
 import { addLinks, inSpan, inSpanSync, type Span } from '../../shared/tracing/spans.js';
 import { UsageTally } from '../../shared/usage.js';
+import type { ApprovalDeps } from '../agent/approval/deps.js';
+import { guardApproved } from '../agent/approval/guard.js';
+import { approvedCalls, planApprovals, type TurnApprovals } from '../agent/approval/plan.js';
 import { withEarlierSends } from '../agent/earlier-sends.js';
 import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
@@ -32,6 +36,7 @@ import { Lane } from './lane.js';
 import { type LaneArrivals, watchForInterrupts } from './lane-policy.js';
 import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
+import { settleResumeFailure } from './turn-approval-failure.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
 import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
@@ -99,13 +104,15 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   replies?: ReplyStreams;
   /** PLATFORM_STREAMING=on: a platform chat's delivery is triggered as each chat_send starts, and at the reply's end. */
   platformStreaming?: boolean;
-  /** EXEC_SHELL=on: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
+  /** EXEC_SHELL=on or approve: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
   shell?: ExecShell;
   /**
    * LANE_POLICY=interrupt on some channel: the process's watch for messages announced to a
    * running turn; each turn may then have its model call aborted and its step restarted.
    */
   arrivals?: LaneArrivals;
+  /** Tool approval (docs/approvals.md): which calls wait for a person; absent, no turn settles a request. */
+  approvals?: ApprovalDeps;
 }
 
 export interface TurnOptions {
@@ -283,6 +290,8 @@ interface TurnRun extends TurnTally {
   workspace?: ChatWorkspace | undefined;
   /** LANE_POLICY=interrupt: the turn's interrupt (its count spans the overflow retry). */
   interrupt?: StepInterrupt | undefined;
+  /** What the attempt settles of tool approvals (approval/plan.ts), once read. */
+  approvals?: TurnApprovals | undefined;
 }
 
 /**
@@ -326,7 +335,10 @@ async function settleTurn(
       return outcome;
     }
     try {
-      outcome = await settleFailedTurn(deps, lane, logger, { batch, usage: run.usage }, err, finalAttempt);
+      // A resumed turn answers no message: on its last attempt its requests are settled instead.
+      outcome =
+        (await settleResumeFailure(deps, lane, logger, { ...run, finalAttempt }, err)) ??
+        (await settleFailedTurn(deps, lane, logger, { batch, usage: run.usage }, err, finalAttempt));
     } catch (retried) {
       // The job retries: its next turn answers these messages.
       await run.reply?.close([{ type: 'abort' }]);
@@ -364,10 +376,32 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
 
   // The read taken with the lease on the first pass; a retry after a compaction reads anew.
   const loaded = await inSpan('chatlane.provider', {}, () => deps.provider.load(chatKey, lane.takeInput()));
-  if (loaded.pending.length === 0) return { status: 'idle', pending: 0 };
+  // Tool approval: answers to apply, requests to settle (approval/plan.ts); usually nothing.
+  const approvals = deps.approvals
+    ? await planApprovals(
+        {
+          store,
+          chatKey,
+          runId,
+          onMessage: deps.approvals.onMessage,
+          now: Date.now(),
+          earlierSends: lane.uncommitted.length > 0,
+        },
+        loaded,
+      )
+    : undefined;
+  if (approvals === 'idle' || (!approvals && loaded.pending.length === 0))
+    return { status: 'idle', pending: 0 };
+  run.approvals = approvals;
+  const resuming = approvals?.kind === 'resume';
   deps.typing?.start(chatKey, lane.route);
-  const counted = await countedPending(loaded.pending, settings.maxCharsPerMessage);
-  const pending = await reachEarlierSends(deps, lane, counted);
+  const counted = await countedPending(
+    approvals ? approvals.messages : loaded.pending,
+    settings.maxCharsPerMessage,
+  );
+  // A resumed turn answers no message of a person: it goes on from the answered calls.
+  const pending = resuming ? counted : await reachEarlierSends(deps, lane, counted);
+  // What fails if the turn cannot go on: a person's messages, never an answer (it is not one).
   batch.splice(0, batch.length, ...pending);
   if (run.span)
     addLinks(
@@ -381,15 +415,26 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     runId,
     maxCharsPerMessage: settings.maxCharsPerMessage,
   });
-  // CHAT_DAILY_TOKEN_BUDGET: over it, the messages are kept and the model is not called.
-  const held = await holdIfOverBudget(deps, lane, logger, pending, turn);
+  // CHAT_DAILY_TOKEN_BUDGET: over it, the messages are kept and the model is not called. A
+  // resumed turn finishes what a person approved.
+  const held = resuming ? undefined : await holdIfOverBudget(deps, lane, logger, pending, turn);
   if (held) return held;
 
   // What the chat holds decides the tools the turn offers, and the prompt names only those.
   const offer = chatToolsOf(deps).forTurn(loaded, deps.mcp?.tools());
-  const context = runtimeContext(chatKey, pendingMessages, loaded, offer.offered);
+  const answerMessages = approvals?.answers.map((e) => e.message) ?? [];
+  const context = runtimeContext(
+    chatKey,
+    pendingMessages.length > 0 ? pendingMessages : answerMessages,
+    loaded,
+    offer.offered,
+  );
+  // The history as the model reads it: requests settled before the loop show their outcome.
+  const history = approvals?.history ?? loaded.history;
+  // This turn's own messages: the answered calls first (never stored), then what it answers.
+  const own = approvals?.resume ? [approvals.resume, ...turn.messages] : turn.messages;
   // The compressed input is the history's kept tail, then this turn's messages (always kept).
-  const historyCount = (kept: number) => Math.max(0, kept - turn.messages.length);
+  const historyCount = (kept: number) => Math.max(0, kept - own.length);
   // Everything of the input that is not a message: system prompt (memory included), tool
   // definitions the tokenizer does not see, the operator's MCP tools and the program's own.
   const fixedTokens =
@@ -400,7 +445,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     (deps.customTools?.tokens ?? 0);
   const budget = Math.floor((settings.maxInputTokens - fixedTokens) * budgetScale);
   const compressed = inSpanSync('chatlane.compressor', {}, () =>
-    deps.compressor.compress([...loaded.history, ...turn.messages], budget),
+    deps.compressor.compress([...history, ...own], budget),
   );
   if (shouldReport(compressed.report)) {
     await store.appendEvent(chatKey, 'context.compressed', { runId, ...compressed.report });
@@ -419,7 +464,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     Math.floor(settings.maxInputTokens * budgetScale),
     fixedTokens - settings.reserveTokens + compressed.report.keptTokens,
   );
-  let lastSeen = pending.at(-1)!.streamId;
+  // A resumed turn merges what came after its answers; with none (an expiry), what comes at all.
+  let lastSeen = pending.at(-1)?.streamId ?? approvals?.answers.at(-1)?.streamId ?? '0-0';
   // The user messages the turn answers: what the tools given in code see as messageIds.
   const answered = [...pendingMessages];
   // When a chat_send of the step that just ended found no message after lastSeen (which only
@@ -444,7 +490,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     writeFailed: (err) => lane.failWrite(err),
     checkConnection: () => store.assertSameConnection(chatKey, lane.acquiredOn),
     rebase: async (contextMessages) => {
-      const next = deps.compressor.compress([...contextMessages, ...turn.messages], budget);
+      const next = deps.compressor.compress([...contextMessages, ...own], budget);
       control.rebase = (
         await deps.assembler.assemble({
           context,
@@ -460,7 +506,11 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
 
   const inputMessages = compressed.messages.length;
   const reply = run.reply;
-  reply?.open(pendingMessages.map((m) => m.id));
+  // A resumed reply goes on with the message that asked, as a page shows it (approval/plan.ts).
+  reply?.open(
+    [...pendingMessages, ...answerMessages].map((m) => m.id),
+    approvals?.continues,
+  );
   const chunker = reply && new UiChunker((chunk) => reply.chunk(chunk));
   // LANE_POLICY=interrupt: a message announced while the model call is under way aborts it.
   if (deps.arrivals && !run.interrupt) run.interrupt = new StepInterrupt();
@@ -476,23 +526,26 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       turn: { lastSeen: () => lastSeen, merged: () => run.merged, maxMerges: settings.maxMerges },
       cut: () => chunker?.cut(),
     });
+  const onceTurn = {
+    store,
+    chatKey,
+    fence,
+    runId,
+    logger,
+    limits: settings.once ?? DEFAULT_ONCE_LIMITS,
+    fencedOut: (reason: string) => lane.markLost(reason),
+  };
   return runLoop<InboxEntry>({
     model: deps.model,
     system: assembled.system,
     messages: assembled.messages,
     providerOptions: cacheKeyOptions(chatKey),
-    tools: offer.tools,
+    // The calls a person approved run at most once, whatever happens to this turn (guard.ts).
+    tools: resuming ? guardApproved(offer.tools, approvedCalls(approvals), onceTurn) : offer.tools,
     activeTools: offer.active,
-    toolsContext: toolsContextOf(offer, toolTurnState, () => ({
-      store,
-      chatKey,
-      fence,
-      runId,
-      logger,
-      limits: settings.once ?? DEFAULT_ONCE_LIMITS,
-      fencedOut: (reason) => lane.markLost(reason),
-      messages: () => answered,
-    })),
+    ...(deps.approvals?.toolApproval && { toolApproval: deps.approvals.toolApproval }),
+    ...(deps.approvals && { toolApprovalSecret: await deps.approvals.secret() }),
+    toolsContext: toolsContextOf(offer, toolTurnState, () => ({ ...onceTurn, messages: () => answered })),
     maxSteps: settings.maxSteps,
     maxMerges: settings.maxMerges,
     ...(settings.stepTimeoutMs ? { stepTimeoutMs: settings.stepTimeoutMs } : {}),
@@ -518,6 +571,8 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       const fitting: InboxEntry[] = [];
       let used = 0;
       for (const e of entries) {
+        // An approval answer is the next turn's to apply, and so is every message after it.
+        if (answerOf(e.message)) break;
         const message = await withTokens(e.message, settings.maxCharsPerMessage);
         const tokens = viewTokens(message, settings.maxCharsPerMessage) + contextBlockTokens(message);
         // Oldest first and no gaps: a message that does not fit waits, and so does every later one.
@@ -548,7 +603,16 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       // A stop cuts a send short: its text part is closed before the reply's finish.
       chunker?.closeOpen();
       return inSpan('chatlane.commit', {}, () =>
-        commitTurn(run, loop, { started, pending, turn, toolTurnState, inputMessages, budget }),
+        commitTurn(run, loop, {
+          started,
+          pending,
+          turn,
+          toolTurnState,
+          inputMessages,
+          budget,
+          approvals,
+          answered,
+        }),
       );
     },
     (err: unknown) => {

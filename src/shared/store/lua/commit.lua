@@ -11,6 +11,9 @@
   KEYS[5] uncommitted  sends of runs that never committed: this commit's history holds them now
   KEYS[6] usage        the chat's model usage by day, model and kind (includes/usage.lua)
   KEYS[7] the turn's reply stream (KEYS[1] again when ARGV[10] is '')
+  KEYS[8] approvals       hash: tool approval requests (includes/approvals.lua)
+  KEYS[9] approvalsDone   zset: settled approval ids by time
+  KEYS[10] outbox         an approval card per new request
 
   ARGV[1] fence
   ARGV[2] max events
@@ -23,24 +26,30 @@
   ARGV[9] usage: the turn's model calls, JSON (also put on the event as `calls`)
   ARGV[10] reply stream MAXLEN ~ ('' = this commit closes no reply)
   ARGV[11] reply stream TTL in ms
-  ARGV[12] r = number of reply entries
-  ARGV[13 .. 12+2r] the reply's last entries as field/value pairs (c = a UI chunk JSON,
+  ARGV[12] the turn's approval plan JSON ('' = none; includes/approvals.lua): requests opened
+          and settled, history messages rewritten, approval cards for the outbox
+  ARGV[13] r = number of reply entries
+  ARGV[14 .. 13+2r] the reply's last entries as field/value pairs (c = a UI chunk JSON,
           m = message ids JSON), its `finish` last
-  ARGV[13+2r] n = number of consumed inbox stream ids
-  ARGV[14+2r .. 13+2r+n]   consumed inbox stream ids
-  ARGV[14+2r+n .. #ARGV]   message JSONs, in history order
+  ARGV[14+2r] n = number of consumed inbox stream ids
+  ARGV[15+2r .. 14+2r+n]   consumed inbox stream ids
+  ARGV[15+2r+n .. #ARGV]   message JSONs, in history order
 
-  Returns { 'ok', histLen, tokensTotal, released (1|0), pending } | { 'fenced-out', currentFence }
+  Returns { 'ok', histLen, tokensTotal, released (1|0), pending, cards }
+        | { 'fenced-out', currentFence }
         | { 'missing', streamId } (an inbox entry was already consumed: nothing written)
         | { 'missing-send', found } (ARGV[5]'s `sent` names more sends of this run than
           KEYS[5] holds: a failover took one with the old primary; nothing written)
     pending: the inbox length after the commit (what finish.lua would return)
+    cards: approval cards written to the outbox (the caller triggers delivery)
 ]]
 -- @include "fence"
+-- @include "now"
 -- @include "consume"
 -- @include "lease"
 -- @include "usage"
 -- @include "reply"
+-- @include "approvals"
 if currentFence(KEYS[1]) ~= ARGV[1] then
   return { 'fenced-out', rejectFence(KEYS[1], KEYS[4], ARGV[2], 'commit', ARGV[1], ARGV[3]) }
 end
@@ -62,12 +71,16 @@ if sent > 0 then
   end
 end
 
-local r = tonumber(ARGV[12])
-local at = 13 + 2 * r
+local r = tonumber(ARGV[13])
+local at = 14 + 2 * r
 local n = tonumber(ARGV[at])
 local missing = firstMissing(KEYS[3], at + 1, n)
 if missing then
   return { 'missing', missing }
+end
+local plan = ARGV[12] ~= '' and cjson.decode(ARGV[12]) or nil
+if plan then
+  rewriteForApprovals(KEYS[1], KEYS[2], plan)
 end
 local histLen, tokens = consumeIntoHistory(KEYS[1], KEYS[3], KEYS[2], KEYS[5], at + 1, n, ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
@@ -82,12 +95,16 @@ if #calls > 0 then
   data.calls = calls
 end
 addEvent(KEYS[4], ARGV[2], 'turn.committed', data)
+local cards = 0
+if plan then
+  cards = applyApprovals(KEYS[8], KEYS[9], KEYS[10], KEYS[1], KEYS[4], ARGV[2], plan, nowMs())
+end
 if ARGV[10] ~= '' then
-  appendReply(KEYS[7], ARGV[10], ARGV[11], 13, at - 1)
+  appendReply(KEYS[7], ARGV[10], ARGV[11], 14, at - 1)
   closeReply(KEYS[1], ARGV[3])
 end
 local released = 0
 if ARGV[6] ~= '' and releaseLease(KEYS[1], ARGV[6]) then
   released = 1
 end
-return { 'ok', histLen, tokens, released, redis.call('XLEN', KEYS[3]) }
+return { 'ok', histLen, tokens, released, redis.call('XLEN', KEYS[3]), cards }

@@ -113,9 +113,9 @@ async function requiredKeys(schema: FlexibleSchema<unknown>): Promise<string[] |
 
 /**
  * Everything about the tools given in code that can be known at start: `checkToolNames`, an
- * `execute` on each (chatlane runs every tool in the worker), no approval (not supported for
- * them), and a `contextSchema` that requires only what a chat's context has. One `ConfigError`
- * lists every problem, each naming its tool.
+ * `execute` on each (chatlane runs every tool in the worker), and a `contextSchema` that
+ * requires only what a chat's context has. A tool's `needsApproval` is honoured: its calls wait
+ * for a person (docs/approvals.md). One `ConfigError` lists every problem, each naming its tool.
  */
 export async function checkTools(tools: ToolSet, reserved: { mcpServers: readonly string[] }): Promise<void> {
   checkToolNames(tools, reserved);
@@ -128,7 +128,6 @@ export async function checkTools(tools: ToolSet, reserved: { mcpServers: readonl
       );
       continue;
     }
-    if (t.needsApproval) problems.push(`${named} needs approval, which tools given in code do not support`);
     if (!t.contextSchema) continue;
     const missing = (await requiredKeys(t.contextSchema))?.filter(
       (k) => !(CONTEXT_KEYS as readonly string[]).includes(k),
