@@ -67,7 +67,10 @@ function onShutdown(handles: Closable[], config: Config, logger: Logger, last?: 
  * reference, built from the schema only when asked (a running role never loads it).
  */
 async function reference(role: string, args: string[]): Promise<number> {
-  const ref = await import('./shared/config-reference.js');
+  const [ref, text] = await Promise.all([
+    import('./shared/config-reference.js'),
+    import('./shared/config-text.js'),
+  ]);
   if (role !== 'config') {
     if (role === 'demo') {
       process.stdout.write(
@@ -75,7 +78,7 @@ async function reference(role: string, args: string[]): Promise<number> {
       );
       return 0;
     }
-    process.stdout.write(ref.roleHelp(role as Parameters<typeof ref.roleHelp>[0]));
+    process.stdout.write(text.roleHelp(role as Parameters<typeof text.roleHelp>[0]));
     return 0;
   }
   const at = args.indexOf('--role');
@@ -88,7 +91,7 @@ async function reference(role: string, args: string[]): Promise<number> {
   const docs =
     wanted === undefined ? ref.configReference() : ref.variablesOf(wanted as (typeof ref.ROLES)[number]);
   process.stdout.write(
-    args.includes('--markdown') ? ref.configurationMarkdown(docs) : `${ref.configurationText(docs)}\n`,
+    args.includes('--markdown') ? ref.configurationMarkdown(docs) : `${text.configurationText(docs)}\n`,
   );
   return 0;
 }

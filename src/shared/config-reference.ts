@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import { configSchema, mockLlmConfigSchema } from './config.js';
+import { AREAS, START_HERE } from './config-areas.js';
+
+export { AREAS, START_HERE };
 
 /**
  * The configuration reference: every variable of the config schema with its type, default,
@@ -323,11 +326,42 @@ export function readableDefault(name: string, value: string | undefined): string
 
 const cell = (s: string) => s.replaceAll('|', '\\|');
 
+/** A group of the reference: Start here, or one of the AREAS. */
+export interface VariableGroup {
+  title: string;
+  docs: VariableDoc[];
+}
+
+/**
+ * `docs` in the reference's groups: Start here first, then each area in order, each variable
+ * once; empty groups are left out. A variable in no area (the test forbids it) goes to Other.
+ */
+export function groupByArea(docs: VariableDoc[]): VariableGroup[] {
+  const byName = new Map(docs.map((d) => [d.name, d]));
+  const placed = new Set<string>();
+  const take = (names: readonly string[]) =>
+    names.flatMap((name) => {
+      const doc = byName.get(name);
+      if (!doc || placed.has(name)) return [];
+      placed.add(name);
+      return [doc];
+    });
+  const groups = [START_HERE, ...AREAS].map((area) => ({ title: area.title, docs: take(area.variables) }));
+  groups.push({ title: 'Other', docs: docs.filter((d) => !placed.has(d.name)) });
+  return groups.filter((g) => g.docs.length > 0);
+}
+
 /** docs/configuration.md, whole. */
 export function configurationMarkdown(docs: VariableDoc[] = configReference()): string {
-  const rows = docs.map(
-    (d) =>
-      `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`,
+  const row = (d: VariableDoc) =>
+    `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`;
+  const sections = groupByArea(docs).map(
+    (g) => `## ${g.title}
+
+| variable | type | default | allowed | roles | meaning |
+|---|---|---|---|---|---|
+${g.docs.map(row).join('\n')}
+`,
   );
   return `# Configuration
 
@@ -340,12 +374,17 @@ role parses every variable of the main schema (the mock model only its own \`MOC
 **roles** says whose behaviour a variable changes (\`all\` runs ingress, worker and compactor in
 one process and reads what they read).
 
-\`chatlane config\` prints this table, \`chatlane config --role worker\` one role's part of it,
-and \`chatlane <role> --help\` says what a role does and which variables it reads. This page is
-generated from the schema (\`npm run docs:config\`); a test fails when it differs from what the
-schema generates, and when a variable has no one-line meaning.
+The variables are grouped by area. *Start here* comes first: the model and its provider's
+key, Redis, the ports and who may call, what a first deployment sets; each of them is listed
+there only, not again under its area.
 
-Not in this table, because they are named by other variables or owned by the platform
+\`chatlane config\` prints this reference, \`chatlane config --role worker\` one role's part of
+it, and \`chatlane <role> --help\` says what a role does and which variables it reads, in the
+same groups. This page is generated from the schema (\`npm run docs:config\`); a test fails
+when it differs from what the schema generates, when a variable has no one-line meaning, and
+when a variable is in no area.
+
+Not in these tables, because they are named by other variables or owned by the platform
 modules:
 
 - \`GENERIC_WEBHOOK_SECRETS_<NAME>\`: for each source in \`GENERIC_WEBHOOK_SOURCES\` (name
@@ -356,37 +395,11 @@ modules:
 - \`chatlane loadtest\` reads \`API_TOKEN\` and \`LOADTEST_WEBHOOK_SECRET\` and takes the rest as
   flags (\`chatlane loadtest --help\`, [load-testing.md](load-testing.md)).
 
-| variable | type | default | allowed | roles | meaning |
-|---|---|---|---|---|---|
-${rows.join('\n')}
-`;
+${sections.join('\n')}`;
 }
 
 /** Which variables a role reads; `all` is the ingress's, worker's and compactor's together. */
 export function variablesOf(role: Role | 'all', docs: VariableDoc[] = configReference()): VariableDoc[] {
   const wanted: readonly Role[] = role === 'all' ? [I, W, C] : [role];
   return docs.filter((d) => d.roles.some((r) => wanted.includes(r)));
-}
-
-/** The reference as plain text for a terminal: one entry per variable, its meaning indented under it. */
-export function configurationText(docs: VariableDoc[]): string {
-  return docs
-    .map((d) => {
-      const facts = [
-        d.type,
-        d.range,
-        `default ${readableDefault(d.name, d.default)}`,
-        `roles: ${d.roles.join(', ') || 'none'}`,
-      ].filter(Boolean);
-      return `${d.name}  (${facts.join('; ')})\n    ${d.description ?? '(no description)'}`;
-    })
-    .join('\n');
-}
-
-/** `chatlane <role> --help`. */
-export function roleHelp(role: Role | 'all'): string {
-  const platforms = ['ingress', 'worker', 'delivery', 'all'].includes(role)
-    ? '\nPlus the variables of every chat platform it is given (docs/platforms.md).\n'
-    : '';
-  return `chatlane ${role}: ${ROLE_SUMMARY[role]}\n\nVariables it reads (docs/configuration.md has them all):\n\n${configurationText(variablesOf(role))}\n${platforms}`;
 }
