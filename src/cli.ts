@@ -88,11 +88,11 @@ async function reference(role: string, args: string[]): Promise<number> {
     process.stderr.write(`chatlane config: --role must be one of ${known.join(', ')}\n`);
     return 2;
   }
-  const docs =
-    wanted === undefined ? ref.configReference() : ref.variablesOf(wanted as (typeof ref.ROLES)[number]);
-  process.stdout.write(
-    args.includes('--markdown') ? ref.configurationMarkdown(docs) : `${text.configurationText(docs)}\n`,
-  );
+  const role_ = wanted as Parameters<typeof text.referenceOf>[0];
+  if (args.includes('--markdown')) {
+    const { docs, platforms } = text.referenceOf(role_);
+    process.stdout.write(ref.configurationMarkdown(docs, platforms));
+  } else process.stdout.write(`${text.referenceText(role_)}\n`);
   return 0;
 }
 

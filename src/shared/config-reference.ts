@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { configSchema, mockLlmConfigSchema } from './config.js';
 import { AREAS, START_HERE } from './config-areas.js';
+import { PLATFORMS_GROUP, type PlatformVariableDoc, platformReference } from './config-platforms.js';
 
 export { AREAS, START_HERE };
 
@@ -352,7 +353,10 @@ export function groupByArea(docs: VariableDoc[]): VariableGroup[] {
 }
 
 /** docs/configuration.md, whole. */
-export function configurationMarkdown(docs: VariableDoc[] = configReference()): string {
+export function configurationMarkdown(
+  docs: VariableDoc[] = configReference(),
+  platforms: PlatformVariableDoc[] = platformReference(),
+): string {
   const row = (d: VariableDoc) =>
     `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`;
   const sections = groupByArea(docs).map(
@@ -363,6 +367,7 @@ export function configurationMarkdown(docs: VariableDoc[] = configReference()): 
 ${g.docs.map(row).join('\n')}
 `,
   );
+  if (platforms.length > 0) sections.push(platformsMarkdown(platforms));
   return `# Configuration
 
 <!-- Generated from src/shared/config.ts by \`npm run docs:config\`; do not edit by hand. -->
@@ -384,18 +389,35 @@ same groups. This page is generated from the schema (\`npm run docs:config\`); a
 when it differs from what the schema generates, when a variable has no one-line meaning, and
 when a variable is in no area.
 
-Not in these tables, because they are named by other variables or owned by the platform
-modules:
+The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …) are not in
+the schema: each platform module reads its own, and they are listed last, under
+[Chat platforms](#chat-platforms), from the modules themselves.
+
+Not in these tables, because they are named by other variables or are flags:
 
 - \`GENERIC_WEBHOOK_SECRETS_<NAME>\`: for each source in \`GENERIC_WEBHOOK_SOURCES\` (name
   upper-cased, \`-\` becomes \`_\`), its Standard Webhooks secrets, \`whsec_\` + base64 of 24–64
   bytes, separated by spaces or commas, newest first ([webhooks-and-delivery.md](webhooks-and-delivery.md)).
-- The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …), read by the
-  ingress, workers and delivery processes: [platforms.md](platforms.md#platform-variables).
 - \`chatlane loadtest\` reads \`API_TOKEN\` and \`LOADTEST_WEBHOOK_SECRET\` and takes the rest as
   flags (\`chatlane loadtest --help\`, [load-testing.md](load-testing.md)).
 
 ${sections.join('\n')}`;
+}
+
+/** The Chat platforms section of docs/configuration.md. */
+function platformsMarkdown(vars: PlatformVariableDoc[]): string {
+  const rows = vars.map(
+    (v) =>
+      `| \`${v.name}\` | ${v.platform} | ${v.required === true ? 'yes' : cell(v.required ?? '')} | ${v.default === undefined ? '—' : cell(v.default)} | ${cell(v.meaning)} |`,
+  );
+  return `## ${PLATFORMS_GROUP.title}
+
+${PLATFORMS_GROUP.intro.replace('docs/platforms.md', '[platforms.md](platforms.md)')}
+
+| variable | platform | required | default | meaning |
+|---|---|---|---|---|
+${rows.join('\n')}
+`;
 }
 
 /** Which variables a role reads; `all` is the ingress's, worker's and compactor's together. */
