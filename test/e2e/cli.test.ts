@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[], env: Record<string, string>) =>
@@ -8,7 +9,20 @@ const run = (args: string[], env: Record<string, string>) =>
     env: { PATH: process.env.PATH ?? '', ...env },
     encoding: 'utf8',
     timeout: 20_000,
+    // A process that started something despite the test is not asked twice.
+    killSignal: 'SIGKILL',
   });
+
+/** A port nothing listens on: taken from the OS, then released. */
+function closedPort(): Promise<number> {
+  const server = createServer();
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    }),
+  );
+}
 
 describe('chatlane CLI', () => {
   it('a worker with no model configured exits non-zero naming the variables to set', () => {
@@ -79,10 +93,120 @@ describe('chatlane CLI', () => {
     },
   );
 
-  it('an unknown role prints the usage and exits 2', () => {
+  it('an unknown command prints the usage on stderr and exits 2', () => {
     const res = run(['bogus'], {});
     expect(res.status).toBe(2);
-    expect(res.stderr).toContain('usage: chatlane <role>');
+    expect(res.stderr).toContain("chatlane: unknown command 'bogus'");
+    expect(res.stderr).toContain('usage: chatlane <command>');
+    expect(res.stdout).toBe('');
+  });
+
+  it('--help and -h print the usage on stdout and exit 0; no command at all is a usage error (exit 2)', () => {
+    for (const flag of ['--help', '-h']) {
+      const res = run([flag], {});
+      expect(res.status, flag).toBe(0);
+      expect(res.stdout, flag).toMatch(/^usage: chatlane <command>/);
+      for (const command of [
+        'ingress',
+        'worker',
+        'compactor',
+        'delivery',
+        'all',
+        'mock-llm',
+        'demo',
+        'loadtest',
+        'config',
+      ])
+        expect(res.stdout, flag).toMatch(new RegExp(`^ {2}${command} `, 'm'));
+      expect(res.stderr, flag).toBe('');
+    }
+    const bare = run([], {});
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).toContain('usage: chatlane <command>');
+    expect(bare.stdout).toBe('');
+  });
+
+  describe('help of each command starts nothing', () => {
+    // Redis and the ports point at a port nothing listens on: a command that started anything
+    // would wait for Redis (or hold its port) until the timeout kills it, instead of exiting 0.
+    let closed: number;
+    beforeAll(async () => {
+      closed = await closedPort();
+    });
+    const heads: [string, RegExp][] = [
+      ...['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm'].map((role): [string, RegExp] => [
+        role,
+        new RegExp(`^chatlane ${role}: [\\s\\S]*\\nusage: chatlane ${role} `),
+      ]),
+      ['demo', /^chatlane demo: [\s\S]*\nusage: chatlane demo /],
+      ['loadtest', /^usage: chatlane loadtest /],
+      ['config', /^chatlane config: [\s\S]*\nusage: chatlane config /],
+    ];
+    it.each(
+      heads.flatMap(([command, head]) => ['--help', '-h'].map((flag) => [command, flag, head] as const)),
+    )('%s %s prints its help on stdout and exits 0 at once', (command, flag, head) => {
+      const res = run([command, flag], {
+        REDIS_URL: `redis://127.0.0.1:${closed}`,
+        PORT: String(closed),
+        METRICS_PORT: String(closed),
+        MOCK_LLM_PORT: String(closed),
+        LLM_MODEL: 'mock',
+        LLM_BASE_URL: `http://127.0.0.1:${closed}/v1`,
+      });
+      expect(res.error, 'still running when the timeout killed it').toBeUndefined();
+      expect(res.status).toBe(0);
+      expect(res.stdout).toMatch(head);
+      // Nothing logged: no Redis error, no "listening", no demo output.
+      expect(res.stderr).toBe('');
+    });
+  });
+
+  it('config --help prints the usage of config, not the reference', () => {
+    const res = run(['config', '--help'], {});
+    expect(res.status).toBe(0);
+    expect(res.stdout).toContain('usage: chatlane config [--role <role>] [--markdown]');
+    expect(res.stdout).toContain('--markdown');
+    expect(res.stdout).not.toMatch(/^REDIS_URL {2}\(/m);
+    expect(res.stdout.length).toBeLessThan(2000);
+  });
+
+  it("a role's help lists Start here first (the model, Redis, the port, access), then the rest by area", () => {
+    const worker = run(['worker', '--help'], {}).stdout;
+    const groups = [...worker.matchAll(/^== (.+) ==$/gm)].map((m) => m[1]);
+    expect(groups[0]).toBe('Start here: the model, Redis, the port, access');
+    expect(groups).toEqual(
+      expect.arrayContaining(['Redis', 'Model', 'Turns and limits', 'Compaction', 'Chat platforms']),
+    );
+    const variables = [...worker.matchAll(/^([A-Z][A-Z0-9_]+) {2}\(/gm)].map((m) => m[1]);
+    expect(variables.slice(0, 5)).toEqual([
+      'LLM_MODEL',
+      'OPENAI_API_KEY',
+      'ANTHROPIC_API_KEY',
+      'GOOGLE_GENERATIVE_AI_API_KEY',
+      'REDIS_URL',
+    ]);
+  });
+
+  it("config lists the chat platforms' variables in their own group, for the roles that read them", () => {
+    const all = run(['config'], {}).stdout;
+    expect(all).toContain('\n== Chat platforms ==\n');
+    for (const name of [
+      'TELEGRAM_BOT_TOKEN',
+      'SLACK_SIGNING_SECRET',
+      'WHATSAPP_ACCESS_TOKEN',
+      'GOOGLE_CHAT_CREDENTIALS',
+    ])
+      expect(all).toMatch(new RegExp(`^${name} {2}\\(`, 'm'));
+    expect(run(['config', '--role', 'delivery'], {}).stdout).toContain('TELEGRAM_BOT_TOKEN');
+    expect(run(['config', '--role', 'compactor'], {}).stdout).not.toContain('TELEGRAM_BOT_TOKEN');
+    expect(run(['config', '--markdown'], {}).stdout).toContain('| `TELEGRAM_BOT_TOKEN` | telegram | yes |');
+  });
+
+  it('a role given an argument it does not take refuses it with exit 2 and starts nothing', () => {
+    const res = run(['worker', '--concurrency', '4'], { REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain("chatlane worker: unexpected argument '--concurrency'");
+    expect(run(['config', '--rol', 'worker'], {}).status).toBe(2);
   });
 
   it("config --role worker prints the worker's variables with their defaults, and none only the ingress reads", () => {
