@@ -3,6 +3,7 @@ import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './shared/process/grace.js';
+import { RedisUnreachableError } from './shared/redis-watch.js';
 import { tracingSettings } from './shared/tracing/settings.js';
 import { startTracing } from './shared/tracing/start.js';
 import { helpText, parseCommandLine, type RoleCommand, usageErrorText } from './start/cli-commands.js';
@@ -124,6 +125,10 @@ main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     console.error(`chatlane: ${err.message}`);
     process.exit(2);
+  }
+  if (err instanceof RedisUnreachableError) {
+    console.error(`chatlane: ${err.message}`);
+    process.exit(1);
   }
   console.error(err);
   process.exit(1);

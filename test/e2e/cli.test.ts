@@ -1,7 +1,8 @@
-import { spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ensureRedis } from '../../src/demo/dev-redis.js';
+import { freePort } from '../helpers/ports.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[], env: Record<string, string>) =>
@@ -13,16 +14,63 @@ const run = (args: string[], env: Record<string, string>) =>
     killSignal: 'SIGKILL',
   });
 
-/** A port nothing listens on: taken from the OS, then released. */
-function closedPort(): Promise<number> {
-  const server = createServer();
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+/**
+ * A role started as a real process, every line it writes (stdout and stderr, JSON or not)
+ * kept in order. Stopped by its pid only.
+ */
+function watchRole(role: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, [CLI, role], {
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', METRICS_PORT: '0', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  let exitCode: number | null | undefined;
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', (code) => {
+      exitCode = code;
+      resolve();
     }),
   );
+  for (const stream of [child.stdout, child.stderr]) {
+    let buffer = '';
+    stream.on('data', (d: Buffer) => {
+      buffer += d.toString();
+      const parts = buffer.split('\n');
+      buffer = parts.pop()!;
+      lines.push(...parts.filter((l) => l.trim() !== ''));
+    });
+  }
+  const msg = (line: string) => {
+    try {
+      return String((JSON.parse(line) as { msg?: unknown }).msg);
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    lines,
+    msg,
+    exited,
+    exitCode: () => exitCode,
+    /** Resolves with the first line whose msg matches, or fails after `timeoutMs`. */
+    async until(pattern: RegExp, timeoutMs = 30_000): Promise<string> {
+      const giveUpAt = Date.now() + timeoutMs;
+      for (;;) {
+        const line = lines.find((l) => pattern.test(msg(l) ?? ''));
+        if (line) return line;
+        if (Date.now() > giveUpAt || exitCode !== undefined)
+          throw new Error(`no line matching ${pattern} (exit ${exitCode}):\n${lines.join('\n')}`);
+        await sleep(50);
+      }
+    },
+    async stop(): Promise<void> {
+      if (exitCode === undefined) child.kill('SIGKILL');
+      await exited;
+    },
+  };
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('chatlane CLI', () => {
   it('a worker with no model configured exits non-zero naming the variables to set', () => {
@@ -131,7 +179,7 @@ describe('chatlane CLI', () => {
     // would wait for Redis (or hold its port) until the timeout kills it, instead of exiting 0.
     let closed: number;
     beforeAll(async () => {
-      closed = await closedPort();
+      closed = await freePort();
     });
     const heads: [string, RegExp][] = [
       ...['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm'].map((role): [string, RegExp] => [
@@ -232,5 +280,61 @@ describe('chatlane CLI', () => {
     expect(res.stdout).toContain('chatlane compactor: Summarises');
     expect(res.stdout).toContain('COMPACTION_MODEL');
     expect(res.stdout).not.toContain('WORKER_CONCURRENCY');
+  });
+
+  describe('a role waiting for Redis at start', () => {
+    const model = { LLM_MODEL: 'mock', LLM_BASE_URL: 'http://127.0.0.1:9/v1', LOG_LEVEL: 'info' };
+
+    it('logs one line every few seconds naming REDIS_URL and why, not one per retry, and starts once Redis answers', async () => {
+      const port = await freePort();
+      const url = `redis://127.0.0.1:${port}`;
+      const worker = watchRole('worker', { ...model, REDIS_URL: url });
+      let redis: Awaited<ReturnType<typeof ensureRedis>> | undefined;
+      try {
+        const first = await worker.until(/^waiting for Redis/);
+        expect(worker.msg(first)).toBe(
+          `waiting for Redis at ${url} (REDIS_URL) to answer: connect ECONNREFUSED 127.0.0.1:${port}; retrying`,
+        );
+        // ioredis retries every 50 ms at first, then every 2 s: a line per retry would be
+        // dozens in this window; one line per 5 s is two (fewer on a slow machine).
+        await sleep(6000);
+        const waiting = [...worker.lines];
+        expect(waiting.map(worker.msg), waiting.join('\n')).toEqual(
+          waiting.map(() => expect.stringMatching(/^waiting for Redis at .* \(REDIS_URL\) to answer: /)),
+        );
+        expect(waiting.length).toBeLessThanOrEqual(3);
+
+        redis = await ensureRedis(url);
+        await worker.until(/^worker started$/);
+        expect(
+          worker.lines.some((l) =>
+            /^Redis at .* \(REDIS_URL\) answered after \d+ s$/.test(worker.msg(l) ?? ''),
+          ),
+        ).toBe(true);
+      } finally {
+        await worker.stop();
+        await redis?.stop();
+      }
+    });
+
+    it('an ingress gives up after 10 s with one line naming REDIS_URL, exit 1', async () => {
+      const port = await freePort();
+      const ingress = watchRole('ingress', { REDIS_URL: `redis://127.0.0.1:${port}`, LOG_LEVEL: 'info' });
+      try {
+        await ingress.exited;
+        expect(ingress.exitCode()).toBe(1);
+        const last = ingress.lines.at(-1);
+        expect(last).toBe(
+          `chatlane: Redis at redis://127.0.0.1:${port} (REDIS_URL) did not answer within 10 s: connect ECONNREFUSED 127.0.0.1:${port}`,
+        );
+        const waiting = ingress.lines.filter((l) => /^waiting for Redis/.test(ingress.msg(l) ?? ''));
+        expect(waiting.length).toBeGreaterThanOrEqual(1);
+        expect(waiting.length).toBeLessThanOrEqual(4);
+        // Besides them: the open-API warning and the last line; no retry's own line.
+        expect(ingress.lines.length - waiting.length, ingress.lines.join('\n')).toBeLessThanOrEqual(2);
+      } finally {
+        await ingress.stop();
+      }
+    });
   });
 });
