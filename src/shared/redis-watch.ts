@@ -45,7 +45,10 @@ export function redisWhere(config: RedisTopology): string {
 function reasonOf(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   // Both address families refused: an AggregateError with an empty message and a code.
-  return err.message || (err as NodeJS.ErrnoException).code || err.name;
+  const reason = err.message || (err as NodeJS.ErrnoException).code || err.name;
+  // A Cluster's "Failed to refresh slots cache." carries why on the error of its last node.
+  const last = (err as { lastNodeError?: unknown }).lastNodeError;
+  return last === undefined ? reason : `${reason} (${reasonOf(last)})`;
 }
 
 /**
