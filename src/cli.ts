@@ -3,31 +3,18 @@ import closeWithGrace from 'close-with-grace';
 import { type Config, ConfigError, loadConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { SHUTDOWN_BACKSTOP_MS } from './shared/process/grace.js';
+import { RedisUnreachableError } from './shared/redis-watch.js';
 import { tracingSettings } from './shared/tracing/settings.js';
 import { startTracing } from './shared/tracing/start.js';
+import { helpText, parseCommandLine, type RoleCommand, usageErrorText } from './start/cli-commands.js';
 import type { ChatlaneRole } from './start/options.js';
-
-const ROLES = ['ingress', 'worker', 'compactor', 'delivery', 'all', 'mock-llm', 'demo', 'loadtest'] as const;
-type Role = (typeof ROLES)[number];
-
-const USAGE = `usage: chatlane <role> [--help]
-       chatlane config [--role <role>] [--markdown]
-  ingress    HTTP API and webhooks
-  worker     turn worker (needs LLM_MODEL, provider:model: see docs/models.md)
-  compactor  history compaction worker (needs LLM_MODEL or COMPACTION_MODEL)
-  delivery   reply delivery only (workers with a platform or webhook deliver too, unless DELIVERY_IN_WORKER=false)
-  all        ingress + worker + compactor in one process (development)
-  mock-llm   the OpenAI-compatible mock model used by tests and the demo
-  demo       end-to-end demo on a local Redis and the mock model
-  loadtest   drive a running deployment over HTTP and check its invariants (--help)
-  config     every environment variable: type, default, allowed range, roles, meaning`;
 
 interface Closable {
   close(): Promise<void>;
 }
 
 /** The roles each CLI role runs: through `launch`, the code `startChatlane` runs too. */
-const RUNS: Record<Exclude<Role, 'mock-llm' | 'demo' | 'loadtest'>, ChatlaneRole[]> = {
+const RUNS: Record<Exclude<RoleCommand, 'mock-llm'>, ChatlaneRole[]> = {
   ingress: ['ingress'],
   worker: ['worker'],
   compactor: ['compactor'],
@@ -62,69 +49,66 @@ function onShutdown(handles: Closable[], config: Config, logger: Logger, last?: 
   );
 }
 
-/**
- * `chatlane config [--role R] [--markdown]` and `chatlane <role> --help`: the configuration
- * reference, built from the schema only when asked (a running role never loads it).
- */
-async function reference(role: string, args: string[]): Promise<number> {
-  const ref = await import('./shared/config-reference.js');
-  if (role !== 'config') {
-    if (role === 'demo') {
-      process.stdout.write(
-        'chatlane demo: a local Redis (started if none answers), the mock model, an ingress and a worker in one process; a short conversation, a Telegram round trip and a 10-second load test. Reads REDIS_URL.\n  --web  instead serve the web chat page (examples/web-chat, built by npm run build:web) and run until Ctrl-C.\n',
-      );
-      return 0;
-    }
-    process.stdout.write(ref.roleHelp(role as Parameters<typeof ref.roleHelp>[0]));
-    return 0;
-  }
-  const at = args.indexOf('--role');
-  const wanted = at === -1 ? undefined : args[at + 1];
+/** `chatlane config [--role R] [--markdown]`: the configuration reference, built from the schema only when asked (a running role never loads it). */
+async function config(role: string | undefined, markdown: boolean): Promise<number> {
+  const [ref, text] = await Promise.all([
+    import('./shared/config-reference.js'),
+    import('./shared/config-text.js'),
+  ]);
   const known: readonly string[] = [...ref.ROLES, 'all'];
-  if (at !== -1 && (wanted === undefined || !known.includes(wanted))) {
+  if (role !== undefined && !known.includes(role)) {
     process.stderr.write(`chatlane config: --role must be one of ${known.join(', ')}\n`);
     return 2;
   }
-  const docs =
-    wanted === undefined ? ref.configReference() : ref.variablesOf(wanted as (typeof ref.ROLES)[number]);
-  process.stdout.write(
-    args.includes('--markdown') ? ref.configurationMarkdown(docs) : `${ref.configurationText(docs)}\n`,
-  );
+  const wanted = role as Parameters<typeof text.referenceOf>[0];
+  if (markdown) {
+    const { docs, platforms } = text.referenceOf(wanted);
+    process.stdout.write(ref.configurationMarkdown(docs, platforms));
+  } else process.stdout.write(`${text.referenceText(wanted)}\n`);
   return 0;
 }
 
+/** Exit once stdout has drained into its pipe (help and the reference can be long). */
+function exitAfterOutput(code: number): void {
+  process.stdout.write('', () => process.exit(code));
+}
+
 async function main(): Promise<void> {
-  const role = process.argv[2] as Role | 'config' | undefined;
-  const args = process.argv.slice(3);
-  if (role === 'config' || (role && role !== 'loadtest' && ROLES.includes(role) && args.includes('--help'))) {
-    const code = await reference(role, args);
-    process.stdout.write('', () => process.exit(code));
-    return;
-  }
-  if (!role || !ROLES.includes(role)) {
-    console.error(USAGE);
-    process.exit(2);
-  }
-  if (role === 'mock-llm') {
-    const { runMockLlm } = await import('./mock-llm/server.js');
-    await runMockLlm();
-    return;
-  }
-  if (role === 'loadtest') {
-    const { loadtestMain } = await import('./loadtest/main.js');
-    const code = await loadtestMain(process.argv.slice(3));
-    // Let stdout drain into a pipe before leaving.
-    process.stdout.write('', () => process.exit(code));
-    return;
-  }
-  if (role === 'demo') {
-    if (args.includes('--web')) {
-      const { runWebDemo } = await import('./demo/web-run.js');
-      process.exit(await runWebDemo());
+  const line = parseCommandLine(process.argv.slice(2));
+  switch (line.action) {
+    case 'help':
+      process.stdout.write(await helpText(line.command));
+      return exitAfterOutput(0);
+    case 'usage-error':
+      process.stderr.write(usageErrorText(line));
+      process.exit(2);
+      return;
+    case 'config':
+      return exitAfterOutput(await config(line.role, line.markdown));
+    case 'loadtest': {
+      const { loadtestMain } = await import('./loadtest/main.js');
+      return exitAfterOutput(await loadtestMain(line.args));
     }
-    const { runDemo } = await import('./demo/demo.js');
-    process.exit(await runDemo());
+    case 'demo': {
+      if (line.web) {
+        const { runWebDemo } = await import('./demo/web-run.js');
+        process.exit(await runWebDemo());
+      }
+      const { runDemo } = await import('./demo/demo.js');
+      process.exit(await runDemo());
+      return;
+    }
+    case 'role':
+      if (line.command === 'mock-llm') {
+        const { runMockLlm } = await import('./mock-llm/server.js');
+        await runMockLlm();
+        return;
+      }
+      return runRole(line.command);
   }
+}
+
+async function runRole(role: Exclude<RoleCommand, 'mock-llm'>): Promise<void> {
   const config = loadConfig();
   // Before any role module is imported: the instrumented packages are patched as they load.
   const tracing = await startTracing(tracingSettings(config, role));
@@ -141,6 +125,10 @@ main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     console.error(`chatlane: ${err.message}`);
     process.exit(2);
+  }
+  if (err instanceof RedisUnreachableError) {
+    console.error(`chatlane: ${err.message}`);
+    process.exit(1);
   }
   console.error(err);
   process.exit(1);

@@ -8,6 +8,7 @@ import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared } from '../shared/process/startup.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { RedisWatch } from '../shared/redis-watch.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
 import { loadProviders } from '../worker/agent/providers.js';
@@ -54,6 +55,10 @@ export async function prepareCompactor(
   const opened = new Opened();
   const connection = createRedisClient(config, 'worker', 'chatlane:compactor');
   opened.add(() => closeRedis(connection));
+  // Nothing else is built until Redis answers (see prepareWorker).
+  const watch = new RedisWatch(config, logger);
+  watch.add(connection);
+  await opened.step(() => watch.ready());
   const store = new ChatStore(connection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,

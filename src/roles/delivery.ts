@@ -9,6 +9,7 @@ import { createMetrics, type Metrics } from '../shared/metrics.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { RedisWatch } from '../shared/redis-watch.js';
 import { buildDeliveryWorker } from '../worker/delivery/delivery-parts.js';
 
 export interface DeliveryHandle {
@@ -40,6 +41,10 @@ export async function prepareDelivery(
   if (!senders) opened.add(() => registry.close());
   const connection = createRedisClient(config, 'worker', 'chatlane:delivery');
   opened.add(() => closeRedis(connection));
+  // Nothing else is built until Redis answers (see prepareWorker).
+  const watch = new RedisWatch(config, logger);
+  watch.add(connection);
+  await opened.step(() => watch.ready());
   const built = await opened.step(() =>
     buildDeliveryWorker(config, logger, connection, { senders: registry, metrics, events: parts.events }),
   );

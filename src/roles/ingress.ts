@@ -15,13 +15,8 @@ import { createMetrics, exportsQueueMetrics, type Metrics } from '../shared/metr
 import { type PlatformRuntime, startPlatformRuntime } from '../shared/platforms/runtime.js';
 import { Opened } from '../shared/process/startup.js';
 import { readyQueue } from '../shared/ready-queue.js';
-import {
-  checkRedisPolicy,
-  closeRedis,
-  createRedisClient,
-  type RedisClient,
-  waitReady,
-} from '../shared/redis.js';
+import { checkRedisPolicy, closeRedis, createRedisClient, type RedisClient } from '../shared/redis.js';
+import { RedisWatch } from '../shared/redis-watch.js';
 import { replicaAcks } from '../shared/replica-acks.js';
 import { storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
@@ -32,6 +27,9 @@ export interface IngressHandle {
   url: string;
   close(): Promise<void>;
 }
+
+/** How long an ingress's start waits for Redis to answer before it gives up. */
+const REDIS_START_TIMEOUT_MS = 10_000;
 
 /** How long a start may wait for BullMQ to set a queue's connection up (readyQueue). */
 const QUEUE_SETUP_TIMEOUT_MS = 30_000;
@@ -60,9 +58,11 @@ export async function openIngress(
   const opened = new Opened();
   const redis = createRedisClient(config, 'ingress', 'chatlane:ingress');
   opened.add(() => closeRedis(redis));
-  redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+  const watch = new RedisWatch(config, logger);
+  watch.add(redis);
   const { store, queues, platforms } = await opened.step(async () => {
-    await waitReady(redis, 10_000);
+    // An ingress that cannot reach Redis stops (a program's start throws) rather than wait.
+    await watch.ready({ timeoutMs: REDIS_START_TIMEOUT_MS });
     await checkRedisPolicy(redis, logger);
     const store = new ChatStore(redis, {
       prefix: config.CHATLANE_PREFIX,

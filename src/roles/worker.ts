@@ -19,6 +19,7 @@ import { settleWithin } from '../shared/process/grace.js';
 import { startRoleSideServer } from '../shared/process/side-server.js';
 import { Opened, type Prepared, runPrepared } from '../shared/process/startup.js';
 import { checkRedisPolicy, closeRedis, createRedisClient } from '../shared/redis.js';
+import { RedisWatch } from '../shared/redis-watch.js';
 import { replicaAcks } from '../shared/replica-acks.js';
 import { DAY_MS, storeRetentionOf } from '../shared/retention.js';
 import { ChatStore } from '../shared/store/chat-store.js';
@@ -136,6 +137,12 @@ export async function prepareWorker(
   // less but cost ~6 % more CPU (a socket write per command; overhead bench at 2,000, 3 A/B pairs).
   const storeConnection = createRedisClient(config, 'worker', 'chatlane:worker-store');
   opened.add(() => closeRedis(storeConnection));
+  // Until Redis answers nothing else is built (no queue, no BullMQ worker, each of which
+  // would report every failed reconnect): one line every few seconds says what it waits for.
+  const watch = new RedisWatch(config, logger);
+  watch.add(connection);
+  watch.add(storeConnection);
+  await opened.step(() => watch.ready());
   const store = new ChatStore(storeConnection, {
     prefix: config.CHATLANE_PREFIX,
     maxEvents: config.EVENTS_MAX_LEN,

@@ -1,5 +1,9 @@
 import { z } from 'zod';
 import { configSchema, mockLlmConfigSchema } from './config.js';
+import { AREAS, START_HERE } from './config-areas.js';
+import { PLATFORMS_GROUP, type PlatformVariableDoc, platformReference } from './config-platforms.js';
+
+export { AREAS, START_HERE };
 
 /**
  * The configuration reference: every variable of the config schema with its type, default,
@@ -333,12 +337,47 @@ export function readableDefault(name: string, value: string | undefined): string
 
 const cell = (s: string) => s.replaceAll('|', '\\|');
 
+/** A group of the reference: Start here, or one of the AREAS. */
+export interface VariableGroup {
+  title: string;
+  docs: VariableDoc[];
+}
+
+/**
+ * `docs` in the reference's groups: Start here first, then each area in order, each variable
+ * once; empty groups are left out. A variable in no area (the test forbids it) goes to Other.
+ */
+export function groupByArea(docs: VariableDoc[]): VariableGroup[] {
+  const byName = new Map(docs.map((d) => [d.name, d]));
+  const placed = new Set<string>();
+  const take = (names: readonly string[]) =>
+    names.flatMap((name) => {
+      const doc = byName.get(name);
+      if (!doc || placed.has(name)) return [];
+      placed.add(name);
+      return [doc];
+    });
+  const groups = [START_HERE, ...AREAS].map((area) => ({ title: area.title, docs: take(area.variables) }));
+  groups.push({ title: 'Other', docs: docs.filter((d) => !placed.has(d.name)) });
+  return groups.filter((g) => g.docs.length > 0);
+}
+
 /** docs/configuration.md, whole. */
-export function configurationMarkdown(docs: VariableDoc[] = configReference()): string {
-  const rows = docs.map(
-    (d) =>
-      `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`,
+export function configurationMarkdown(
+  docs: VariableDoc[] = configReference(),
+  platforms: PlatformVariableDoc[] = platformReference(),
+): string {
+  const row = (d: VariableDoc) =>
+    `| \`${d.name}\` | ${cell(d.type)} | ${d.default === undefined ? '—' : `\`${cell(readableDefault(d.name, d.default))}\``} | ${cell(d.range ?? '')} | ${d.roles.join(', ')} | ${cell(d.description ?? '')} |`;
+  const sections = groupByArea(docs).map(
+    (g) => `## ${g.title}
+
+| variable | type | default | allowed | roles | meaning |
+|---|---|---|---|---|---|
+${g.docs.map(row).join('\n')}
+`,
   );
+  if (platforms.length > 0) sections.push(platformsMarkdown(platforms));
   return `# Configuration
 
 <!-- Generated from src/shared/config.ts by \`npm run docs:config\`; do not edit by hand. -->
@@ -350,19 +389,25 @@ role parses every variable of the main schema (the mock model only its own \`MOC
 **roles** says whose behaviour a variable changes (\`all\` runs ingress, worker and compactor in
 one process and reads what they read).
 
-\`chatlane config\` prints this table, \`chatlane config --role worker\` one role's part of it,
-and \`chatlane <role> --help\` says what a role does and which variables it reads. This page is
-generated from the schema (\`npm run docs:config\`); a test fails when it differs from what the
-schema generates, and when a variable has no one-line meaning.
+The variables are grouped by area. *Start here* comes first: the model and its provider's
+key, Redis, the ports and who may call, what a first deployment sets; each of them is listed
+there only, not again under its area.
 
-Not in this table, because they are named by other variables or owned by the platform
-modules:
+\`chatlane config\` prints this reference, \`chatlane config --role worker\` one role's part of
+it, and \`chatlane <role> --help\` says what a role does and which variables it reads, in the
+same groups. This page is generated from the schema (\`npm run docs:config\`); a test fails
+when it differs from what the schema generates, when a variable has no one-line meaning, and
+when a variable is in no area.
+
+The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …) are not in
+the schema: each platform module reads its own, and they are listed last, under
+[Chat platforms](#chat-platforms), from the modules themselves.
+
+Not in these tables, because they are named by other variables or are flags:
 
 - \`GENERIC_WEBHOOK_SECRETS_<NAME>\`: for each source in \`GENERIC_WEBHOOK_SOURCES\` (name
   upper-cased, \`-\` becomes \`_\`), its Standard Webhooks secrets, \`whsec_\` + base64 of 24–64
   bytes, separated by spaces or commas, newest first ([webhooks-and-delivery.md](webhooks-and-delivery.md)).
-- The chat platforms' variables (\`TELEGRAM_BOT_TOKEN\`, \`SLACK_SIGNING_SECRET\`, …), read by the
-  ingress, workers and delivery processes: [platforms.md](platforms.md#platform-variables).
 - \`<CHANNEL>_LANE_POLICY\`, \`<CHANNEL>_LANE_DEBOUNCE_MS\`, \`<CHANNEL>_LANE_DEBOUNCE_MAX_MS\`,
   \`<CHANNEL>_LANE_MAX_INTERRUPTS\`: the \`LANE_*\` settings of one channel (\`TELEGRAM\`, \`SLACK\`, …,
   \`WEB\`, \`API\`, \`GENERIC\`, and \`GENERIC_<NAME>\` for a generic source), read by the ingress and workers
@@ -370,8 +415,21 @@ modules:
 - \`chatlane loadtest\` reads \`API_TOKEN\` and \`LOADTEST_WEBHOOK_SECRET\` and takes the rest as
   flags (\`chatlane loadtest --help\`, [load-testing.md](load-testing.md)).
 
-| variable | type | default | allowed | roles | meaning |
-|---|---|---|---|---|---|
+${sections.join('\n')}`;
+}
+
+/** The Chat platforms section of docs/configuration.md. */
+function platformsMarkdown(vars: PlatformVariableDoc[]): string {
+  const rows = vars.map(
+    (v) =>
+      `| \`${v.name}\` | ${v.platform} | ${v.required === true ? 'yes' : cell(v.required ?? '')} | ${v.default === undefined ? '—' : cell(v.default)} | ${cell(v.meaning)} |`,
+  );
+  return `## ${PLATFORMS_GROUP.title}
+
+${PLATFORMS_GROUP.intro.replace('docs/platforms.md', '[platforms.md](platforms.md)')}
+
+| variable | platform | required | default | meaning |
+|---|---|---|---|---|
 ${rows.join('\n')}
 `;
 }
@@ -380,27 +438,4 @@ ${rows.join('\n')}
 export function variablesOf(role: Role | 'all', docs: VariableDoc[] = configReference()): VariableDoc[] {
   const wanted: readonly Role[] = role === 'all' ? [I, W, C] : [role];
   return docs.filter((d) => d.roles.some((r) => wanted.includes(r)));
-}
-
-/** The reference as plain text for a terminal: one entry per variable, its meaning indented under it. */
-export function configurationText(docs: VariableDoc[]): string {
-  return docs
-    .map((d) => {
-      const facts = [
-        d.type,
-        d.range,
-        `default ${readableDefault(d.name, d.default)}`,
-        `roles: ${d.roles.join(', ') || 'none'}`,
-      ].filter(Boolean);
-      return `${d.name}  (${facts.join('; ')})\n    ${d.description ?? '(no description)'}`;
-    })
-    .join('\n');
-}
-
-/** `chatlane <role> --help`. */
-export function roleHelp(role: Role | 'all'): string {
-  const platforms = ['ingress', 'worker', 'delivery', 'all'].includes(role)
-    ? '\nPlus the variables of every chat platform it is given (docs/platforms.md).\n'
-    : '';
-  return `chatlane ${role}: ${ROLE_SUMMARY[role]}\n\nVariables it reads (docs/configuration.md has them all):\n\n${configurationText(variablesOf(role))}\n${platforms}`;
 }

@@ -8,12 +8,16 @@ import {
   mockLlmConfigSchema,
 } from '../../src/shared/config.js';
 import {
+  AREAS,
   configReference,
   configurationMarkdown,
+  groupByArea,
   ROLES,
+  START_HERE,
   VARIABLE_ROLES,
   variablesOf,
 } from '../../src/shared/config-reference.js';
+import { roleHelp } from '../../src/shared/config-text.js';
 
 /**
  * docs/configuration.md is what the config schema generates, every variable has a one-line
@@ -91,5 +95,55 @@ describe('the configuration reference', () => {
     for (const role of ['ingress', 'worker', 'compactor'] as const)
       for (const d of variablesOf(role, reference)) expect(all.has(d.name), d.name).toBe(true);
     expect(all.has('MOCK_LLM_PORT')).toBe(false);
+  });
+
+  it('every variable is in exactly one area, and the areas and Start here name no variable the schema lacks', () => {
+    const listed = AREAS.flatMap((a) => a.variables);
+    const unplaced = reference.filter((d) => !listed.includes(d.name)).map((d) => d.name);
+    expect(unplaced, 'add these to AREAS in src/shared/config-areas.ts').toEqual([]);
+    const twice = listed.filter((name, i) => listed.indexOf(name) !== i);
+    expect(twice, 'each variable belongs to one area only').toEqual([]);
+    expect([...listed, ...START_HERE.variables].filter((name) => !byName.has(name))).toEqual([]);
+  });
+
+  it('the grouped reference lists every variable once, Start here first and no Other group', () => {
+    const groups = groupByArea(reference);
+    expect(groups[0]?.title).toBe(START_HERE.title);
+    expect(groups.map((g) => g.title)).not.toContain('Other');
+    const names = groups.flatMap((g) => g.docs.map((d) => d.name));
+    expect(names.toSorted()).toEqual(reference.map((d) => d.name).toSorted());
+  });
+
+  it("a role's help starts with the model, Redis, the port and access it needs, then the rest by area", () => {
+    const firstGroup = (role: Parameters<typeof roleHelp>[0]) => {
+      const text = roleHelp(role);
+      const start = text.indexOf(`== ${START_HERE.title} ==`);
+      const end = text.indexOf('\n== ', start + 1);
+      expect(start, role).toBeGreaterThan(0);
+      return [...text.slice(start, end).matchAll(/^([A-Z][A-Z0-9_]+) {2}\(/gm)].map((m) => m[1]);
+    };
+    expect(firstGroup('worker')).toEqual([
+      'LLM_MODEL',
+      'OPENAI_API_KEY',
+      'ANTHROPIC_API_KEY',
+      'GOOGLE_GENERATIVE_AI_API_KEY',
+      'REDIS_URL',
+      'METRICS_PORT',
+      'HOST',
+      'METRICS_TOKEN',
+    ]);
+    expect(firstGroup('ingress')).toEqual([
+      'REDIS_URL',
+      'PORT',
+      'HOST',
+      'API_TOKEN',
+      'API_AUTH',
+      'WEB_TOKEN_SECRET',
+      'METRICS_TOKEN',
+    ]);
+    const worker = roleHelp('worker');
+    for (const area of ['Redis', 'Model', 'Turns and limits', 'Compaction', 'Tools and sandbox'])
+      expect(worker).toContain(`\n== ${area} ==\n`);
+    expect(worker.indexOf('== Model ==')).toBeLessThan(worker.indexOf('== Turns and limits =='));
   });
 });

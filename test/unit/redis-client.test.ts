@@ -8,6 +8,7 @@ import {
   createRedisClient,
   type RedisClient,
 } from '../../src/shared/redis.js';
+import { redisWhere } from '../../src/shared/redis-watch.js';
 
 describe('REDIS_CLUSTER_NODES', () => {
   it('is unset by default: a single Redis at REDIS_URL', () => {
@@ -160,4 +161,26 @@ describe('checkRedisPolicy', () => {
     expect(Date.now() - started).toBeLessThan(4000);
     expect(entries.map((e) => e.level)).toEqual(['debug']);
   }, 10_000);
+});
+
+describe('redisWhere', () => {
+  it('names REDIS_URL without its password', () => {
+    expect(redisWhere(loadConfig({ REDIS_URL: 'redis://app:s3cret@redis.internal:6380/2' }))).toBe(
+      'Redis at redis://app:***@redis.internal:6380/2 (REDIS_URL)',
+    );
+    expect(redisWhere(loadConfig({}))).toBe('Redis at redis://127.0.0.1:6379 (REDIS_URL)');
+  });
+
+  it('names the Sentinel or Cluster variables when those are in use', () => {
+    const config = loadConfig({
+      REDIS_SENTINELS: '10.0.0.1:26379,[::1]:26380',
+      REDIS_SENTINEL_NAME: 'mymaster',
+    });
+    expect(redisWhere(config)).toBe(
+      "the master 'mymaster' of the sentinels 10.0.0.1:26379,[::1]:26380 (REDIS_SENTINELS, REDIS_SENTINEL_NAME)",
+    );
+    expect(redisWhere(loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7101,127.0.0.1:7102' }))).toBe(
+      'the Redis Cluster at 127.0.0.1:7101,127.0.0.1:7102 (REDIS_CLUSTER_NODES)',
+    );
+  });
 });

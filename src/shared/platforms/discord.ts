@@ -3,7 +3,12 @@ import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, listVar, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What DISCORD_* configure (the adapter's own variable names). */
@@ -16,18 +21,25 @@ export interface DiscordSettings {
   mentionRoleIds: string[];
 }
 
-const VARS = [
-  'DISCORD_BOT_TOKEN',
-  'DISCORD_PUBLIC_KEY',
-  'DISCORD_APPLICATION_ID',
-  'DISCORD_API_URL',
-  'DISCORD_MENTION_ROLE_IDS',
-] as const;
-const REQUIRED = [
-  { name: 'DISCORD_BOT_TOKEN', what: 'the bot token from the Developer Portal → Bot' },
-  { name: 'DISCORD_PUBLIC_KEY', what: 'the Public Key from General Information (verifies interactions)' },
-  { name: 'DISCORD_APPLICATION_ID', what: 'the Application ID from General Information' },
-] as const;
+const VARIABLES: readonly PlatformVariable[] = [
+  { name: 'DISCORD_BOT_TOKEN', required: true, meaning: 'the bot token from the Developer Portal → Bot' },
+  {
+    name: 'DISCORD_PUBLIC_KEY',
+    required: true,
+    meaning: 'the Public Key from General Information (verifies interactions)',
+  },
+  {
+    name: 'DISCORD_APPLICATION_ID',
+    required: true,
+    meaning: 'the Application ID from General Information',
+  },
+  { name: 'DISCORD_API_URL', default: 'https://discord.com/api/v10', meaning: 'the REST API base URL' },
+  {
+    name: 'DISCORD_MENTION_ROLE_IDS',
+    default: 'none',
+    meaning: 'comma-separated role ids whose mention counts as a mention of the bot',
+  },
+];
 
 /** The subset of a Discord message object chatlane reads (the adapter's `raw`). */
 interface RawDiscordMessage {
@@ -37,8 +49,8 @@ interface RawDiscordMessage {
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<DiscordSettings> {
-  if (!anySet(env, VARS)) return { enabled: false };
-  const problems = [...missingVars(env, 'Discord', REQUIRED, VARS), ...urlProblem(env, 'DISCORD_API_URL')];
+  if (!anySet(env, VARIABLES)) return { enabled: false };
+  const problems = [...missingVars(env, 'Discord', VARIABLES), ...urlProblem(env, 'DISCORD_API_URL')];
   const { DISCORD_BOT_TOKEN: botToken, DISCORD_PUBLIC_KEY: key, DISCORD_APPLICATION_ID: applicationId } = env;
   const publicKey = key?.trim().toLowerCase();
   if (publicKey !== undefined && !/^[0-9a-f]{64}$/.test(publicKey)) {
@@ -64,6 +76,7 @@ const raw = (message: Message) => message.raw as RawDiscordMessage;
 
 export const discord: PlatformModule<DiscordSettings> = {
   name: 'discord',
+  variables: VARIABLES,
   typing: true,
   fromEnv,
   replies: async () => (await import('../delivery/render/discord.js')).discordReplies,

@@ -1,25 +1,26 @@
+import type { PlatformVariable } from './platform.js';
+
 /**
  * Env checks the platform modules share (contract point 2 in ./platform.ts): a platform is on
  * as soon as one of its variables is set, and then every required one must be there, or the
  * process stops with one line per missing variable naming it.
  */
-export function anySet(env: Readonly<Record<string, string>>, vars: readonly string[]): boolean {
-  return vars.some((v) => env[v] !== undefined);
+export function anySet(env: Readonly<Record<string, string>>, vars: readonly PlatformVariable[]): boolean {
+  return vars.some((v) => env[v.name] !== undefined);
 }
 
-/** One problem line per required variable that is unset, each naming it and what is set. */
+/** One problem line per required variable (`required: true`) that is unset, each naming it and what is set. */
 export function missingVars(
   env: Readonly<Record<string, string>>,
   platform: string,
-  required: readonly { name: string; what: string }[],
-  all: readonly string[],
+  variables: readonly PlatformVariable[],
 ): string[] {
-  const present = all.filter((v) => env[v] !== undefined);
-  return required
-    .filter((r) => env[r.name] === undefined)
+  const present = variables.filter((v) => env[v.name] !== undefined).map((v) => v.name);
+  return variables
+    .filter((v) => v.required === true && env[v.name] === undefined)
     .map(
-      (r) =>
-        `${r.name}: missing: the ${platform} settings are half there (${present.join(', ')} set); set ${r.what}`,
+      (v) =>
+        `${v.name}: missing: the ${platform} settings are half there (${present.join(', ')} set); set ${v.meaning}`,
     );
 }
 

@@ -2,7 +2,12 @@ import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** A service account key (the JSON downloaded from Google Cloud). */
@@ -26,14 +31,36 @@ export interface GChatSettings {
   apiUrl: string | undefined;
 }
 
-const VARS = [
-  'GOOGLE_CHAT_CREDENTIALS',
-  'GOOGLE_CHAT_USE_ADC',
-  'GOOGLE_CHAT_PROJECT_NUMBER',
-  'GOOGLE_CHAT_ENDPOINT_URL',
-  'GOOGLE_CHAT_BOT_USER_ID',
-  'GOOGLE_CHAT_API_URL',
-] as const;
+const VARIABLES: readonly PlatformVariable[] = [
+  {
+    name: 'GOOGLE_CHAT_CREDENTIALS',
+    required: 'this or GOOGLE_CHAT_USE_ADC',
+    meaning: "the service account key JSON (client_email, private_key), the whole file's content",
+  },
+  {
+    name: 'GOOGLE_CHAT_USE_ADC',
+    required: 'this or GOOGLE_CHAT_CREDENTIALS',
+    meaning:
+      'true: Application Default Credentials instead of a key (on GCP, or GOOGLE_APPLICATION_CREDENTIALS)',
+  },
+  {
+    name: 'GOOGLE_CHAT_PROJECT_NUMBER',
+    required: 'this or GOOGLE_CHAT_ENDPOINT_URL',
+    meaning: 'the project number, when it is the authentication audience of the Chat app (verifies webhooks)',
+  },
+  {
+    name: 'GOOGLE_CHAT_ENDPOINT_URL',
+    required: 'this or GOOGLE_CHAT_PROJECT_NUMBER',
+    meaning:
+      'the HTTP endpoint URL exactly as configured, when it is the authentication audience (verifies webhooks)',
+  },
+  {
+    name: 'GOOGLE_CHAT_BOT_USER_ID',
+    meaning: "the app's own user (users/…): exact self-message detection",
+  },
+  { name: 'GOOGLE_CHAT_API_URL', default: 'the Chat API', meaning: 'the Chat API base URL' },
+];
+const VARS = VARIABLES.map((v) => v.name);
 
 /** The subset of a Chat API message chatlane reads (the adapter's `raw` event). */
 interface RawEvent {
@@ -60,7 +87,7 @@ function credentialsOf(value: string | undefined, problems: string[]): ServiceAc
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<GChatSettings> {
-  if (!anySet(env, VARS)) return { enabled: false };
+  if (!anySet(env, VARIABLES)) return { enabled: false };
   const problems = [
     ...urlProblem(env, 'GOOGLE_CHAT_ENDPOINT_URL'),
     ...urlProblem(env, 'GOOGLE_CHAT_API_URL'),
@@ -102,6 +129,7 @@ const spaceType = (r: RawEvent) =>
 
 export const gchat: PlatformModule<GChatSettings> = {
   name: 'gchat',
+  variables: VARIABLES,
   typing: false,
   fromEnv,
   replies: async () => (await import('../delivery/render/gchat.js')).gchatReplies,

@@ -17,7 +17,9 @@ import type { MessageMetadata } from '../messages.js';
  *    elsewhere). Returns `{ enabled: false }` when none of them is set, `{ enabled: true,
  *    settings }` when the platform is fully configured, `{ problems }` when it is half there:
  *    each problem names the variable (`'TELEGRAM_WEBHOOK_SECRET_TOKEN: missing: ...'`). Any
- *    problem stops the process at boot. It must not throw and must not do I/O.
+ *    problem stops the process at boot. It must not throw and must not do I/O. Every
+ *    variable it reads is in `variables`, with its meaning: `chatlane config` and
+ *    docs/configuration.md list them, and a test fails on a variable read but not listed.
  * 3. `describe(settings)`: what the start-up log says about it (never a secret).
  * 4. `createAdapter(settings, logger)`: the Chat SDK adapter with every option passed
  *    explicitly (the adapter's own env auto-detection is a second reader of the environment;
@@ -65,6 +67,8 @@ import type { MessageMetadata } from '../messages.js';
  */
 export interface PlatformModule<S = unknown> {
   readonly name: string;
+  /** Every variable `fromEnv` reads (point 2); setting any of them turns the platform on. */
+  readonly variables: readonly PlatformVariable[];
   fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<S>;
   describe(settings: S): Record<string, unknown>;
   createAdapter(settings: S, logger: Logger): Promise<Adapter>;
@@ -79,6 +83,17 @@ export interface PlatformModule<S = unknown> {
   polling?(settings: S): boolean;
   readonly verifiesWithGet?: boolean;
   replies(): Promise<PlatformReplies>;
+}
+
+/** One variable of a platform module, as the configuration reference lists it. */
+export interface PlatformVariable {
+  readonly name: string;
+  /** true: needed once the platform is on; a string says when it is (e.g. 'in webhook mode'). */
+  readonly required?: true | string;
+  /** What unset means, when it is not simply "not set". */
+  readonly default?: string;
+  /** What to set it to, in a line; for a required one also the end of its "missing: …; set …" problem. */
+  readonly meaning: string;
 }
 
 export type PlatformEnvResult<S> =

@@ -2,7 +2,12 @@ import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What SLACK_* configure (the adapter's own variable names; single-workspace bot). */
@@ -13,11 +18,23 @@ export interface SlackSettings {
   apiUrl: string | undefined;
 }
 
-const VARS = ['SLACK_BOT_TOKEN', 'SLACK_SIGNING_SECRET', 'SLACK_API_URL'] as const;
-const REQUIRED = [
-  { name: 'SLACK_BOT_TOKEN', what: 'the Bot User OAuth Token (xoxb-...) from OAuth & Permissions' },
-  { name: 'SLACK_SIGNING_SECRET', what: 'the Signing Secret from Basic Information → App Credentials' },
-] as const;
+const VARIABLES: readonly PlatformVariable[] = [
+  {
+    name: 'SLACK_BOT_TOKEN',
+    required: true,
+    meaning: 'the Bot User OAuth Token (xoxb-...) from OAuth & Permissions',
+  },
+  {
+    name: 'SLACK_SIGNING_SECRET',
+    required: true,
+    meaning: 'the Signing Secret from Basic Information → App Credentials',
+  },
+  {
+    name: 'SLACK_API_URL',
+    default: 'https://slack.com/api/',
+    meaning: 'the Web API base URL: GovSlack, a gateway, a local fake',
+  },
+];
 
 /** The subset of a Slack message event chatlane reads (the adapter's `raw`). */
 interface RawSlackEvent {
@@ -32,8 +49,8 @@ interface RawSlackEvent {
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<SlackSettings> {
-  if (!anySet(env, VARS)) return { enabled: false };
-  const problems = [...missingVars(env, 'Slack', REQUIRED, VARS), ...urlProblem(env, 'SLACK_API_URL')];
+  if (!anySet(env, VARIABLES)) return { enabled: false };
+  const problems = [...missingVars(env, 'Slack', VARIABLES), ...urlProblem(env, 'SLACK_API_URL')];
   const { SLACK_BOT_TOKEN: botToken, SLACK_SIGNING_SECRET: signingSecret } = env;
   if (botToken !== undefined && !/^xox[bp]-/.test(botToken)) {
     problems.push(
@@ -48,6 +65,7 @@ const raw = (message: Message) => message.raw as RawSlackEvent;
 
 export const slack: PlatformModule<SlackSettings> = {
   name: 'slack',
+  variables: VARIABLES,
   // Slack shows no "typing" for bots outside assistant threads.
   typing: false,
   fromEnv,

@@ -2,7 +2,12 @@ import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What TEAMS_* configure (the adapter's own variable names; client-secret auth). */
@@ -15,11 +20,24 @@ export interface TeamsSettings {
   apiUrl: string | undefined;
 }
 
-const VARS = ['TEAMS_APP_ID', 'TEAMS_APP_PASSWORD', 'TEAMS_APP_TENANT_ID', 'TEAMS_API_URL'] as const;
-const REQUIRED = [
-  { name: 'TEAMS_APP_ID', what: 'the Microsoft App ID of the Azure Bot' },
-  { name: 'TEAMS_APP_PASSWORD', what: 'a client secret of the Azure Bot app registration' },
-] as const;
+const VARIABLES: readonly PlatformVariable[] = [
+  { name: 'TEAMS_APP_ID', required: true, meaning: 'the Microsoft App ID of the Azure Bot' },
+  {
+    name: 'TEAMS_APP_PASSWORD',
+    required: true,
+    meaning: 'a client secret of the Azure Bot app registration',
+  },
+  {
+    name: 'TEAMS_APP_TENANT_ID',
+    default: 'multi-tenant',
+    meaning: 'the Entra tenant of a Single Tenant bot',
+  },
+  {
+    name: 'TEAMS_API_URL',
+    default: 'public cloud',
+    meaning: 'the Bot Connector base URL of a sovereign cloud (GCC-High, …)',
+  },
+];
 
 /** The subset of a Bot Framework activity chatlane reads (the adapter's `raw`). */
 interface RawActivity {
@@ -29,8 +47,8 @@ interface RawActivity {
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<TeamsSettings> {
-  if (!anySet(env, VARS)) return { enabled: false };
-  const problems = [...missingVars(env, 'Teams', REQUIRED, VARS), ...urlProblem(env, 'TEAMS_API_URL')];
+  if (!anySet(env, VARIABLES)) return { enabled: false };
+  const problems = [...missingVars(env, 'Teams', VARIABLES), ...urlProblem(env, 'TEAMS_API_URL')];
   const { TEAMS_APP_ID: appId, TEAMS_APP_PASSWORD: appPassword } = env;
   if (appId !== undefined && !/^[0-9a-f-]{36}$/i.test(appId)) problems.push('TEAMS_APP_ID: must be a GUID');
   if (problems.length > 0 || !appId || !appPassword) return { enabled: true, problems };
@@ -44,6 +62,7 @@ const raw = (message: Message) => message.raw as RawActivity;
 
 export const teams: PlatformModule<TeamsSettings> = {
   name: 'teams',
+  variables: VARIABLES,
   typing: true,
   fromEnv,
   replies: async () => (await import('../delivery/render/teams.js')).teamsReplies,

@@ -1,8 +1,14 @@
 import type { Adapter, Message } from 'chat';
 import type { Logger } from '../logger.js';
 import { escapeChatKeyPart, unescapeChatKeyPart } from './chat-key.js';
+import { anySet } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 
 /** What TELEGRAM_* configure (the adapter's own variable names). */
 export interface TelegramSettings {
@@ -14,13 +20,35 @@ export interface TelegramSettings {
   mode: 'webhook' | 'polling';
 }
 
-const VARS = [
-  'TELEGRAM_BOT_TOKEN',
-  'TELEGRAM_WEBHOOK_SECRET_TOKEN',
-  'TELEGRAM_API_BASE_URL',
-  'TELEGRAM_BOT_USERNAME',
-  'TELEGRAM_MODE',
-] as const;
+const VARIABLES: readonly PlatformVariable[] = [
+  {
+    name: 'TELEGRAM_BOT_TOKEN',
+    required: true,
+    meaning: "the bot token from BotFather ('<digits>:<secret>')",
+  },
+  {
+    name: 'TELEGRAM_WEBHOOK_SECRET_TOKEN',
+    required: 'in webhook mode',
+    meaning:
+      'the secret_token given to setWebhook, 1-256 characters of [A-Za-z0-9_-]; a webhook without it is refused (401)',
+  },
+  {
+    name: 'TELEGRAM_API_BASE_URL',
+    default: 'https://api.telegram.org',
+    meaning: 'the Bot API base URL: a self-hosted Bot API server, or a local fake',
+  },
+  {
+    name: 'TELEGRAM_BOT_USERNAME',
+    default: 'from getMe',
+    meaning: "the bot's @username (skips the getMe call at start)",
+  },
+  {
+    name: 'TELEGRAM_MODE',
+    default: 'webhook',
+    meaning:
+      'webhook, or polling: one ingress of the fleet pulls updates with getUpdates (no public URL needed)',
+  },
+];
 
 /** Telegram's own rule for setWebhook's secret_token. */
 const SECRET = /^[A-Za-z0-9_-]{1,256}$/;
@@ -35,7 +63,7 @@ interface RawTelegramMessage {
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<TelegramSettings> {
-  if (!VARS.some((v) => env[v] !== undefined)) return { enabled: false };
+  if (!anySet(env, VARIABLES)) return { enabled: false };
   const problems: string[] = [];
   const botToken = env.TELEGRAM_BOT_TOKEN;
   const mode = env.TELEGRAM_MODE ?? 'webhook';
@@ -103,6 +131,7 @@ const FILE_LABEL: Record<string, string> = { image: 'photo', video: 'video', aud
 
 export const telegram: PlatformModule<TelegramSettings> = {
   name: 'telegram',
+  variables: VARIABLES,
   typing: true,
   fromEnv,
   replies: async () => (await import('../delivery/render/telegram.js')).telegramReplies,

@@ -2,7 +2,12 @@ import type { Adapter, Message, WebhookOptions } from 'chat';
 import type { Logger } from '../logger.js';
 import { anySet, missingVars, urlProblem } from './env.js';
 import { chatSdkLogger } from './log.js';
-import type { PlatformEnvResult, PlatformMessageFacts, PlatformModule } from './platform.js';
+import type {
+  PlatformEnvResult,
+  PlatformMessageFacts,
+  PlatformModule,
+  PlatformVariable,
+} from './platform.js';
 import { prefixedChatKey, prefixedThreadId } from './thread-key.js';
 
 /** What WHATSAPP_* configure (the adapter's own variable names; WhatsApp Cloud API). */
@@ -16,26 +21,38 @@ export interface WhatsAppSettings {
   userName: string | undefined;
 }
 
-const VARS = [
-  'WHATSAPP_ACCESS_TOKEN',
-  'WHATSAPP_APP_SECRET',
-  'WHATSAPP_PHONE_NUMBER_ID',
-  'WHATSAPP_VERIFY_TOKEN',
-  'WHATSAPP_API_URL',
-  'WHATSAPP_BOT_USERNAME',
-] as const;
-const REQUIRED = [
+const VARIABLES: readonly PlatformVariable[] = [
   {
     name: 'WHATSAPP_ACCESS_TOKEN',
-    what: 'the access token from WhatsApp → API Setup (a System User token in production)',
+    required: true,
+    meaning: 'the access token from WhatsApp → API Setup (a System User token in production)',
   },
   {
     name: 'WHATSAPP_APP_SECRET',
-    what: 'the App Secret from App Settings → Basic (verifies X-Hub-Signature-256)',
+    required: true,
+    meaning: 'the App Secret from App Settings → Basic (verifies X-Hub-Signature-256)',
   },
-  { name: 'WHATSAPP_PHONE_NUMBER_ID', what: 'the Phone Number ID from WhatsApp → API Setup' },
-  { name: 'WHATSAPP_VERIFY_TOKEN', what: 'the Verify Token you enter in the Meta webhook configuration' },
-] as const;
+  {
+    name: 'WHATSAPP_PHONE_NUMBER_ID',
+    required: true,
+    meaning: 'the Phone Number ID from WhatsApp → API Setup',
+  },
+  {
+    name: 'WHATSAPP_VERIFY_TOKEN',
+    required: true,
+    meaning: 'the Verify Token you enter in the Meta webhook configuration',
+  },
+  {
+    name: 'WHATSAPP_API_URL',
+    default: 'https://graph.facebook.com',
+    meaning: 'the Graph API base URL (the adapter appends its API version)',
+  },
+  {
+    name: 'WHATSAPP_BOT_USERNAME',
+    default: 'whatsapp-bot',
+    meaning: "the bot's user name as the adapter reports it",
+  },
+];
 
 /** The adapter's `raw` for an inbound message. */
 interface RawWhatsApp {
@@ -46,8 +63,8 @@ interface RawWhatsApp {
 }
 
 function fromEnv(env: Readonly<Record<string, string>>): PlatformEnvResult<WhatsAppSettings> {
-  if (!anySet(env, VARS)) return { enabled: false };
-  const problems = [...missingVars(env, 'WhatsApp', REQUIRED, VARS), ...urlProblem(env, 'WHATSAPP_API_URL')];
+  if (!anySet(env, VARIABLES)) return { enabled: false };
+  const problems = [...missingVars(env, 'WhatsApp', VARIABLES), ...urlProblem(env, 'WHATSAPP_API_URL')];
   const id = env.WHATSAPP_PHONE_NUMBER_ID;
   if (id !== undefined && !/^\d{1,30}$/.test(id))
     problems.push('WHATSAPP_PHONE_NUMBER_ID: must be the numeric id');
@@ -75,6 +92,7 @@ const raw = (message: Message) => message.raw as RawWhatsApp;
 
 export const whatsapp: PlatformModule<WhatsAppSettings> = {
   name: 'whatsapp',
+  variables: VARIABLES,
   // The adapter's typing call needs the inbound message id from its own thread history.
   typing: false,
   verifiesWithGet: true,
