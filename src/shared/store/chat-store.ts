@@ -501,7 +501,9 @@ export class ChatStore {
     const start = after ? rangeStartAfter(after) : '-';
     if (start === undefined) return [];
     const k = this.keys(chatKey);
-    return outboxPageOf(await scripts.outboxRead.run(this.redis, [k.outbox, k.parts], [start, limit]));
+    return outboxPageOf(
+      await this.redis.multi().xrange(k.outbox, start, '+', 'COUNT', limit).hgetall(k.parts).exec(),
+    );
   }
 
   /** Records an event written from TypeScript; its data is checked against the type's schema (events.ts) by the compiler. */

@@ -285,19 +285,22 @@ export function fieldsOf(fields: string[]): Map<string, string> {
 }
 
 const outboxPageSchema = z.tuple([
-  z.array(z.tuple([z.string(), z.array(z.string())])),
-  z.array(z.string().nullable()),
+  z.tuple([z.null(), z.array(z.tuple([z.string(), z.array(z.string())]))]),
+  z.tuple([z.null(), z.record(z.string(), z.string())]),
 ]);
 
 /**
- * outbox-read.lua's reply: the page's entries, each with its part count when the parts hash
- * has one (`counts[i]` is `entries[i]`'s).
+ * A MULTI's [XRANGE of the outbox, HGETALL of its parts hash] as the page's items, each with
+ * its part count when the hash has one. The hash, not HMGET of the page's ids: those are
+ * known only once the range is read, and a read script converting the page to Lua and back
+ * costs Redis several times the XRANGE (the hash holds at most OUTBOX_KEEP_ITEMS and a
+ * quarter small fields, usually none).
  */
 export function outboxPageOf(raw: unknown): OutboxItem[] {
-  const [entries, counts] = outboxPageSchema.parse(raw);
-  return entries.map((entry, i) => {
+  const [[, entries], [, counts]] = outboxPageSchema.parse(raw);
+  return entries.map((entry) => {
     const item = outboxItemOf(entry);
-    const parts = Number(counts[i] ?? Number.NaN);
+    const parts = Number(counts[entry[0]] ?? Number.NaN);
     return Number.isInteger(parts) && parts >= 2 ? { ...item, parts } : item;
   });
 }

@@ -148,7 +148,6 @@ export const scripts = {
   sweepCheck: new LuaScript('sweep-check', 4),
   compact: new LuaScript('compact', 5, { events: true }),
   archiveRead: new LuaScript('archive-read', 2),
-  outboxRead: new LuaScript('outbox-read', 2),
   chatExpire: new LuaScript('chat-expire', 7, { variadic: true }),
   indexForget: new LuaScript('index-forget', 1),
   contextSwitch: new LuaScript('context-switch', 6, { variadic: true, events: true }),
