@@ -35,6 +35,10 @@ const CHAT_KEY_NAMES = [
   // stream it follows, read up to where), and while a post waits for its outbox item `part`,
   // `msg` (the platform's message id), `text` and `end`. Written only under the delivery lease.
   'posts',
+  // hash: outbox item id → how many messages it went out as, for items delivered as several
+  // (GET …/outbox `parts`). Written by delivery-advance.lua, which drops the fields of items
+  // trimmed from the outbox once it holds more than OUTBOX_KEEP_ITEMS and a quarter.
+  'parts',
   // string: exec_shell's workspace, a gzipped tar (EXEC_SHELL_WORKSPACE_MAX_BYTES before
   // compression), written fenced after each command that changed it (workspace-save.lua)
   'workspace',
@@ -86,7 +90,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the nineteen, so it builds those rather than all of them every call. The names are
+ * the twenty, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {

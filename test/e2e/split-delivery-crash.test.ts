@@ -80,7 +80,7 @@ describe('a delivery process killed between two parts of a split reply', () => {
         res.destroy();
       },
     );
-    const [item] = await stack.reply(CHAT, [answer, 'the next reply']);
+    const [item, next] = await stack.reply(CHAT, [answer, 'the next reply']);
     await waitFor(hasExited(doomed), { what: 'the delivery process killed' });
     expect(fake.texts()).toHaveLength(2);
     const deliveries = new DeliveryStore(redis, prefix, 100);
@@ -102,5 +102,18 @@ describe('a delivery process killed between two parts of a split reply', () => {
     await waitFor(async () => (await deliveries.state(CHAT)).part === undefined, {
       what: 'the part cursor cleared',
     });
+    // The outbox record says the item went out as the three messages WhatsApp received, once
+    // the second process moved the cursor past the reply after it too.
+    await waitFor(async () => (await deliveries.state(CHAT)).deliveredTo === next, {
+      what: 'both delivered',
+    });
+    const res = await stack.app.inject({
+      method: 'GET',
+      url: `/v1/chats/${encodeURIComponent(CHAT)}/outbox`,
+    });
+    expect((res.json() as { items: Array<{ id: string; parts?: number }> }).items).toEqual([
+      expect.objectContaining({ id: item, parts: 3 }),
+      expect.not.objectContaining({ parts: expect.anything() }),
+    ]);
   }, 60_000);
 });

@@ -6,6 +6,7 @@ import { chatsIndexKey } from '../../src/shared/keys.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { ChatStore } from '../../src/shared/store/chat-store.js';
 import { switchContext } from '../../src/shared/store/contexts.js';
+import { DeliveryStore } from '../../src/shared/store/delivery.js';
 import { writeMemory } from '../../src/shared/store/memory.js';
 import { expireChat, expireIdleChats } from '../../src/worker/upkeep/retention.js';
 import { prepareSweeper } from '../../src/worker/upkeep/sweeper.js';
@@ -61,8 +62,16 @@ async function fullChat(chatKey: string): Promise<void> {
   });
   const sent = await store.sendOutbox(chatKey, lease.fence, { runId: 'r1', text: 'hi', ts: 1 });
   if (!sent.ok) throw new Error(sent.reason);
-  // Delivered: the cursor is at the newest item.
-  await redis.hset(store.keys(chatKey).meta, 'deliveredTo', sent.id);
+  // Delivered, as two messages: the cursor is at the newest item and its part count recorded.
+  const delivery = new DeliveryStore(redis, prefix, 100);
+  const claim = await delivery.claim(chatKey, 'd', 60_000, 10);
+  if (claim.status !== 'ok') throw new Error(claim.status);
+  const split = { itemId: sent.id, channel: 'test', parts: 2, format: 'f' };
+  const moved = await delivery.advance(chatKey, 'd', claim.cursor, claim.items.at(-1)!, 60_000, undefined, {
+    split,
+  });
+  if (!moved.ok) throw new Error(moved.reason);
+  await delivery.release(chatKey, 'd');
   await switchContext(store, chatKey, lease.fence, { op: 'new', runId: 'r1' });
   await redis.rpush(store.keys(chatKey).archive, '{}');
   const memory = await writeMemory(store, chatKey, {
@@ -82,6 +91,7 @@ describe('chat expiry (CHAT_TTL_DAYS)', () => {
     expect(before.some((k) => k.includes(':ctx:'))).toBe(true);
     expect(before).toContain(store.keys('old').memory);
     expect(before).toContain(store.keys('old').usage);
+    expect(before).toContain(store.keys('old').parts);
     expect(before.length).toBeGreaterThanOrEqual(8);
     await idle(1000);
     await fullChat('fresh');

@@ -130,6 +130,14 @@ describe('an outbox item sent as several messages', () => {
       { itemId: ids[0], channel: 'parts', parts: 3, format: 'pipes.1' },
       { itemId: ids[2], channel: 'parts', parts: 2, format: 'pipes.1' },
     ]);
+    // The outbox record says it too, durably: only the items that went out as several messages.
+    const outbox = await store.readOutbox('c1', undefined, 10);
+    expect(outbox.map((item) => [item.id, item.parts])).toEqual([
+      [ids[0], 3],
+      [ids[1], undefined],
+      [ids[2], 2],
+    ]);
+    expect(outbox[1]).not.toHaveProperty('parts');
     expect(
       await sampleValue(await metrics.registry.metrics(), 'chatlane_deliveries_total', {
         channel: 'parts',
@@ -192,6 +200,12 @@ describe('an outbox item sent as several messages', () => {
       },
     ]);
     expect(await dstore.state('c1')).toMatchObject({ deliveredTo: b, part: undefined });
+    // Given up part-way, it did not go out as its parts: the outbox record has no count for it.
+    expect((await store.readOutbox('c1', undefined, 10)).map((item) => item.parts)).toEqual([
+      undefined,
+      undefined,
+    ]);
+    expect(await redis.exists(store.keys('c1').parts)).toBe(0);
   });
 
   it('a split that changed since the item began (another version) sends the item again from its first part', async () => {

@@ -90,6 +90,26 @@ describe('WhatsApp', () => {
       { itemId: id, channel: 'whatsapp', parts: 2, format: 'whatsapp.1' },
     ]);
   });
+
+  it('GET /outbox says how many messages a long answer went out as, the number WhatsApp received; a short one has no parts', async () => {
+    const fake = await whatsapp();
+    const [long, short] = await stack!.reply(CHAT, [longAnswer(10_000), 'and a short one after it']);
+    // Both items delivered: the cursor is past the short one too.
+    await waitFor(async () => (await stack!.store.readMeta(CHAT)).deliveredTo === short, {
+      what: 'both replies delivered',
+    });
+    const received = fake.texts().length - 1;
+    expect(received).toBeGreaterThanOrEqual(3);
+    const res = await stack!.app.inject({
+      method: 'GET',
+      url: `/v1/chats/${encodeURIComponent(CHAT)}/outbox`,
+    });
+    expect(res.statusCode).toBe(200);
+    const items = (res.json() as { items: Array<{ id: string; parts?: number }> }).items;
+    expect(items.map((item) => item.id)).toEqual([long, short]);
+    expect(items[0]!.parts).toBe(received);
+    expect(items[1]).not.toHaveProperty('parts');
+  });
 });
 
 describe('Discord', () => {

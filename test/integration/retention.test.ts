@@ -195,6 +195,42 @@ describe('outbox window', () => {
     expect(next.status === 'ok' && next.items.map((i) => i.id)).toEqual(ids.slice(15));
   });
 
+  it('keeps the part counts of split items within the outbox cap: those of items trimmed from the outbox go', async () => {
+    const keep = 2;
+    const store = storeWith({ outboxKeep: keep });
+    const deliveryStore = new DeliveryStore(redis, prefix, 500, false, undefined, keep);
+    await store.ingest('split', userMessage('split', 's-1', 'hi'), limits, {
+      channel: 'test',
+      threadId: 't',
+    });
+    const fence = await lease(store, 'split');
+    const parts = store.keys('split').parts;
+    const ids: string[] = [];
+    for (let n = 0; n < 20; n++) {
+      const res = await store.sendOutbox('split', fence, { runId: 'r', text: `reply ${n}`, ts: n });
+      if (!res.ok) throw new Error(res.reason);
+      ids.push(res.id);
+      const claim = await deliveryStore.claim('split', 'd1', 60_000, 1);
+      if (claim.status !== 'ok') throw new Error(claim.status);
+      const item = claim.items[0]!;
+      const split = { itemId: item.id, channel: 'test', parts: 2 + (n % 3), format: 'f' };
+      expect(
+        await deliveryStore.advance('split', 'd1', claim.cursor, item, 60_000, undefined, { split }),
+      ).toEqual({
+        ok: true,
+      });
+      // Never past the cap and a quarter (at least one more), as the outbox itself.
+      expect(await redis.hlen(parts)).toBeLessThanOrEqual(keep + 1);
+    }
+    const fields = await redis.hkeys(parts);
+    expect(fields).toContain(ids[19]);
+    for (const old of ids.slice(0, 15)) expect(fields).not.toContain(old);
+    // What the outbox still holds keeps its count.
+    const items = await store.readOutbox('split', undefined, 100);
+    expect(items.length).toBeGreaterThanOrEqual(keep);
+    for (const item of items) expect(item.parts).toBe(2 + (ids.indexOf(item.id) % 3));
+  });
+
   it('trims a contact send into a chat the same way (contact-receive.lua)', async () => {
     const store = storeWith({ outboxKeep: 3 });
     const book = new ContactBook(store, { retentionMs: 60_000, dedupWindowMs: 60_000 });

@@ -26,7 +26,7 @@ import {
   MAX_UNCOMMITTED_SENDS,
   NO_READS,
   type OutboxItem,
-  outboxItemOf,
+  outboxPageOf,
   parseUncommitted,
   renewedSchema,
   type StoreOptions,
@@ -496,9 +496,14 @@ export class ChatStore {
     return entries.map(([, fields]) => parseStoredMessage(fieldsOf(fields).get('m') ?? ''));
   }
 
+  /** A page of the outbox, each item with `parts` when it went out as several messages. */
   async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
-    const entries = await this.rangeAfter(this.keys(chatKey).outbox, after, limit);
-    return entries.map(outboxItemOf);
+    const start = after ? rangeStartAfter(after) : '-';
+    if (start === undefined) return [];
+    const k = this.keys(chatKey);
+    return outboxPageOf(
+      await this.redis.multi().xrange(k.outbox, start, '+', 'COUNT', limit).hgetall(k.parts).exec(),
+    );
   }
 
   /** Records an event written from TypeScript; its data is checked against the type's schema (events.ts) by the compiler. */

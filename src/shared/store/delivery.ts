@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { decodeRoute, type ReplyRoute } from '../delivery/route.js';
 import type { EventSink } from '../events.js';
 import { lazyChatKeys } from '../keys.js';
+import { DEFAULT_STORE_RETENTION } from '../retention.js';
 import { type OutboxItem, outboxItemOf, type StreamEntry } from './chat-store.js';
 import { type RedisClient, scripts } from './scripts.js';
 
@@ -125,6 +126,8 @@ export class DeliveryStore {
     readonly streaming = false,
     /** A program's onEvent: `delivery.failed` as the cursor move records it. */
     readonly events?: EventSink,
+    /** OUTBOX_KEEP_ITEMS: the cap of the part counts the cursor move records. */
+    readonly outboxKeep = DEFAULT_STORE_RETENTION.outboxKeep,
   ) {}
 
   /** Take the delivery lease and read up to `max` items after the cursor. */
@@ -183,7 +186,8 @@ export class DeliveryStore {
   /**
    * Move the cursor from `expected` to `itemId` (compare-and-set) and renew the lease.
    * `failed`, when given, is recorded as the item's `delivery.failed` event in the same script;
-   * `split` (an item sent as several messages) as its `delivery.split` event. `partsBefore`:
+   * `split` (an item sent as several messages) as its `delivery.split` event and its part
+   * count in the chat's `parts` hash (GET …/outbox shows it). `partsBefore`:
    * how many of the item's parts went out before this step, checked against its part cursor.
    */
   async advance(
@@ -199,7 +203,9 @@ export class DeliveryStore {
     const raw = head.parse(
       await scripts.deliveryAdvance.run(
         this.redis,
-        this.streaming ? [k.meta, k.events, k.posts] : [k.meta, k.events],
+        this.streaming
+          ? [k.meta, k.events, k.parts, k.outbox, k.posts]
+          : [k.meta, k.events, k.parts, k.outbox],
         [
           owner,
           expected,
@@ -211,6 +217,7 @@ export class DeliveryStore {
           this.streaming ? (item.part ?? '') : '',
           opts.split ? JSON.stringify(opts.split) : '',
           opts.partsBefore ?? '',
+          this.outboxKeep,
         ],
         this.events,
       ),

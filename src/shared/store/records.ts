@@ -202,6 +202,11 @@ export interface OutboxItem {
    * the request in words, with how to answer in text.
    */
   approval?: OutboxApproval;
+  /**
+   * How many messages the item went out as, when its platform took it as several (2 or more;
+   * absent otherwise, and until delivery passed it). Written when the last one went out.
+   */
+  parts?: number;
 }
 
 /** The request an approval card asks about (commit.lua writes it with the request). */
@@ -277,6 +282,27 @@ export function fieldsOf(fields: string[]): Map<string, string> {
   const map = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i]!, fields[i + 1]!);
   return map;
+}
+
+const outboxPageSchema = z.tuple([
+  z.tuple([z.null(), z.array(z.tuple([z.string(), z.array(z.string())]))]),
+  z.tuple([z.null(), z.record(z.string(), z.string())]),
+]);
+
+/**
+ * A MULTI's [XRANGE of the outbox, HGETALL of its parts hash] as the page's items, each with
+ * its part count when the hash has one. The hash, not HMGET of the page's ids: those are
+ * known only once the range is read, and a read script converting the page to Lua and back
+ * costs Redis several times the XRANGE (the hash holds at most OUTBOX_KEEP_ITEMS and a
+ * quarter small fields, usually none).
+ */
+export function outboxPageOf(raw: unknown): OutboxItem[] {
+  const [[, entries], [, counts]] = outboxPageSchema.parse(raw);
+  return entries.map((entry) => {
+    const item = outboxItemOf(entry);
+    const parts = Number(counts[entry[0]] ?? Number.NaN);
+    return Number.isInteger(parts) && parts >= 2 ? { ...item, parts } : item;
+  });
 }
 
 /** One outbox stream entry as the API and the senders see it. */

@@ -152,7 +152,7 @@ export const scripts = {
   indexForget: new LuaScript('index-forget', 1),
   contextSwitch: new LuaScript('context-switch', 6, { variadic: true, events: true }),
   deliveryClaim: new LuaScript('delivery-claim', 2, { variadic: true }),
-  deliveryAdvance: new LuaScript('delivery-advance', 2, { variadic: true, events: true }),
+  deliveryAdvance: new LuaScript('delivery-advance', 4, { variadic: true, events: true }),
   deliveryPart: new LuaScript('delivery-part', 1),
   deliveryPost: new LuaScript('delivery-post', 2),
   deliveryDefer: new LuaScript('delivery-defer', 1),

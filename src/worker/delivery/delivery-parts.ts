@@ -77,6 +77,7 @@ export async function buildDeliveryWorker(
         config.EVENTS_MAX_LEN,
         !!streaming,
         events,
+        config.OUTBOX_KEEP_ITEMS,
       ),
       ...(streaming && { streaming }),
       senders,
