@@ -15,11 +15,11 @@ import {
   round,
   spawnServer,
   type Target,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * POST /v1/chats/:chatKey/messages throughput of the real ingress (`chatlane ingress`,
- * src/cli.ts) against the anchor in bench/anchor-server.ts, each in its own process, in the
+ * src/cli.ts) against the anchor in bench/anchors/ingress-server.ts, each in its own process, in the
  * same run, alternating which goes first.
  */
 
@@ -137,7 +137,7 @@ async function measure(side: Side, opts: IngressOptions, run: number): Promise<I
         })
       : await spawnServer({
           name: 'anchor',
-          args: ['--import', 'tsx', 'bench/anchor-server.ts'],
+          args: ['--import', 'tsx', 'bench/anchors/ingress-server.ts'],
           env: { REDIS_URL, BENCH_PREFIX: prefix },
           readyPath: '/healthz',
         });
