@@ -13,7 +13,16 @@ import { createTurnWorker } from '../src/worker/turn/turn-worker.js';
 import { refundScript } from '../test/helpers/approvals.js';
 import { scriptedModel } from '../test/helpers/scripted-model.js';
 import { workerConfig } from '../test/helpers/worker-config.js';
-import { adminRedis, deletePrefix, median, progress, REDIS_URL, randomPrefix, round, sleep } from './util.js';
+import {
+  adminRedis,
+  deletePrefix,
+  median,
+  progress,
+  REDIS_URL,
+  randomPrefix,
+  round,
+  sleep,
+} from './lib/util.js';
 
 /**
  * The latency of a tool approval (docs/benchmarks.md, "Tool approval"): from the person's

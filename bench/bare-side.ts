@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createInterface, type Interface } from 'node:readline';
-import { ANCHOR_LABEL, idleCpuPct, memoryOf, rssSampler, spawnBareLoop } from './fleet.js';
-import { processCpuSeconds, randomPrefix, round, sleep } from './util.js';
+import { ANCHOR_LABEL, idleCpuPct, memoryOf, rssSampler, spawnBareLoop } from './lib/fleet.js';
+import { processCpuSeconds, randomPrefix, round, sleep } from './lib/util.js';
 
 /** What one side of a worker-against-anchor benchmark spent on its turns. */
 export interface Side {

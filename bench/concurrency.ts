@@ -1,5 +1,5 @@
-import { measureWorkerTurns, startMock, type WorkerLoadResult } from './fleet.js';
-import { median, meets, progress, pushTo, round, type Target } from './util.js';
+import { measureWorkerTurns, startMock, type WorkerLoadResult } from './lib/fleet.js';
+import { median, meets, progress, pushTo, round, type Target } from './lib/util.js';
 
 /**
  * High concurrency: one worker process at WORKER_CONCURRENCY 100 / 1,000 / 2,000 against a

@@ -8,19 +8,20 @@ import {
   deletePrefix,
   medianOf,
   meets,
-  orderFor,
   progress,
   REDIS_URL,
   randomPrefix,
   round,
   spawnServer,
   type Target,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * POST /v1/chats/:chatKey/messages throughput of the real ingress (`chatlane ingress`,
- * src/cli.ts) against the anchor in bench/anchor-server.ts, each in its own process, in the
- * same run, alternating which goes first.
+ * src/cli.ts) against two anchors, each in its own process, in the same run, the order rotated
+ * each run: bench/anchors/ingress-server.ts (Fastify + RPUSH + the turn's deduplicated add with
+ * chatlane's Redis options) and bench/anchors/least-work-server.ts (Fastify + RPUSH + a plain
+ * `Queue.add`: the least a message endpoint with a queue can do, two round trips as chatlane).
  */
 
 export interface IngressOptions {
@@ -47,7 +48,18 @@ export const INGRESS_TARGET: Target = {
   value: 0.9,
 };
 
-type Side = 'anchor' | 'chatlane';
+export const INGRESS_LEAST_WORK_TARGET: Target = {
+  metric: 'leastWorkRatio = chatlane req/s ÷ least-work anchor req/s',
+  comparator: '>=',
+  value: 0.8,
+};
+
+type Side = 'leastWork' | 'anchor' | 'chatlane';
+const SIDES: readonly Side[] = ['leastWork', 'anchor', 'chatlane'];
+const ANCHOR_FILES: Record<Exclude<Side, 'chatlane'>, string> = {
+  anchor: 'bench/anchors/ingress-server.ts',
+  leastWork: 'bench/anchors/least-work-server.ts',
+};
 
 export interface IngressMeasurement {
   reqPerSec: number;
@@ -67,9 +79,13 @@ export interface IngressMeasurement {
 
 export interface IngressRun {
   order: Side[];
+  leastWork: IngressMeasurement;
   anchor: IngressMeasurement;
   chatlane: IngressMeasurement;
   ratio: number;
+  /** chatlane req/s ÷ least-work anchor req/s. */
+  leastWorkRatio: number;
+  leastWorkCpuRatio: number;
   /** anchor server CPU/request ÷ chatlane server CPU/request: same sense as `ratio`, 1 = as cheap as the anchor. */
   cpuRatio: number;
 }
@@ -136,8 +152,8 @@ async function measure(side: Side, opts: IngressOptions, run: number): Promise<I
           readyPath: '/readyz',
         })
       : await spawnServer({
-          name: 'anchor',
-          args: ['--import', 'tsx', 'bench/anchor-server.ts'],
+          name: side,
+          args: ['--import', 'tsx', ANCHOR_FILES[side]],
           env: { REDIS_URL, BENCH_PREFIX: prefix },
           readyPath: '/healthz',
         });
@@ -172,7 +188,8 @@ export async function benchIngress(opts: IngressOptions) {
   const runs: IngressRun[] = [];
   for (let run = 0; run < opts.runs; run++) {
     const measured: Partial<Record<Side, IngressMeasurement>> = {};
-    const order = orderFor<Side, Side>(run, 'anchor', 'chatlane');
+    // Each side goes first, second and third once in three runs.
+    const order = SIDES.map((_, i) => SIDES[(i + run) % SIDES.length]!);
     for (const side of order) {
       try {
         measured[side] = await measure(side, opts, run);
@@ -184,19 +201,25 @@ export async function benchIngress(opts: IngressOptions) {
     }
     const anchor = measured.anchor!;
     const chatlane = measured.chatlane!;
+    const leastWork = measured.leastWork!;
     runs.push({
       order,
+      leastWork,
       anchor,
       chatlane,
       ratio: round(chatlane.reqPerSec / anchor.reqPerSec),
       cpuRatio: round(anchor.serverCpuUsPerReq / chatlane.serverCpuUsPerReq),
+      leastWorkRatio: round(chatlane.reqPerSec / leastWork.reqPerSec),
+      leastWorkCpuRatio: round(leastWork.serverCpuUsPerReq / chatlane.serverCpuUsPerReq),
     });
   }
   const ratio = medianOf(runs, (r) => r.ratio);
+  const leastWorkRatio = medianOf(runs, (r) => r.leastWorkRatio);
   return {
     description:
       `POST /v1/chats/:chatKey/messages over ${opts.chats} chats, ${opts.connections} connections, ` +
-      `${opts.durationS}s per measurement after ${opts.warmupS}s warm-up; anchor = Fastify + RPUSH + enqueueTurn`,
+      `${opts.durationS}s per measurement after ${opts.warmupS}s warm-up; anchor = Fastify + RPUSH + enqueueTurn; ` +
+      'leastWork = Fastify + RPUSH + a plain Queue.add',
     settings: opts,
     runs,
     median: {
@@ -219,8 +242,17 @@ export async function benchIngress(opts: IngressOptions) {
       chatlaneRedisCpuUsPerReq: medianOf(runs, (r) => r.chatlane.redisCpuUsPerReq),
       cpuRatio: medianOf(runs, (r) => r.cpuRatio),
       ratio,
+      leastWorkReqPerSec: medianOf(runs, (r) => r.leastWork.reqPerSec),
+      leastWorkP50Ms: medianOf(runs, (r) => r.leastWork.p50Ms),
+      leastWorkP99Ms: medianOf(runs, (r) => r.leastWork.p99Ms),
+      leastWorkServerCpuUsPerReq: medianOf(runs, (r) => r.leastWork.serverCpuUsPerReq),
+      leastWorkRedisCpuUsPerReq: medianOf(runs, (r) => r.leastWork.redisCpuUsPerReq),
+      leastWorkCpuRatio: medianOf(runs, (r) => r.leastWorkCpuRatio),
+      leastWorkRatio,
     },
     target: INGRESS_TARGET,
     meetsTarget: meets(INGRESS_TARGET, ratio),
+    leastWorkTarget: INGRESS_LEAST_WORK_TARGET,
+    meetsLeastWorkTarget: meets(INGRESS_LEAST_WORK_TARGET, leastWorkRatio),
   };
 }

@@ -1,7 +1,7 @@
 import { parseLoadtestArgs } from '../src/loadtest/options.js';
 import { runLoadtest } from '../src/loadtest/run.js';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
-import { startMock } from './fleet.js';
+import { startMock } from './lib/fleet.js';
 import {
   adminRedis,
   deletePrefix,
@@ -11,7 +11,7 @@ import {
   REDIS_URL,
   randomPrefix,
   round,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * Lane policies against people typing in bursts (docs/lane-policies.md): `chatlane loadtest

@@ -3,8 +3,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type RoleProcess, startRole } from '../test/helpers/processes.js';
-import { ANCHOR_LABEL, BenchChats, mockStats, spawnBareLoop, startMock } from './fleet.js';
-import { messageText, progress, REDIS_URL, randomPrefix, sleep } from './util.js';
+import { ANCHOR_LABEL, BenchChats, mockStats, spawnBareLoop, startMock } from './lib/fleet.js';
+import { messageText, progress, REDIS_URL, randomPrefix, sleep } from './lib/util.js';
 
 /**
  * Where the overhead benchmark's peak RSS comes from (docs/benchmarks.md, "Wrapper overhead"): the same two

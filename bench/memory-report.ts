@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { type CallFrame, ownerOf } from './profile-frames.js';
+import { type CallFrame, ownerOf } from './lib/profile-frames.js';
 
 /**
  * Reads what bench/memory-probe.ts wrote, as text tables (run with a big heap for snapshots:

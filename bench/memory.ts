@@ -5,7 +5,7 @@ import type { ChatMessage } from '../src/shared/messages.js';
 import { DEFAULT_STORE_RETENTION, type StoreRetention } from '../src/shared/retention.js';
 import { type ArchiveEntry, applyCompaction, readSnapshot } from '../src/shared/store/archive.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
-import { counted, freePort, prng, progress, round } from './util.js';
+import { counted, freePort, prng, progress, round } from './lib/util.js';
 
 /**
  * Memory per chat in Redis (issue 11 §3, issue 13 §6). Chats are written through the store's

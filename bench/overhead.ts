@@ -1,6 +1,6 @@
 import { measureBare, type Side } from './bare-side.js';
-import { measureWorkerTurns, mockStats, startMock } from './fleet.js';
-import { median, meets, orderFor, progress, pushTo, round, type Target } from './util.js';
+import { measureWorkerTurns, mockStats, startMock } from './lib/fleet.js';
+import { median, meets, orderFor, progress, pushTo, round, type Target } from './lib/util.js';
 
 /**
  * Wrapper overhead: what a chatlane worker spends per turn beyond the AI SDK tool loop it

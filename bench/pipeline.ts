@@ -6,7 +6,7 @@ import { closeRedis, createRedis } from '../src/shared/redis.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import type { RuntimeContext } from '../src/worker/pipeline/types.js';
 import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
-import { echoModel } from './echo-model.js';
+import { echoModel } from './lib/echo-model.js';
 import {
   adminRedis,
   counted,
@@ -21,7 +21,7 @@ import {
   randomPrefix,
   round,
   type Target,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * The context pipeline of one turn (Provider → Compressor → Assembler) on a chat with a

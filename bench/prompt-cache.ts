@@ -19,7 +19,7 @@ import {
   sleep,
   type Target,
   userMessage,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * Prompt caching (issue 20 §3): how much of each turn's model input a provider's prefix cache

@@ -3,7 +3,7 @@ import { loadConfig } from '../src/shared/config.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { postMessage, type RoleProcess, startRole } from '../test/helpers/processes.js';
 import { deletePrefix, testRedis, waitFor } from '../test/helpers/redis.js';
-import { median, percentile, progress, randomPrefix, round } from './util.js';
+import { median, percentile, progress, randomPrefix, round } from './lib/util.js';
 
 /**
  * Recovery after `kill -9`: real processes (`dist/cli.js`: ingress, two workers), the mock

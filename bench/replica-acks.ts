@@ -11,7 +11,7 @@ import { replicaAcks } from '../src/shared/replica-acks.js';
 import { ChatStore } from '../src/shared/store/chat-store.js';
 import { runTurn } from '../src/worker/turn/turn.js';
 import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
-import { echoModel } from './echo-model.js';
+import { echoModel } from './lib/echo-model.js';
 import {
   freePort,
   median,
@@ -23,7 +23,7 @@ import {
   round,
   spawnServer,
   userMessage,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * What REDIS_REPLICA_ACKS=1 costs against 0, as ratios in one run: a primary and one replica

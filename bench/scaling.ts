@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
-import { measureWorkerTurns, startMock, type WorkerLoadResult } from './fleet.js';
-import { median, progress, pushTo, round } from './util.js';
+import { measureWorkerTurns, startMock, type WorkerLoadResult } from './lib/fleet.js';
+import { median, progress, pushTo, round } from './lib/util.js';
 
 /**
  * Horizontal scaling: 1, 2, 4 worker processes (WORKER_CONCURRENCY 32 each) on a mock model

@@ -1,14 +1,6 @@
 import { Queue as GroupQueue, Worker as GroupWorker } from 'groupmq';
 import { Redis } from 'ioredis';
 import {
-  type AnchorMeasurement,
-  type ChatlaneMeasurement,
-  measureAnchor,
-  measureChatlane,
-  TURNS_DEFAULTS,
-  type TurnsOptions,
-} from './turns.js';
-import {
   adminRedis,
   type CpuShare,
   cpuMeter,
@@ -18,7 +10,15 @@ import {
   REDIS_URL,
   randomPrefix,
   round,
-} from './util.js';
+} from './lib/util.js';
+import {
+  type AnchorMeasurement,
+  type ChatlaneMeasurement,
+  measureAnchor,
+  measureChatlane,
+  TURNS_DEFAULTS,
+  type TurnsOptions,
+} from './turns.js';
 
 /**
  * Per-chat serialized throughput, side by side in one run: 1,000 chats with a burst of 5

@@ -9,7 +9,7 @@ import {
   withTokens,
 } from '../src/shared/tokens.js';
 import { hostileTexts } from '../test/helpers/hostile-text.js';
-import { median, progress, round } from './util.js';
+import { median, progress, round } from './lib/util.js';
 
 /**
  * Token counting on hostile text: the cost per KB of each pathological shape, against the

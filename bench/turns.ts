@@ -10,7 +10,7 @@ import { ChatStore } from '../src/shared/store/chat-store.js';
 import type { TurnOutcome } from '../src/worker/turn/turn.js';
 import { turnDepsFromConfig } from '../src/worker/turn/turn-deps.js';
 import { createTurnWorker } from '../src/worker/turn/turn-worker.js';
-import { echoModel } from './echo-model.js';
+import { echoModel } from './lib/echo-model.js';
 import {
   adminRedis,
   type CpuShare,
@@ -24,7 +24,7 @@ import {
   round,
   seedChats,
   type Target,
-} from './util.js';
+} from './lib/util.js';
 
 /**
  * Turn throughput of the real worker (createTurnWorker + production TurnDeps wiring, with an

@@ -8,7 +8,7 @@ import { readWorkspace, saveWorkspace } from '../src/shared/store/workspace.js';
 import { archiveWorkspace, restoreWorkspace } from '../src/worker/shell/archive.js';
 import { type ExecShell, openExecShell } from '../src/worker/shell/exec-shell.js';
 import { runCommand } from '../src/worker/shell/run-command.js';
-import { adminRedis, deletePrefix, median, progress, randomPrefix, round } from './util.js';
+import { adminRedis, deletePrefix, median, progress, randomPrefix, round } from './lib/util.js';
 
 /**
  * What exec_shell's workspace snapshot costs a turn (docs/benchmarks.md, "exec_shell

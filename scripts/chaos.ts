@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { freePort } from '../bench/util.js';
+import { freePort } from '../bench/lib/util.js';
 import { parseLoadtestArgs } from '../src/loadtest/options.js';
 import { progressPrinter } from '../src/loadtest/progress.js';
 import { seededRandom } from '../src/loadtest/random.js';

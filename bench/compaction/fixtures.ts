@@ -3,8 +3,8 @@ import { MockLanguageModelV4 } from 'ai/test';
 import { type Config, loadConfig } from '../../src/shared/config.js';
 import type { ChatMessage } from '../../src/shared/messages.js';
 import { countTextTokens } from '../../src/shared/tokens.js';
-import { usage } from '../echo-model.js';
-import { prng, REDIS_URL, sleep } from '../util.js';
+import { usage } from '../lib/echo-model.js';
+import { prng, REDIS_URL, sleep } from '../lib/util.js';
 import { LLM_ENV } from './options.js';
 
 /** The compaction benchmark's texts and models: deterministic filler, a fixed summary, the token count of a prompt. */

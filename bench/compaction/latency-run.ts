@@ -17,7 +17,7 @@ import { createCompactionWorker } from '../../src/worker/compaction/compactor.js
 import type { TurnDeps, TurnOutcome } from '../../src/worker/turn/turn.js';
 import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
 import { createTurnWorker } from '../../src/worker/turn/turn-worker.js';
-import { echoModel } from '../echo-model.js';
+import { echoModel } from '../lib/echo-model.js';
 import {
   adminRedis,
   type CpuShare,
@@ -32,7 +32,7 @@ import {
   randomPrefix,
   round,
   userMessage,
-} from '../util.js';
+} from '../lib/util.js';
 import {
   assistantMessage,
   benchConfig,

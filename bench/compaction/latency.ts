@@ -1,4 +1,4 @@
-import { median, medianOf, meets, orderFor, round } from '../util.js';
+import { median, medianOf, meets, orderFor, round } from '../lib/util.js';
 import { type LatencyMeasurement, type LatencyMode, measureLatency } from './latency-run.js';
 import { type CompactionOptions, LATENCY_TARGET } from './options.js';
 

@@ -1,4 +1,4 @@
-import type { Target } from '../util.js';
+import type { Target } from '../lib/util.js';
 
 /**
  * Compaction (issue 3), two measurements:

@@ -6,7 +6,7 @@ import { type CompactionResult, compactChat } from '../../src/worker/compaction/
 import { compactionDepsFromConfig } from '../../src/worker/compaction/compaction-deps.js';
 import { runTurn, type TurnDeps } from '../../src/worker/turn/turn.js';
 import { turnDepsFromConfig } from '../../src/worker/turn/turn-deps.js';
-import { echoModel } from '../echo-model.js';
+import { echoModel } from '../lib/echo-model.js';
 import {
   adminRedis,
   deletePrefix,
@@ -16,7 +16,7 @@ import {
   randomPrefix,
   round,
   userMessage,
-} from '../util.js';
+} from '../lib/util.js';
 import { benchConfig, filler, limits, promptTokens, summariserModel, summaryText } from './fixtures.js';
 import type { CompactionOptions } from './options.js';
 

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../bench/util.js';
+import { freePort } from '../../bench/lib/util.js';
 import { type LagProxy, lagProxy } from './lag-proxy.js';
 import { ask, type OwnRedis, ownRedis } from './redis-server.js';
 

@@ -74,7 +74,9 @@ export interface IngestDeps {
   lanes?: LanePolicies;
 }
 
-async function confirmReplicated(store: ChatStore, mark: WriteMark | undefined): Promise<void> {
+const isFilePart = (part: { type: string }) => part.type === 'file';
+
+async function confirmReplicated(store: ChatStore, mark: WriteMark): Promise<void> {
   try {
     await store.confirmWrite(mark);
   } catch (err) {
@@ -97,23 +99,35 @@ export function createIngest(deps: IngestDeps): Ingest {
   const lanes = deps.lanes ?? MERGE_ONLY;
 
   const ingest: Ingest = async ({ chatKey, message, route }) => {
+    // Host names are resolved only for messages with file parts: most have none, and an
+    // await less per message counts at thousands a second (bench --only ingress).
     const problem =
-      messageFileProblem(message.parts, files) ?? (await messageFileHostProblem(message.parts, deps.resolve));
+      messageFileProblem(message.parts, files) ??
+      (message.parts.some(isFilePart)
+        ? await messageFileHostProblem(message.parts, deps.resolve)
+        : undefined);
     if (problem) throw new HttpError(problem.code, problem.message);
+    // One withRedis around every Redis step: the same error mapping, one async frame a message.
+    return withRedis(() => storeMessage(chatKey, message, route));
+  };
+
+  const storeMessage = async (
+    chatKey: string,
+    message: ChatMessage,
+    route: ReplyRoute | undefined,
+  ): Promise<IngestResult> => {
     const mark = store.markWrite(chatKey);
     const lane = lanes.of(message.metadata);
-    const result = await withRedis(() =>
-      store.ingest(chatKey, message, limits, route, {
-        state: lane.debounceMs > 0,
-        ...(lane.policy === 'interrupt' &&
-          lane.maxInterrupts > 0 && {
-            notify: {
-              channel: laneArrivalsChannel(store.prefix, chatKey),
-              maxInterrupts: lane.maxInterrupts,
-            },
-          }),
-      }),
-    );
+    const result = await store.ingest(chatKey, message, limits, route, {
+      state: lane.debounceMs > 0,
+      ...(lane.policy === 'interrupt' &&
+        lane.maxInterrupts > 0 && {
+          notify: {
+            channel: laneArrivalsChannel(store.prefix, chatKey),
+            maxInterrupts: lane.maxInterrupts,
+          },
+        }),
+    });
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);
     }
@@ -121,18 +135,16 @@ export function createIngest(deps: IngestDeps): Ingest {
     const delayMs = result.status === 'accepted' ? debounceDelay(lane, result.lane) : 0;
     // A duplicate enqueues too: if an earlier attempt stored the message but failed to
     // enqueue, the sender's retry is what gets the chat its turn.
-    await withRedis(() =>
-      Promise.all([
-        enqueueTurn(turns, chatKey, delayMs),
-        activity.touch(chatKey),
-        // A duplicate is a message seen before: nothing new to learn about its sender.
-        result.status === 'accepted' && contacts ? contacts.touch(chatKey, message) : undefined,
-      ]),
-    );
+    await Promise.all([
+      enqueueTurn(turns, chatKey, delayMs),
+      activity.touch(chatKey),
+      // A duplicate is a message seen before: nothing new to learn about its sender.
+      result.status === 'accepted' && contacts ? contacts.touch(chatKey, message) : undefined,
+    ]);
     // REDIS_REPLICA_ACKS: the 2xx promises the message survives a failover. One WAIT after
     // the enqueue covers it too (same connection); a duplicate waits as well, since the
     // earlier attempt may have been answered 503 before its write reached the replicas.
-    await withRedis(() => confirmReplicated(store, mark));
+    if (mark) await confirmReplicated(store, mark);
     return { status: result.status, messageId: message.id };
   };
   // The ingest span is the message's place in its trace: its traceparent is stored with the

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import helmet, { type HelmetOptions } from 'helmet';
 
@@ -7,8 +8,8 @@ import helmet, { type HelmetOptions } from 'helmet';
  *
  * helmet, not @fastify/helmet: the plugin builds helmet's middleware again for every request
  * (12–30 µs on this project's VM, against about 1 µs to apply one built once) behind two async
- * hooks, on the path of every ingested message. The middleware is built once per scope here
- * and applied by one callback hook; the headers are the same.
+ * hooks, on the path of every ingested message. Here what helmet sets is recorded once per
+ * scope and replayed by one callback hook; the headers are the same.
  *
  * The API answers JSON and event streams, never a page: nothing of it may run script, load
  * anything, or be framed (`default-src 'none'; frame-ancestors 'none'`, X-Frame-Options DENY).
@@ -47,13 +48,44 @@ const BOARD: HelmetOptions = {
   frameguard: { action: 'deny' },
 };
 
+type HeaderValue = string | number | readonly string[];
+type HeaderStep = { set: string; value: HeaderValue } | { remove: string };
+
+/**
+ * What helmet does to a response with these options, recorded once: its values do not depend
+ * on the request (no nonces, no per-request directives), so replaying them is the same set of
+ * headers without running its dozen middlewares and building the CSP string on every request.
+ */
+function recordHelmet(options: HelmetOptions): HeaderStep[] {
+  const steps: HeaderStep[] = [];
+  const res = {
+    setHeader(name: string, value: HeaderValue) {
+      steps.push({ set: name, value });
+    },
+    removeHeader(name: string) {
+      steps.push({ remove: name });
+    },
+  };
+  let failure: unknown;
+  helmet(options)({} as IncomingMessage, res as unknown as ServerResponse, (err?: unknown) => {
+    failure = err;
+  });
+  if (failure) throw failure;
+  return steps;
+}
+
 /**
  * The headers of `kind` on every route of `scope` (and only there). They are set on the raw
  * response, so hijacked streams (SSE, /v1/ui) carry them too.
  */
 export function securityHeaders(scope: Pick<FastifyInstance, 'addHook'>, kind: 'api' | 'board'): void {
-  const set = helmet(kind === 'api' ? API : BOARD);
-  scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    set(request.raw, reply.raw, (err?: unknown) => done(err as Error | undefined));
+  const steps = recordHelmet(kind === 'api' ? API : BOARD);
+  scope.addHook('onRequest', (_request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    const res = reply.raw;
+    for (const step of steps) {
+      if ('set' in step) res.setHeader(step.set, step.value);
+      else res.removeHeader(step.remove);
+    }
+    done();
   });
 }

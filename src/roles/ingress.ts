@@ -60,6 +60,19 @@ export async function openIngress(
   opened.add(() => closeRedis(redis));
   const watch = new RedisWatch(config, logger);
   watch.add(redis);
+  // BullMQ defines its ~60 Lua commands on its queues' connection, and ioredis copies them
+  // onto every auto-pipeline batch that connection builds: garbage on every message. The
+  // queues get a connection of their own without auto-pipelining (as the worker's BullMQ
+  // connection), the same fail-fast options. With REDIS_REPLICA_ACKS they stay on the
+  // store's: its one WAIT covers the message and the job add only if both went through it.
+  const acks = replicaAcks(config);
+  const queueRedis = acks
+    ? redis
+    : createRedisClient(config, 'ingress', 'chatlane:ingress:queues', { autoPipelining: false });
+  if (queueRedis !== redis) {
+    opened.add(() => closeRedis(queueRedis));
+    watch.add(queueRedis);
+  }
   const { store, queues, platforms } = await opened.step(async () => {
     // An ingress that cannot reach Redis stops (a program's start throws) rather than wait.
     await watch.ready({ timeoutMs: REDIS_START_TIMEOUT_MS });
@@ -68,7 +81,7 @@ export async function openIngress(
       prefix: config.CHATLANE_PREFIX,
       maxEvents: config.EVENTS_MAX_LEN,
       retention: storeRetentionOf(config),
-      replicaAcks: replicaAcks(config),
+      replicaAcks: acks,
       events,
     });
     const ready = async <Q extends Queue>(build: () => Q) => {
@@ -76,12 +89,12 @@ export async function openIngress(
       opened.add(() => queue.close().catch(() => undefined));
       return queue;
     };
-    const turns = await ready(() => createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, redis));
+    const turns = await ready(() => createQueue<TurnJob>(config.CHATLANE_PREFIX, QUEUES.turns, queueRedis));
     // Only watched (Bull Board, /metrics): their producers and consumers live elsewhere.
     const watched = await Promise.all(
       Object.values(QUEUES)
         .filter((name) => name !== QUEUES.turns)
-        .map((name) => ready(() => createQueue(config.CHATLANE_PREFIX, name, redis))),
+        .map((name) => ready(() => createQueue(config.CHATLANE_PREFIX, name, queueRedis))),
     );
     const platforms = await startPlatforms(config, redis, logger);
     if (platforms) opened.add(() => platforms.close());
@@ -160,7 +173,7 @@ export async function openIngress(
     close() {
       closing ??= (async () => {
         await pollers?.close().catch((err: unknown) => logger.warn({ err }, 'pollers close failed'));
-        // Newest first: the platforms, the queues, then the connection they share.
+        // Newest first: the platforms, the queues, then the connections.
         await opened.closeAll();
       })();
       return closing;

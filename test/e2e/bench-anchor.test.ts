@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BareProcess, type BareRun } from '../../bench/bare-side.js';
-import { mockStats, startMock } from '../../bench/fleet.js';
+import { mockStats, startMock } from '../../bench/lib/fleet.js';
 import type { RoleProcess } from '../helpers/processes.js';
 
 // The anchor of the overhead and stream benchmarks (bench/bare-loop.mjs) against the real mock

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { keysUnder, REDIS_URL, randomPrefix, testRedis } from '../helpers/redis.js';
 
 const run = promisify(execFile);
-const script = (name: string) => fileURLToPath(new URL(`../../bench/${name}`, import.meta.url));
+const script = (name: string) => fileURLToPath(new URL(`../../bench/probes/${name}`, import.meta.url));
 
 /** The probe's JSON on stdout, run with plain node as docs/benchmarks.md runs it. */
 async function probe(name: string, env: Record<string, string>): Promise<unknown> {

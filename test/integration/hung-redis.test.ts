@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/util.js';
+import { freePort } from '../../bench/lib/util.js';
 import { type OwnRedis, ownRedis } from '../../scripts/chaos/redis-server.js';
 import { REDIS_UNAVAILABLE_MESSAGE } from '../../src/ingress/validation.js';
 import type { TurnJob } from '../../src/shared/jobs.js';

@@ -18,11 +18,11 @@ describe('the overhead benchmark’s bare loop', () => {
   it('sends the worker side’s message in a chat key of the same length, so the mock’s echo is the same size', () => {
     // The worker side: seedChats writes `message ${m} of ${chatKey}`, one message (m = 0) a chat.
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the files' source text is what is checked
-    expect(benchFile('util.ts')).toContain('`message ${m} of ${chatKey}`');
+    expect(benchFile('lib/util.ts')).toContain('`message ${m} of ${chatKey}`');
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the files' source text is what is checked
     expect(bareLoop).toContain('content: text || `message 0 of ${chatKey}`');
     const label = (name: string) =>
-      new RegExp(`export const ${name} = '([^']*)'`).exec(benchFile('fleet.ts'))?.[1];
+      new RegExp(`export const ${name} = '([^']*)'`).exec(benchFile('lib/fleet.ts'))?.[1];
     expect(label('FLEET_LABEL')).toBeTruthy();
     expect(label('ANCHOR_LABEL')?.length).toBe(label('FLEET_LABEL')?.length);
     // Both name their chats <prefix>-w<i> for the warm-up and <prefix>-c<i> after it.

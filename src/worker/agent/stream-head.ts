@@ -32,7 +32,7 @@ export type StreamHead<P> =
  * part pulled straight from the original reader. No transform stage and no closure per part:
  * this is on the path of every streamed call of a fallback chain. (Per part, on a loaded
  * 2-core box: ~0.2–1.4 µs over reading the stream directly, a pipeThrough stage ~1.3–2 µs;
- * `npx tsx bench/stream-splice.ts`, bench/results/stream-splice-2026-11-26.txt.)
+ * `npx tsx bench/probes/stream-splice.ts`, bench/results/stream-splice-2026-11-26.txt.)
  */
 export async function readStreamHead<P extends { type: string; error?: unknown }>(
   stream: ReadableStream<P>,

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { type CallFrame, ownerOf } from './profile-frames.js';
 
 /**
- * `tsx bench/profile-summary.ts <file.cpuprofile> [--top N]`: where a worker's CPU went, as
+ * `tsx bench/lib/profile-summary.ts <file.cpuprofile> [--top N]`: where a worker's CPU went, as
  * JSON — self time per package (node_modules/<pkg>, chatlane's own files, node internals, GC)
  * and the top functions by self time and by inclusive time. Reads the profiles that
  * `bench/run.ts --only overhead --profile DIR` writes.
@@ -77,7 +77,7 @@ const { values, positionals } = parseArgs({
 });
 const file = positionals[0];
 if (!file) {
-  process.stderr.write('usage: tsx bench/profile-summary.ts <file.cpuprofile> [--top N]\n');
+  process.stderr.write('usage: tsx bench/lib/profile-summary.ts <file.cpuprofile> [--top N]\n');
   process.exit(2);
 }
 const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;

@@ -1,4 +1,4 @@
-// `node bench/queue-cost.mjs`: what BullMQ's job lifecycle costs the process that works the
+// `node bench/probes/queue-cost.mjs`: what BullMQ's job lifecycle costs the process that works the
 // jobs, as JSON, against the same pacing without a queue. A producer (this process) adds a job
 // every 1000/RATE ms, each a new chat; a worker process (this file with `worker`) takes them
 // with the turn worker's BullMQ options at their defaults (src/worker/turn/turn-worker.ts: a 10 s

@@ -3,9 +3,9 @@
  * so far, then the rest pulled from the original reader) against reading the stream as is, and
  * against the alternative of a pipeThrough stage. Not part of bench/run.ts: a micro-benchmark.
  *
- *   npx tsx bench/stream-splice.ts [partsPerStream=2000] [streams=300]
+ *   npx tsx bench/probes/stream-splice.ts [partsPerStream=2000] [streams=300]
  */
-import { readStreamHead } from '../src/worker/agent/stream-head.js';
+import { readStreamHead } from '../../src/worker/agent/stream-head.js';
 
 type Part = { type: string; delta?: string };
 

@@ -1,5 +1,5 @@
 // The statistics of the plain-node machine probes (page-touch, wake-cost, queue-cost), which
-// run without a TypeScript loader and so cannot import bench/util.ts.
+// run without a TypeScript loader and so cannot import bench/lib/util.ts.
 
 /** The middle value (the upper one of an even count). */
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

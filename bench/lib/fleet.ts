@@ -2,10 +2,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
-import { createQueue, QUEUES, type TurnJob } from '../src/shared/jobs.js';
-import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
-import { ChatStore } from '../src/shared/store/chat-store.js';
-import { type RoleProcess, startRole } from '../test/helpers/processes.js';
+import { createQueue, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { closeRedis, createRedis, waitReady } from '../../src/shared/redis.js';
+import { ChatStore } from '../../src/shared/store/chat-store.js';
+import { type RoleProcess, startRole } from '../../test/helpers/processes.js';
 import {
   adminRedis,
   deletePrefix,
@@ -48,7 +48,7 @@ export async function mockStats(
   return (await res.json()) as { requests: number; inFlight: number; maxInFlightPerChat: number };
 }
 
-const BARE_LOOP = fileURLToPath(new URL('./bare-loop.mjs', import.meta.url));
+const BARE_LOOP = fileURLToPath(new URL('../bare-loop.mjs', import.meta.url));
 
 export interface BareLoopOptions {
   mockUrl: string;

@@ -1,6 +1,6 @@
 import Fastify from 'fastify';
-import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../src/shared/jobs.js';
-import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
+import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
+import { closeRedis, createRedis, waitReady } from '../../src/shared/redis.js';
 
 /**
  * The ingress anchor: the least a message endpoint can do — parse JSON, RPUSH it to a
@@ -8,7 +8,7 @@ import { closeRedis, createRedis, waitReady } from '../src/shared/redis.js';
  * `enqueueTurn` dedup call as the real ingress. What chatlane spends beyond this (zod
  * validation, the ingest script's dedup and inbox cap, the activity index) is the ratio.
  *
- * Env: PORT, HOST, REDIS_URL, BENCH_PREFIX. Run: node --import tsx bench/anchor-server.ts
+ * Env: PORT, HOST, REDIS_URL, BENCH_PREFIX. Run: node --import tsx bench/anchors/ingress-server.ts
  */
 
 const prefix = process.env.BENCH_PREFIX ?? 'clbench-anchor';

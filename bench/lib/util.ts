@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { enqueueTurn, type TurnJob } from '../src/shared/jobs.js';
-import type { ChatMessage } from '../src/shared/messages.js';
-import type { ChatStore } from '../src/shared/store/chat-store.js';
-import { messageTokens } from '../src/shared/tokens.js';
+import { enqueueTurn, type TurnJob } from '../../src/shared/jobs.js';
+import type { ChatMessage } from '../../src/shared/messages.js';
+import type { ChatStore } from '../../src/shared/store/chat-store.js';
+import { messageTokens } from '../../src/shared/tokens.js';
 
 /** Shared helpers of the benchmarks: stats, key hygiene, child servers, progress. */
 

@@ -1,4 +1,4 @@
-// `node bench/wake-cost.mjs`: what one event-loop wake-up costs a process on this machine, as
+// `node bench/probes/wake-cost.mjs`: what one event-loop wake-up costs a process on this machine, as
 // JSON. Each iteration sleeps (a timer of `sleepMs`; 0 = setImmediate, which never leaves the
 // loop), then does the same small piece of work over a working set (objects read and a counter
 // written, spread over `workingSetKiB`). The process's user + system CPU per iteration, less the

@@ -1,4 +1,4 @@
-// `node bench/page-touch.mjs`: what touching memory again after a pause costs a process on this
+// `node bench/probes/page-touch.mjs`: what touching memory again after a pause costs a process on this
 // machine, as JSON. It writes one byte in each 4 KiB page of a 64 MiB buffer, sleeps, writes
 // them again and times that second pass (wall and the process's user + system CPU), for each
 // pause several times. Where pages stay mapped the pass should cost the same after any pause

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { type UiTurnHandle, uiTurn } from './stream-client.js';
-import { warmUp } from './stream-latency.js';
-import { processMemory, startStack, webTokens } from './stream-stack.js';
-import { inBatches, progress, round, sleep } from './util.js';
+import { inBatches, progress, round, sleep } from '../lib/util.js';
+import { type UiTurnHandle, uiTurn } from './client.js';
+import { warmUp } from './latency.js';
+import { processMemory, startStack, webTokens } from './stack.js';
 
 /**
  * Ingress memory per open `/v1/ui` stream: K conversations on one ingress whose turns have

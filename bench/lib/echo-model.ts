@@ -1,6 +1,6 @@
 import type { LanguageModelV4Prompt, LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import { convertArrayToReadableStream, MockLanguageModelV4 } from 'ai/test';
-import { newUserTexts, usage } from '../test/helpers/scripted-model.js';
+import { newUserTexts, usage } from '../../test/helpers/scripted-model.js';
 import { sleep } from './util.js';
 
 /**
@@ -10,7 +10,7 @@ import { sleep } from './util.js';
  */
 
 // The same fixed usage and prompt reading as the tests' scripted model.
-export { newUserTexts, usage } from '../test/helpers/scripted-model.js';
+export { newUserTexts, usage } from '../../test/helpers/scripted-model.js';
 
 export interface EchoModelOptions {
   /** Fixed latency per call. */

@@ -1,11 +1,11 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
-import { ensureRedis } from '../src/demo/dev-redis.js';
-import { lazyChatKeys } from '../src/shared/keys.js';
-import { mintWebToken } from '../src/shared/web-token.js';
-import { type RoleProcess, startRole } from '../test/helpers/processes.js';
-import { sampleValue } from '../test/helpers/prom.js';
-import { freePort, inBatches, randomPrefix } from './util.js';
+import { ensureRedis } from '../../src/demo/dev-redis.js';
+import { lazyChatKeys } from '../../src/shared/keys.js';
+import { mintWebToken } from '../../src/shared/web-token.js';
+import { type RoleProcess, startRole } from '../../test/helpers/processes.js';
+import { sampleValue } from '../../test/helpers/prom.js';
+import { freePort, inBatches, randomPrefix } from '../lib/util.js';
 
 /**
  * The processes of the stream benchmark: a redis-server of its own (other helpers' traffic on

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { hostBusyPct, hostCpuTimes } from './fleet.js';
-import { clock, type UiTurn, type UiTurnHandle, uiTurn } from './stream-client.js';
-import type { OwnRedis, Stack } from './stream-stack.js';
-import { webTokens } from './stream-stack.js';
-import { percentile, processCpuSeconds, progress, redisCpuSeconds, round, sleep } from './util.js';
+import { hostBusyPct, hostCpuTimes } from '../lib/fleet.js';
+import { percentile, processCpuSeconds, progress, redisCpuSeconds, round, sleep } from '../lib/util.js';
+import { clock, type UiTurn, type UiTurnHandle, uiTurn } from './client.js';
+import type { OwnRedis, Stack } from './stack.js';
+import { webTokens } from './stack.js';
 
 /**
  * Time from the model's first token to the client's first `text-delta`: N conversations

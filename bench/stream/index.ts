@@ -1,9 +1,5 @@
-import { BareProcess, combineSides, type Side } from './bare-side.js';
-import { mockStats } from './fleet.js';
-import { type LatencyLevel, measureLatency, pooledLatency, warmUp } from './stream-latency.js';
-import { type IngressMemory, measureIngressMemory } from './stream-memory.js';
-import { measureRedisCost, type PhaseCost, type RedisCost } from './stream-redis.js';
-import { ownRedis, type Stack, startStack } from './stream-stack.js';
+import { BareProcess, combineSides, type Side } from '../bare-side.js';
+import { mockStats } from '../lib/fleet.js';
 import {
   deletePrefix,
   median,
@@ -15,7 +11,11 @@ import {
   round,
   sleep,
   type Target,
-} from './util.js';
+} from '../lib/util.js';
+import { type LatencyLevel, measureLatency, pooledLatency, warmUp } from './latency.js';
+import { type IngressMemory, measureIngressMemory } from './memory.js';
+import { measureRedisCost, type PhaseCost, type RedisCost } from './redis.js';
+import { ownRedis, type Stack, startStack } from './stack.js';
 
 /**
  * Streamed replies (issue 21 §6), three measurements per run on a redis-server of the
@@ -33,7 +33,7 @@ import {
  * Why a closed loop with both sides at the same time, not bursts with pauses (`bursts`, the
  * method until 2026-11-28) or one side after the other (`apart`): on this benchmark's VM a
  * process is charged CPU for each memory page it touches again after sleeping
- * (bench/page-touch.mjs: 16,384 pages 0.6 ms at once, 58 ms after 1 s, 120 ms after 10 s). Apart,
+ * (bench/probes/page-touch.mjs: 16,384 pages 0.6 ms at once, 58 ms after 1 s, 120 ms after 10 s). Apart,
  * the second side starts after the first's round and its 10 s, cold, and which side went first
  * moved the ratio at 100 by ×0.4 (50 conversations right before each round did not warm it
  * back); together, neither waits. docs/benchmarks.md, "Streamed replies".

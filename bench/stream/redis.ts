@@ -1,17 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { replyStreamKey } from '../src/shared/keys.js';
-import { scripts } from '../src/shared/store/scripts.js';
-import { clock, uiTurn } from './stream-client.js';
-import {
-  API_TOKEN,
-  committedChats,
-  countingProxy,
-  type OwnRedis,
-  startStack,
-  webTokens,
-} from './stream-stack.js';
-import { inBatches, progress, round, sleep } from './util.js';
+import { replyStreamKey } from '../../src/shared/keys.js';
+import { scripts } from '../../src/shared/store/scripts.js';
+import { inBatches, progress, round, sleep } from '../lib/util.js';
+import { clock, uiTurn } from './client.js';
+import { API_TOKEN, committedChats, countingProxy, type OwnRedis, startStack, webTokens } from './stack.js';
 
 /**
  * Redis commands and bytes per streamed reply, on the benchmark's own redis-server: each role

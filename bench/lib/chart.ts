@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 
 /**
  * SVG charts of the offered-load and scaling benchmarks, drawn from a bench report with no
- * library and no service: `tsx bench/chart.ts <report.json> <dir>` (or `bench/run.ts
+ * library and no service: `tsx bench/lib/chart.ts <report.json> <dir>` (or `bench/run.ts
  * --charts <dir>`) writes `offered-load.svg` and `scaling.svg` when the report has them.
  */
 
@@ -228,7 +228,7 @@ const entry = process.argv[1];
 if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
   const [input, dir, ...label] = process.argv.slice(2);
   if (!input || !dir) {
-    process.stderr.write('usage: tsx bench/chart.ts <report.json> <dir> [label]\n');
+    process.stderr.write('usage: tsx bench/lib/chart.ts <report.json> <dir> [label]\n');
     process.exit(2);
   }
   const files = writeCharts(JSON.parse(readFileSync(input, 'utf8')), dir, label.join(' '));
