@@ -14,7 +14,7 @@ import { send } from '../agent/tools/chat-send.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
-import type { ReplyWriter } from './reply-writer.js';
+import type { ReplyWriter } from './stream/reply-writer.js';
 
 /** What committing a turn needs of the turn's dependencies. */
 export interface CommitDeps {
