@@ -55,9 +55,17 @@ function toolPart(part: Part): Chunk[] {
   const toolCallId = part.toolCallId;
   const toolName = part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length);
   const out: Chunk[] = [{ type: 'tool-input-available', toolCallId, toolName, input: part.input }];
-  const approval = part.approval as { id?: unknown; approved?: unknown; reason?: unknown } | undefined;
+  const approval = part.approval as Record<string, unknown> | undefined;
   if (approval?.id !== undefined) {
-    out.push({ type: 'tool-approval-request', approvalId: approval.id, toolCallId });
+    // As streamed: a page answers the request with what it carries, its signature too.
+    out.push({
+      type: 'tool-approval-request',
+      approvalId: approval.id,
+      toolCallId,
+      ...(approval.requestReason !== undefined && { reason: approval.requestReason }),
+      ...(approval.isAutomatic === true && { isAutomatic: true }),
+      ...(approval.signature !== undefined && { signature: approval.signature }),
+    });
     if (typeof approval.approved === 'boolean')
       out.push({
         type: 'tool-approval-response',
