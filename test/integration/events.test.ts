@@ -224,7 +224,7 @@ describe('typed events', () => {
     }) as typeof logger.error;
     let calls = 0;
     const feed = new EventFeed(
-      (e) => {
+      () => {
         calls += 1;
         if (calls === 1) throw new Error('sync boom');
         return Promise.reject(new Error('async boom'));

@@ -73,7 +73,7 @@ describe('onEvent', () => {
 
   it('a handler that throws or rejects fails no turn: the chat is answered all the same', async () => {
     let calls = 0;
-    const l = await lane((e) => {
+    const l = await lane(() => {
       calls += 1;
       if (calls === 1) throw new Error('boom');
       return Promise.reject(new Error('async boom'));
