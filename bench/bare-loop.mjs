@@ -1,5 +1,6 @@
-// The wrapper-overhead anchor: the bare AI SDK `streamText` tool loop (the worker's turns
-// stream), its stream read to the end, no queue, no store.
+// The wrapper-overhead anchor: the bare AI SDK `streamText` tool loop (a watched turn of the
+// worker streams), its stream read to the end, no queue, no store; with BARE_MODE=generate the
+// bare `generateText` loop (what a turn nobody watches runs) with the same options.
 // Plain JavaScript on purpose, run with plain `node` like the worker's compiled dist/: neither
 // side carries a TypeScript loader. Same provider package and options as the worker
 // (src/worker/agent/model.ts, loop.ts), the same `chat_send` tool schema, the same mock model
@@ -14,7 +15,7 @@
 // /proc.
 import { createInterface } from 'node:readline';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { isStepCount, streamText, tool, zodSchema } from 'ai';
+import { generateText, isStepCount, streamText, tool, zodSchema } from 'ai';
 import { z } from 'zod';
 
 const env = process.env;
@@ -24,6 +25,7 @@ const warmup = Number(env.BARE_WARMUP ?? '0');
 const prefix = env.BARE_CHAT_PREFIX ?? 'bare';
 // The stream benchmark's message (its worker side's text); the overhead benchmark's otherwise.
 const text = env.BARE_TEXT;
+const generate = env.BARE_MODE === 'generate';
 
 const model = createOpenAICompatible({
   name: 'llm',
@@ -43,18 +45,23 @@ const tools = {
 
 let steps = 0;
 async function turn(chatKey) {
-  const result = streamText({
+  const options = {
     model,
     // The mock reads the chat key from the system prompt, as it does from the worker's.
     instructions: `You are a helpful assistant.\nChatKey: ${chatKey}\nReply with chat_send.`,
-    // The worker side's message, word for word (bench/util.ts seedChats: `message ${m} of
+    // The worker side's message, word for word (bench/lib/util.ts seedChats: `message ${m} of
     // ${chatKey}`, m = 0), in a chat named alike: the mock echoes it through chat_send, so both
     // sides stream the same model output (the same SSE events, and the same bytes in them).
     messages: [{ role: 'user', content: text || `message 0 of ${chatKey}` }],
     tools,
     stopWhen: isStepCount(16),
     maxRetries: 2,
-  });
+  };
+  if (generate) {
+    steps += (await generateText(options)).steps.length;
+    return;
+  }
+  const result = streamText(options);
   // Read as the worker reads it: every part of the full stream, in order.
   for await (const _part of result.fullStream);
   steps += (await result.steps).length;

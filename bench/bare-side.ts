@@ -36,6 +36,8 @@ export interface BareRun {
   profileDir?: string;
   /** More arguments to node itself (V8 flags), after the profiler's. */
   nodeArgs?: string[];
+  /** `generate`: the bare generateText loop (a turn nobody watches); default the streamText one. */
+  mode?: 'stream' | 'generate';
 }
 
 /** What a round measures; the idle figures are the process's own (`BareProcess.idle`). */
@@ -64,7 +66,10 @@ export class BareProcess {
       warmup: run.warmup,
       prefix,
       nodeArgs: [...profile, ...(run.nodeArgs ?? [])],
-      ...(run.text !== undefined && { env: { BARE_TEXT: run.text } }),
+      env: {
+        ...(run.text !== undefined && { BARE_TEXT: run.text }),
+        ...(run.mode === 'generate' && { BARE_MODE: 'generate' }),
+      },
     });
     const bare = new BareProcess(child, createInterface({ input: child.stdout! }), prefix, run);
     try {

@@ -222,6 +222,11 @@ export interface WorkerLoadResult {
   workerCpuMsPerTurn: number;
   mockCpuS: number | undefined;
   redisCpuS: number;
+  /**
+   * Commands the Redis server processed over the batch (INFO stats), every client's: exact
+   * per turn only on a Redis of the benchmark's own (REDIS_URL), the bench's own polls included.
+   */
+  redisCommands: number;
   /** The whole machine's CPU busy share over the batch (neighbours included), %. */
   hostBusyPct: number;
   idleRssMb: number[];
@@ -237,6 +242,11 @@ export interface WorkerLoadResult {
  * Start `workers` worker processes, warm them up, then release `chats` one-message chats at
  * once (the queue is paused while they are written) and time until the last one committed.
  */
+/** Commands the Redis server has processed so far (INFO stats). */
+async function redisCommandsProcessed(redis: BenchChats['redis']): Promise<number> {
+  return Number(/total_commands_processed:(\d+)/.exec(await redis.info('stats'))?.[1] ?? 0);
+}
+
 export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<WorkerLoadResult> {
   const chats = new BenchChats();
   const procs: RoleProcess[] = [];
@@ -290,6 +300,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
     const cpu0 = pids.map((pid) => processCpuSeconds(pid) ?? 0);
     const mock0 = processCpuSeconds(opts.mock.pid);
     const redis0 = await redisCpuSeconds(chats.redis);
+    const commands0 = await redisCommandsProcessed(chats.redis);
     const host0 = hostCpuTimes();
     const stats0 = await mockStats(opts.mock, `${chats.prefix}-c`);
     const sampler = rssSampler(pids);
@@ -314,6 +325,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
     const cpu1 = pids.map((pid) => processCpuSeconds(pid) ?? 0);
     const mock1 = processCpuSeconds(opts.mock.pid);
     const redis1 = await redisCpuSeconds(chats.redis);
+    const commands1 = await redisCommandsProcessed(chats.redis);
     const hostBusy = hostBusyPct(host0);
     const peaks = sampler.stop();
     const end = complete ? await chats.lastCommitAt(keys) : Date.now();
@@ -331,6 +343,7 @@ export async function measureWorkerTurns(opts: WorkerLoadOptions): Promise<Worke
       workerCpuMsPerTurn: round((workerCpuS * 1000) / opts.chats, 3),
       mockCpuS: mock0 !== undefined && mock1 !== undefined ? round(mock1 - mock0) : undefined,
       redisCpuS: round(redis1 - redis0),
+      redisCommands: commands1 - commands0,
       hostBusyPct: hostBusy,
       idleRssMb: idle,
       idleCpuPct: idleCpu,

@@ -1,11 +1,11 @@
 /**
- * CPU per part of the fallback's stream head (src/worker/agent/stream-head.ts: the parts read
+ * CPU per part of the fallback's stream head (src/worker/agent/stream/stream-head.ts: the parts read
  * so far, then the rest pulled from the original reader) against reading the stream as is, and
  * against the alternative of a pipeThrough stage. Not part of bench/run.ts: a micro-benchmark.
  *
  *   npx tsx bench/probes/stream-splice.ts [partsPerStream=2000] [streams=300]
  */
-import { readStreamHead } from '../../src/worker/agent/stream-head.js';
+import { readStreamHead } from '../../src/worker/agent/stream/stream-head.js';
 
 type Part = { type: string; delta?: string };
 

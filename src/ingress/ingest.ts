@@ -14,6 +14,7 @@ import { type LanePolicies, MERGE_ONLY } from '../shared/lane-policy.js';
 import type { ChatMessage } from '../shared/messages.js';
 import { ReplicationTimeoutError, type WriteMark } from '../shared/replica-acks.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { REPLY_WATCH_MS } from '../shared/store/reply-streams.js';
 import { inSpan, traceparent } from '../shared/tracing/spans.js';
 import { ActivityIndex } from './activity.js';
 import type { ContactTracker } from './contacts.js';
@@ -49,6 +50,8 @@ export interface IngestRequest {
   message: ChatMessage;
   /** Where replies go; omitted (HTTP API) leaves the chat's route as it is. */
   route?: ReplyRoute;
+  /** The sender waits for the reply (POST /v1/ui): the chat is marked watched with the message. */
+  watched?: boolean;
 }
 
 export interface IngestResult {
@@ -98,7 +101,7 @@ export function createIngest(deps: IngestDeps): Ingest {
   const files = deps.files ?? DEFAULT_FILE_POLICY;
   const lanes = deps.lanes ?? MERGE_ONLY;
 
-  const ingest: Ingest = async ({ chatKey, message, route }) => {
+  const ingest: Ingest = async ({ chatKey, message, route, watched }) => {
     // Host names are resolved only for messages with file parts: most have none, and an
     // await less per message counts at thousands a second (bench --only ingress).
     const problem =
@@ -108,13 +111,14 @@ export function createIngest(deps: IngestDeps): Ingest {
         : undefined);
     if (problem) throw new HttpError(problem.code, problem.message);
     // One withRedis around every Redis step: the same error mapping, one async frame a message.
-    return withRedis(() => storeMessage(chatKey, message, route));
+    return withRedis(() => storeMessage(chatKey, message, route, watched === true));
   };
 
   const storeMessage = async (
     chatKey: string,
     message: ChatMessage,
     route: ReplyRoute | undefined,
+    watched: boolean,
   ): Promise<IngestResult> => {
     const mark = store.markWrite(chatKey);
     const lane = lanes.of(message.metadata);
@@ -127,6 +131,7 @@ export function createIngest(deps: IngestDeps): Ingest {
             maxInterrupts: lane.maxInterrupts,
           },
         }),
+      ...(watched && { watchMs: REPLY_WATCH_MS }),
     });
     if (result.status === 'full') {
       throw new HttpError('CHAT_FULL', `chat already has ${result.pending} pending messages; retry later`);

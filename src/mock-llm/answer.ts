@@ -46,6 +46,9 @@ export async function answer<B>(
     end(clientGone);
   });
 
+  // A client that does not stream waits as long as the streamed answer would take (`chunkMs`
+  // between its events): a provider generates the same tokens either way.
+  let wholeAfterMs = 0;
   let out:
     | { status: number; json: unknown; retryAfterMs?: number }
     | { status: 200; sse: string }
@@ -64,8 +67,12 @@ export async function answer<B>(
     } else {
       const decided = decideReply(request.messages, request.tools);
       const usage = usageOf(prompt, decided, cached);
-      if (!request.stream) out = { status: 200, json: protocol.body(request, decided, usage) };
-      else if (params.stream && !params.sse)
+      if (!request.stream) {
+        out = { status: 200, json: protocol.body(request, decided, usage) };
+        if (state.chunkMs > 0)
+          wholeAfterMs =
+            (sseEvents(protocol.stream(request, body, decided, usage)).length - 1) * state.chunkMs;
+      } else if (params.stream && !params.sse)
         out = { status: 200, json: geminiJsonStream(request, decided, usage) };
       else out = { status: 200, sse: protocol.stream(request, body, decided, usage) };
     }
@@ -80,6 +87,15 @@ export async function answer<B>(
     reply.hijack();
     reply.raw.destroy();
     return reply;
+  }
+  if (wholeAfterMs > 0) {
+    await pause(wholeAfterMs, gone.signal);
+    if (gone.signal.aborted) {
+      reply.hijack();
+      reply.raw.destroy();
+      return reply;
+    }
+    state.recordFirstContent(chatKey, now());
   }
   if ('json' in out) {
     if (out.retryAfterMs !== undefined) reply.header('retry-after-ms', String(out.retryAfterMs));
@@ -116,6 +132,21 @@ export async function answer<B>(
  * `partial_json`/`text` of Anthropic, `text` of Gemini). Openers with `""` do not match.
  */
 const CONTENT_EVENT = /"(?:content|arguments|delta|partial_json|text)":"(?:[^"\\]|\\.)/;
+
+/** `ms`, or less when `signal` aborts first. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}
 
 /** Epoch ms with sub-ms precision: comparable with another process's on the same host. */
 function now(): number {

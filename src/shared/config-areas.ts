@@ -174,6 +174,7 @@ export const AREAS: readonly { title: string; variables: readonly string[] }[] =
       'SSE_MAX_CLIENTS_PER_CHAT',
       'SSE_POLL_MS',
       'SSE_POLL_MAX_MS',
+      'REPLY_STREAMING',
       'REPLY_STREAM_MAX_LEN',
       'REPLY_STREAM_TTL_MS',
       'UI_WAIT_MS',

@@ -165,6 +165,7 @@ export const VARIABLE_ROLES: Record<string, readonly Role[]> = {
   WEB_TOKEN_AUDIENCE: [I],
   WEB_TOKEN_ISSUER: [I],
   WEB_ORIGINS: [I],
+  REPLY_STREAMING: [W],
   REPLY_STREAM_MAX_LEN: [W],
   REPLY_STREAM_TTL_MS: [W],
   UI_WAIT_MS: [I],

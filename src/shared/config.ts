@@ -404,6 +404,14 @@ export const configSchema = () =>
     WEB_ORIGINS: nameList(/^https?:\/\/[^\s,/]+$/, 'an origin (scheme://host[:port])').describe(
       'comma-separated browser origins allowed by CORS (e.g. https://app.example.com); unset: no cross-origin access',
     ),
+    // Streaming a turn costs about twice the CPU of generating it whole, and Redis writes
+    // nobody reads when nobody watches (docs/streaming.md, "When a turn streams").
+    REPLY_STREAMING: z
+      .enum(['auto', 'always', 'never'])
+      .default('auto')
+      .describe(
+        'auto streams a turn only when its reply can be watched (a /v1/ui page or reader open for the chat, or PLATFORM_STREAMING for its platform thread), else generates it whole; always streams every turn (about twice the worker CPU per turn); never streams none (a /v1/ui reply arrives whole when its turn commits, platform replies are posted whole)',
+      ),
     REPLY_STREAM_MAX_LEN: int(5000, 10).describe(
       'most UI message chunks kept in one reply stream (XADD MAXLEN ~); a longer reply keeps its newest chunks',
     ),

@@ -70,13 +70,18 @@ export const EVENT_DATA = {
   }),
   /** Model calls of a turn that did not commit (a model failure, a stop), recorded at its release. */
   'turn.usage': z.looseObject({ runId: z.string(), fence: z.string(), calls }),
+  /** A turn let a watched chat go without a commit: a reader waiting for its whole reply stops waiting. */
+  'turn.released': z.looseObject({ runId: z.string(), fence: z.string() }),
   /** The provider refused the turn's input as too long: the chat is compacted and the turn retried once. */
   'turn.overflow': z.looseObject({ runId: z.string(), error: z.string() }),
   /** The worker shut down before the turn committed: another worker answers these messages. */
   'turn.aborted': z.looseObject({ runId: z.string(), reason: z.string() }),
   /** An operator asked the chat's running turn to stop. */
   'turn.stop-requested': z.looseObject({ fence: z.string() }),
-  /** A turn's reply began streaming (the live view); `messageIds` are the messages it answers. */
+  /**
+   * A turn's reply began streaming (the live view), or an unstreamed turn's whole reply was
+   * written with its commit for a reader; `messageIds` are the messages it answers.
+   */
   'reply.started': z.looseObject({ runId: z.string(), messageIds: luaList(z.string()) }),
   /** Messages that arrived mid-turn joined the streaming reply. */
   'reply.merged': z.looseObject({ runId: z.string(), messageIds: luaList(z.string()) }),

@@ -105,7 +105,8 @@ describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
   const stack = useStack('e2e-interrupt', {
     roles: ['ingress', 'worker'],
     // Messages sent with channel telegram may interrupt a turn once; the others three times.
-    env: { LANE_POLICY: 'interrupt', TELEGRAM_LANE_MAX_INTERRUPTS: '1' },
+    // Every turn streams: these tests read what the live view showed of a cut step.
+    env: { LANE_POLICY: 'interrupt', TELEGRAM_LANE_MAX_INTERRUPTS: '1', REPLY_STREAMING: 'always' },
   });
 
   it('a second message aborts a slow model step; the restarted request holds both and nothing of the first step is sent', async () => {

@@ -39,6 +39,29 @@ export function streamingSendModel(script: (turn: number) => StreamingScript) {
   let step: StreamingScript | undefined;
   let calls = 0;
   return new MockLanguageModelV4({
+    // A turn nobody watches (generateText): the same answer at once, after the time it takes to write.
+    doGenerate: async (options) => {
+      step = options.prompt.at(-1)?.role === 'tool' ? step?.next : script(turns++);
+      const turn = turns - 1;
+      if (!step) return { content: [], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+      const { thinking, sends, gapMs } = step;
+      const pieces = sends.reduce((n, s) => n + (s.pieces ?? 6), 0) + (thinking?.split(/(?<= )/).length ?? 0);
+      await sleep(gapMs * pieces);
+      return {
+        content: [
+          ...(thinking ? [{ type: 'text' as const, text: thinking }] : []),
+          ...sends.map((send) => ({
+            type: 'tool-call' as const,
+            toolCallId: `call-${turn}-${calls++}`,
+            toolName: 'chat_send',
+            input: JSON.stringify({ text: send.text }),
+          })),
+        ],
+        finishReason: { unified: 'tool-calls', raw: 'tool-calls' },
+        usage,
+        warnings: [],
+      };
+    },
     doStream: async (options) => {
       step = options.prompt.at(-1)?.role === 'tool' ? step?.next : script(turns++);
       const turn = turns - 1;

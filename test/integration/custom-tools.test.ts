@@ -248,7 +248,11 @@ describe('a tool given in code', () => {
     });
     const l = lane({ lookup_order: lookup }, calls('lookup_order', { order: '42' }));
     await ingest(l.store, 'shown', 'm1');
-    const outcome = (await runTurn(l.deps, 'shown')) as { status: string; runId: string };
+    // Streamed (as a page watching it sees it): the live view is what this test reads.
+    const outcome = (await runTurn({ ...l.deps, replyStreaming: 'always' }, 'shown')) as {
+      status: string;
+      runId: string;
+    };
     expect(outcome.status).toBe('done');
     const part = await toolPart(l.store, 'shown', 'lookup_order');
     expect(part).toMatchObject({

@@ -224,20 +224,23 @@ describe('typed events', () => {
     }) as typeof logger.error;
     let calls = 0;
     const feed = new EventFeed(
-      (e) => {
+      () => {
         calls += 1;
-        if (e.type === 'reply.started') throw new Error('sync boom');
+        if (calls === 1) throw new Error('sync boom');
         return Promise.reject(new Error('async boom'));
       },
       logger,
       (key) => chatKeyOfEventsKey(prefix, key),
     );
     const deps = depsWithFeed(prefix, feed);
+    // Two turns: each writes at least its turn.committed, the first handed over throws, the rest reject.
     await ingestTexts(deps.store, 'g', 'hello');
+    expect((await runTurn(deps, 'g')).status).toBe('done');
+    await ingestTexts(deps.store, 'g', 'again');
     expect((await runTurn(deps, 'g')).status).toBe('done');
     await waitFor(async () => errors.length >= 2, { what: 'both handler failures logged' });
     expect(calls).toBeGreaterThanOrEqual(2);
-    expect(await deps.store.readHistory('g')).toHaveLength(2);
+    expect(await deps.store.readHistory('g')).toHaveLength(4);
   });
 
   it('without a handler the scripts answer as before and nothing is collected', async () => {

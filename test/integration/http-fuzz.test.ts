@@ -142,7 +142,9 @@ const CONTENT: Record<string, (key: string) => Promise<unknown>> = {
 
 /** Every key of the prefix with its content (TTLs aside): what "nothing written" compares. */
 async function keyspace(): Promise<Map<string, string>> {
-  const keys = await keysUnder(redis, prefix);
+  // A chat's watch key is written by an open /v1/ui response's own timer and expires by
+  // itself within the run: neither is a refusal's write.
+  const keys = (await keysUnder(redis, prefix)).filter((k) => !k.endsWith(':watch'));
   const values = await Promise.all(
     keys.map(async (k) => {
       const type = await redis.type(k);

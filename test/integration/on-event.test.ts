@@ -73,19 +73,24 @@ describe('onEvent', () => {
 
   it('a handler that throws or rejects fails no turn: the chat is answered all the same', async () => {
     let calls = 0;
-    const l = await lane((e) => {
+    const l = await lane(() => {
       calls += 1;
-      if (e.type === 'reply.started') throw new Error('boom');
+      if (calls === 1) throw new Error('boom');
       return Promise.reject(new Error('async boom'));
     });
+    // Two messages, answered one after the other: the second turn runs after the handler threw.
+    const answered = (n: number) =>
+      waitFor(
+        async () => {
+          const res = await fetch(`${l.url}/v1/chats/bo/outbox`);
+          return ((await res.json()) as { items: unknown[] }).items.length >= n;
+        },
+        { what: `the chat answered ${n}` },
+      );
     expect((await send(l.url!, 'bo', 'm1', 'hi')).status).toBe(202);
-    await waitFor(
-      async () => {
-        const res = await fetch(`${l.url}/v1/chats/bo/outbox`);
-        return ((await res.json()) as { items: unknown[] }).items.length > 0;
-      },
-      { what: 'the chat answered' },
-    );
+    await answered(1);
+    expect((await send(l.url!, 'bo', 'm2', 'again')).status).toBe(202);
+    await answered(2);
     await waitFor(async () => calls >= 2, { what: 'the handler called' });
   });
 });

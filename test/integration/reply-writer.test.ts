@@ -9,8 +9,8 @@ import {
   type ReplyField,
   ReplyStreams,
 } from '../../src/shared/store/reply-streams.js';
-import { FlushTick } from '../../src/worker/turn/flush-tick.js';
-import { ReplyWriter } from '../../src/worker/turn/reply-writer.js';
+import { FlushTick } from '../../src/worker/turn/stream/flush-tick.js';
+import { ReplyWriter } from '../../src/worker/turn/stream/reply-writer.js';
 import { deletePrefix, randomPrefix, testRedis, waitFor } from '../helpers/redis.js';
 
 /** The worker's reply stream writer against a real Redis: what it writes, in how many script calls. */

@@ -127,7 +127,7 @@ describe('a turn', () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
       return echoScript(...args);
     });
-    const deps = turnDeps(redis, prefix, model);
+    const deps = { ...turnDeps(redis, prefix, model), replyStreaming: 'always' as const };
     await ingestTexts(deps.store, 'c1', 'hello');
     const replies = deps.replies!;
     const writes = vi.spyOn(replies, 'write');

@@ -37,24 +37,51 @@ type Step = { served: string; usage: ReturnType<typeof reported> } & (
   | { fail: number }
 );
 
-/** A model whose every call streams its answer as scripted, naming the model that served it (turns stream). */
+/**
+ * A model whose every call answers as scripted, naming the model that served it: streamed
+ * (a watched turn) or whole (generateText, a turn nobody watches).
+ */
 function steppedModel(steps: Step[]) {
   let call = 0;
+  const next = () => {
+    const at = call++;
+    const step = steps[at];
+    if (!step) throw new Error('no more steps scripted');
+    if ('fail' in step) {
+      throw new APICallError({
+        message: `failed with ${step.fail}`,
+        url: 'http://model.invalid',
+        requestBodyValues: {},
+        statusCode: step.fail,
+        isRetryable: false,
+      });
+    }
+    return { at, step };
+  };
   return new MockLanguageModelV4({
     modelId: 'configured',
+    doGenerate: async () => {
+      const { at, step } = next();
+      return {
+        content:
+          'send' in step
+            ? [
+                {
+                  type: 'tool-call' as const,
+                  toolCallId: `c${at}`,
+                  toolName: 'chat_send',
+                  input: JSON.stringify({ text: step.send }),
+                },
+              ]
+            : [{ type: 'text' as const, text: step.text }],
+        finishReason: { unified: 'send' in step ? ('tool-calls' as const) : ('stop' as const), raw: 'x' },
+        usage: step.usage,
+        response: { modelId: step.served },
+        warnings: [],
+      };
+    },
     doStream: async () => {
-      const at = call++;
-      const step = steps[at];
-      if (!step) throw new Error('no more steps scripted');
-      if ('fail' in step) {
-        throw new APICallError({
-          message: `failed with ${step.fail}`,
-          url: 'http://model.invalid',
-          requestBodyValues: {},
-          statusCode: step.fail,
-          isRetryable: false,
-        });
-      }
+      const { at, step } = next();
       const parts: LanguageModelV4StreamPart[] = [
         { type: 'stream-start', warnings: [] },
         { type: 'response-metadata', modelId: step.served },
@@ -85,8 +112,8 @@ function steppedModel(steps: Step[]) {
   });
 }
 
-function deps(steps: Step[]): TurnDeps {
-  return turnDeps(redis, prefix, steppedModel(steps));
+function deps(steps: Step[], replyStreaming: TurnDeps['replyStreaming'] = 'auto'): TurnDeps {
+  return { ...turnDeps(redis, prefix, steppedModel(steps)), replyStreaming };
 }
 
 const call = (model: string, i: number, c: number, w: number, o: number, r: number): CallUsage => ({
@@ -102,12 +129,18 @@ async function usageHash(store: ChatStore, chatKey: string): Promise<Record<stri
   return redis.hgetall(store.keys(chatKey).usage);
 }
 
-describe('the usage of a turn', () => {
+describe.each([
+  ['unstreamed (nobody watches)', 'auto'],
+  ['streamed', 'always'],
+] as const)('the usage of a turn, %s', (_, streaming) => {
   it('records each model call with the model that served it, on turn.committed and in the chat usage, once', async () => {
-    const d = deps([
-      { served: 'primary-1', usage: reported(1000, 800, 100, 50, 20), send: 'hello back' },
-      { served: 'fallback-2', usage: reported(1100, 0, 0, 10, 0), text: '' },
-    ]);
+    const d = deps(
+      [
+        { served: 'primary-1', usage: reported(1000, 800, 100, 50, 20), send: 'hello back' },
+        { served: 'fallback-2', usage: reported(1100, 0, 0, 10, 0), text: '' },
+      ],
+      streaming,
+    );
     await ingestTexts(d.store, 'c1', 'hello');
     expect(await runTurn(d, 'c1')).toMatchObject({ status: 'done' });
 
@@ -137,10 +170,13 @@ describe('the usage of a turn', () => {
   });
 
   it('a turn that fails on the model after a step records the step it paid for when it releases the chat', async () => {
-    const d = deps([
-      { served: 'm', usage: reported(500, 0, 0, 40, 0), send: 'working on it' },
-      { served: 'm', usage: reported(0, 0, 0, 0, 0), fail: 503 },
-    ]);
+    const d = deps(
+      [
+        { served: 'm', usage: reported(500, 0, 0, 40, 0), send: 'working on it' },
+        { served: 'm', usage: reported(0, 0, 0, 0, 0), fail: 503 },
+      ],
+      streaming,
+    );
     await ingestTexts(d.store, 'c2', 'hello');
     await expect(runTurn(d, 'c2')).rejects.toBeInstanceOf(ModelUnavailableError);
     expect(await d.store.pendingCount('c2')).toBe(1);
@@ -155,17 +191,22 @@ describe('the usage of a turn', () => {
   });
 
   it('a turn whose batch fails records its calls on turn.failed', async () => {
-    const d = deps([
-      { served: 'm', usage: reported(300, 0, 0, 30, 0), send: 'one moment' },
-      { served: 'm', usage: reported(0, 0, 0, 0, 0), fail: 400 },
-    ]);
+    const d = deps(
+      [
+        { served: 'm', usage: reported(300, 0, 0, 30, 0), send: 'one moment' },
+        { served: 'm', usage: reported(0, 0, 0, 0, 0), fail: 400 },
+      ],
+      streaming,
+    );
     await ingestTexts(d.store, 'c3', 'hello');
     expect(await runTurn(d, 'c3')).toMatchObject({ status: 'failed', code: 'CONTENT_REJECTED' });
     const failed = (await d.store.readEvents('c3', undefined, 50)).filter((e) => e.type === 'turn.failed');
     expect(failed.map((e) => e.data.calls)).toEqual([[{ m: 'm', i: 300, c: 0, w: 0, o: 30, r: 0 }]]);
     expect(await usageHash(d.store, 'c3')).toMatchObject({ [`${today()}|m|calls`]: '1' });
   });
+});
 
+describe('usage records', () => {
   it('a fenced-out commit, fail or release writes no usage', async () => {
     const store = new ChatStore(redis, { prefix, maxEvents: 100 });
     await ingestTexts(store, 'c4', 'hi');

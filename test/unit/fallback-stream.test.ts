@@ -2,7 +2,7 @@ import type { LanguageModelV4CallOptions, LanguageModelV4StreamPart } from '@ai-
 import { streamText } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
-import { readStreamHead } from '../../src/worker/agent/stream-head.js';
+import { readStreamHead } from '../../src/worker/agent/stream/stream-head.js';
 import { mockChain } from '../helpers/mock-chain.js';
 import { sampleValue } from '../helpers/prom.js';
 

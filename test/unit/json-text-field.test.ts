@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { JsonTextField } from '../../src/worker/agent/json-text-field.js';
+import { JsonTextField } from '../../src/worker/agent/stream/json-text-field.js';
 
 /** Feeds `json` in the given pieces; returns what each piece added. */
 function read(pieces: string[], field = 'text'): string[] {

@@ -28,6 +28,7 @@ describe('script replies', () => {
       0,
       2,
       'run-0',
+      1,
     ];
     expect(acquireOk.parse(reply)).toBe(reply);
     const bad = (at: number, value: unknown) => reply.map((v, i) => (i === at ? value : v));
@@ -41,7 +42,8 @@ describe('script replies', () => {
       bad(7, [['1-0', [1]]]),
       bad(9, null),
       bad(11, 3),
-      reply.slice(0, 11),
+      bad(12, '1'),
+      reply.slice(0, 12),
       [...reply, 0],
     ]) {
       expect(acquireOk.safeParse(wrong).success, JSON.stringify(wrong)).toBe(false);

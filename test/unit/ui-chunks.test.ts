@@ -1,7 +1,7 @@
 import { readUIMessageStream, type TextStreamPart, type ToolSet, type UIMessageChunk } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { isSendTextStart, SEND_PART_METADATA } from '../../src/shared/store/reply-send-part.js';
-import { type UiChunk, UiChunker } from '../../src/worker/agent/ui-chunks.js';
+import { type UiChunk, UiChunker } from '../../src/worker/agent/stream/ui-chunks.js';
 
 type Part = TextStreamPart<ToolSet>;
 

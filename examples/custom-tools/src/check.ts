@@ -11,8 +11,9 @@ import { refundsMade } from './orders.js';
 
 type CallOptions = Parameters<MockLanguageModelV4['doStream']>[0];
 type Prompt = CallOptions['prompt'];
-type Part =
-  Awaited<ReturnType<MockLanguageModelV4['doStream']>>['stream'] extends ReadableStream<infer P> ? P : never;
+type StreamResult = Awaited<ReturnType<MockLanguageModelV4['doStream']>>;
+type GenerateResult = Awaited<ReturnType<MockLanguageModelV4['doGenerate']>>;
+type Part = StreamResult['stream'] extends ReadableStream<infer P> ? P : never;
 
 const usage = {
   inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
@@ -45,34 +46,46 @@ function next(prompt: Prompt): { tool: string; input: unknown } | undefined {
 
 const prompts: Prompt[] = [];
 let callId = 0;
-const model = new MockLanguageModelV4({
-  doStream: async (options) => {
-    prompts.push(options.prompt);
-    const call = next(options.prompt);
-    const parts: Part[] = [{ type: 'stream-start', warnings: [] }];
-    if (call) {
-      parts.push({
-        type: 'tool-call',
-        toolCallId: `call-${++callId}`,
-        toolName: call.tool,
-        input: JSON.stringify(call.input),
-      });
-    }
+/** The scripted answer as a model stream (a turn someone watches calls streamText). */
+async function answer(options: CallOptions): Promise<StreamResult> {
+  prompts.push(options.prompt);
+  const call = next(options.prompt);
+  const parts: Part[] = [{ type: 'stream-start', warnings: [] }];
+  if (call) {
     parts.push({
-      type: 'finish',
-      usage,
-      finishReason: call ? { unified: 'tool-calls', raw: 'tool_calls' } : { unified: 'stop', raw: 'stop' },
+      type: 'tool-call',
+      toolCallId: `call-${++callId}`,
+      toolName: call.tool,
+      input: JSON.stringify(call.input),
     });
-    return {
-      stream: new ReadableStream<Part>({
-        start(controller) {
-          for (const part of parts) controller.enqueue(part);
-          controller.close();
-        },
-      }),
-    };
-  },
-});
+  }
+  parts.push({
+    type: 'finish',
+    usage,
+    finishReason: call ? { unified: 'tool-calls', raw: 'tool_calls' } : { unified: 'stop', raw: 'stop' },
+  });
+  return {
+    stream: new ReadableStream<Part>({
+      start(controller) {
+        for (const part of parts) controller.enqueue(part);
+        controller.close();
+      },
+    }),
+  };
+}
+
+/** The same answer whole: a turn nobody watches calls generateText. */
+async function whole(options: CallOptions): Promise<GenerateResult> {
+  const content: GenerateResult['content'] = [];
+  let finishReason: GenerateResult['finishReason'] = { unified: 'stop', raw: 'stop' };
+  for await (const part of (await answer(options)).stream as unknown as AsyncIterable<Part>) {
+    if (part.type === 'tool-call') content.push(part);
+    else if (part.type === 'finish') finishReason = part.finishReason;
+  }
+  return { content, finishReason, usage, warnings: [] };
+}
+
+const model = new MockLanguageModelV4({ doStream: answer, doGenerate: whole });
 
 const env = {
   ...process.env,

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { answerMessageId, answerOf } from '../../shared/store/approvals.js';
+import type { WatchedRun } from '../../shared/store/reply-streams.js';
 import { refusal } from '../approvals.js';
 import { HttpError } from '../errors.js';
 import type { StreamSlot } from '../stream/clients.js';
@@ -99,7 +100,8 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     try {
       // Watching starts before the message is stored: the turn that takes it cannot start unseen.
       await withRedis(() => ui.watchEvents());
-      const result = await app.chatlane.ingest({ chatKey, message });
+      // The message marks the chat watched as it is stored: the turn that takes it streams.
+      const result = await app.chatlane.ingest({ chatKey, message, watched: true });
       if (result.status === 'accepted') ui.awaitStart();
       else await withRedis(() => resendOf(ui, chatKey, message.id));
     } catch (err) {
@@ -113,9 +115,11 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const chatKey = parseChatKey((request.params as { id?: unknown }).id);
     // Taken before the read, so resumes racing for the last slot cannot all pass.
     const slot = reserveStream(app.chatlane.streams, chatKey);
-    let run: string | undefined;
+    let run: WatchedRun | undefined;
     try {
-      run = await withRedis(() => replies.liveRun(chatKey));
+      // A turn that does not stream answers too: the chat is now watched, so its commit
+      // writes the whole reply to the run's stream, where this response waits for it.
+      run = await withRedis(() => replies.watchRun(chatKey));
     } catch (err) {
       slot.release();
       throw err;
@@ -128,7 +132,7 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     try {
       await withRedis(async () => {
         await ui.watchEvents();
-        await ui.follow(run);
+        await ui.follow(run.runId);
       });
     } catch (err) {
       ui.close();
@@ -174,8 +178,9 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const ids = answers.map((a) => answerMessageId(a.approvalId));
     const ui = open(reserveStream(app.chatlane.streams, chatKey), new Set(ids));
     try {
-      // Watching starts before the answers are stored: the turn that takes them cannot start unseen.
-      await withRedis(() => ui.watchEvents());
+      // Watching starts before the answers are stored: the turn that takes them cannot start
+      // unseen, and streams (the chat is watched).
+      await withRedis(() => Promise.all([ui.watchEvents(), replies.watch(chatKey)]));
       let fresh = false;
       for (const a of answers) {
         const result = await app.chatlane.approvals.answer(chatKey, a.approvalId, {

@@ -3,6 +3,7 @@ import type { Logger } from '../../shared/logger.js';
 import { chatEventOf } from '../../shared/store/chat-store.js';
 import {
   isTerminalChunk,
+  REPLY_WATCH_MS,
   type ReplyEntry,
   type ReplyStreams,
   replyEntryOf,
@@ -39,7 +40,8 @@ export interface UiReplyDeps {
   onClose?: () => void;
 }
 
-const END_EVENTS = new Set(['turn.committed', 'turn.failed', 'turn.aborted']);
+// `turn.released`: a turn ended without a commit while the chat was watched (finish.lua).
+const END_EVENTS = new Set(['turn.committed', 'turn.failed', 'turn.aborted', 'turn.released']);
 const START_EVENTS = new Set(['reply.started', 'reply.merged']);
 
 interface Start {
@@ -76,6 +78,7 @@ export class UiReply {
   private waitTimer: NodeJS.Timeout | undefined;
   private graceTimer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private watching: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly deps: UiReplyDeps,
@@ -100,6 +103,13 @@ export class UiReply {
     res.on('close', () => this.close());
     this.heartbeat = setInterval(() => this.write(': heartbeat\n\n'), this.deps.heartbeatMs);
     this.heartbeat.unref();
+    // While this response is open the chat is watched: the turns that start meanwhile stream.
+    this.watching = setInterval(() => {
+      this.deps.replies.watch(this.chatKey).catch((err: unknown) => {
+        this.deps.logger.warn({ err, chatKey: this.chatKey }, 'chat watch refresh failed');
+      });
+    }, REPLY_WATCH_MS / 3);
+    this.watching.unref();
   }
 
   /** Wait for a turn to start answering `about` (an accepted message, a stop resumed later). */
@@ -235,6 +245,7 @@ export class UiReply {
     clearTimeout(this.waitTimer);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeat);
+    clearInterval(this.watching);
     this.stopTail?.();
     this.events?.close();
     const res = this.res;

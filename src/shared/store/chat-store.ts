@@ -148,7 +148,7 @@ export class ChatStore {
     const raw = tuple.parse(
       await scripts.ingest.run(
         this.redis,
-        [k.inbox, k.seen, k.meta, k.outbox],
+        [k.inbox, k.seen, k.meta, k.outbox, k.watch],
         [
           message.id,
           // Throws UnstorableError (nested too deep) before anything is written.
@@ -159,6 +159,7 @@ export class ChatStore {
           lane.state ? '1' : '',
           lane.notify?.channel ?? '',
           lane.notify?.maxInterrupts ?? 0,
+          lane.watchMs ?? '',
         ],
       ),
     );
@@ -189,14 +190,27 @@ export class ChatStore {
     const k = this.keys(chatKey);
     const reply = await scripts.acquire.run(
       this.redis,
-      [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory, k.archive, k.contexts],
+      [k.meta, k.events, k.uncommitted, k.hist, k.inbox, k.memory, k.archive, k.contexts, k.watch],
       [owner, leaseMs, this.maxEvents, reads.windowMessages, reads.maxPending],
       this.events,
     );
     // Not a z.union: trying 'busy' first would build a failed parse on every acquire.
     if (Array.isArray(reply) && reply[0] === 'busy') return { ok: false, ttlMs: acquireBusy.parse(reply)[1] };
-    const [, fence, sends, route, head, window, histLen, pending, memory, archived, contexts, uiRun] =
-      acquireOk.parse(reply);
+    const [
+      ,
+      fence,
+      sends,
+      route,
+      head,
+      window,
+      histLen,
+      pending,
+      memory,
+      archived,
+      contexts,
+      uiRun,
+      watched,
+    ] = acquireOk.parse(reply);
     return {
       ok: true,
       fence: String(fence),
@@ -204,6 +218,7 @@ export class ChatStore {
       route: route ?? undefined,
       input: turnInputOf(head, window, { histLen, archived, contexts }, pending, memory),
       openReply: uiRun ?? undefined,
+      watched: watched === 1,
     };
   }
 
@@ -283,6 +298,7 @@ export class ChatStore {
           k.approvals,
           k.approvalsDone,
           k.outbox,
+          k.watch,
         ],
         [
           fence,
@@ -295,6 +311,7 @@ export class ChatStore {
           turn.reply?.maxLen ?? '',
           turn.reply?.ttlMs ?? '',
           turn.approvals ?? '',
+          turn.reply?.unstreamed ? JSON.stringify(turn.reply.unstreamed) : '',
           turn.reply?.fields.length ?? 0,
           ...(turn.reply?.fields.flat() ?? []),
           turn.consumed.length,
@@ -392,7 +409,7 @@ export class ChatStore {
     const raw = tuple.parse(
       await scripts.finish.run(
         this.redis,
-        [k.meta, k.inbox, k.events, k.usage],
+        [k.meta, k.inbox, k.events, k.usage, k.watch],
         [fence, owner, this.maxEvents, runId, ...this.usageArgs(usage)],
         this.events,
       ),

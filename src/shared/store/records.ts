@@ -46,6 +46,8 @@ export interface IngestLane {
   state?: boolean;
   /** LANE_POLICY=interrupt: while a turn holds the lease, tell it on this channel (at most `maxInterrupts` a turn). */
   notify?: { channel: string; maxInterrupts: number };
+  /** The sender waits for the reply (POST /v1/ui): the chat is watched for this long (ms), set with the message. */
+  watchMs?: number;
 }
 
 /**
@@ -106,6 +108,8 @@ export type AcquireResult =
       input: TurnInput;
       /** The run whose reply stream is still open (meta.uiRun): one that died mid-reply. */
       openReply: string | undefined;
+      /** Someone can watch the chat's replies (its watch key exists): REPLY_STREAMING=auto streams the turn. */
+      watched: boolean;
     }
   | { ok: false; ttlMs: number };
 
@@ -130,6 +134,7 @@ type AcquireOkReply = [
   archived: number,
   contexts: number,
   uiRun: string | null,
+  watched: number,
 ];
 
 /**
@@ -139,7 +144,7 @@ type AcquireOkReply = [
 export const acquireOk = z.custom<AcquireOkReply>(
   (v) =>
     Array.isArray(v) &&
-    v.length === 12 &&
+    v.length === 13 &&
     v[0] === 'ok' &&
     typeof v[1] === 'number' &&
     isStrings(v[2]) &&
@@ -152,7 +157,8 @@ export const acquireOk = z.custom<AcquireOkReply>(
     isStringOrNull(v[8]) &&
     typeof v[9] === 'number' &&
     typeof v[10] === 'number' &&
-    isStringOrNull(v[11]),
+    isStringOrNull(v[11]) &&
+    typeof v[12] === 'number',
   { message: 'not an acquire.lua reply' },
 );
 

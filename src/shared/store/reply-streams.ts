@@ -48,6 +48,11 @@ export interface ReplyTail {
   maxLen: number;
   ttlMs: number;
   fields: readonly ReplyField[];
+  /**
+   * The turn did not stream: `fields` are its whole reply, written by the commit only if the
+   * chat is watched by then (a reader came during the turn), announced as answering these ids.
+   */
+  unstreamed?: readonly string[];
 }
 
 export interface ReplyStreamOptions {
@@ -90,6 +95,19 @@ export function replyEntryOf([id, fields]: StreamEntry): ReplyEntry | undefined 
     // A corrupt entry is skipped rather than ending every reader of the reply.
   }
   return undefined;
+}
+
+/**
+ * How long a chat stays watched after a reader last said so: a /v1/ui message, an open
+ * reader (which refreshes it every third of this). Short, so a page that went away stops
+ * costing its chat a streamed turn soon after.
+ */
+export const REPLY_WATCH_MS = 30_000;
+
+/** The reply a reader that opens now follows: the open one (`streamed`), or the turn that does not stream. */
+export interface WatchedRun {
+  runId: string;
+  streamed: boolean;
 }
 
 export class ReplyStreams {
@@ -206,6 +224,23 @@ export class ReplyStreams {
       this.options.events,
     )) as ['stopping' | 'idle', string];
     return status;
+  }
+
+  /**
+   * A reader opens on the chat: the reply to follow while a turn holds the chat, and the chat
+   * marked watched in the same script (an unstreamed turn's commit then writes its whole
+   * reply). Undefined when no turn holds the chat (nothing is set).
+   */
+  async watchRun(chatKey: string): Promise<WatchedRun | undefined> {
+    const k = lazyChatKeys(this.options.prefix, chatKey);
+    const raw = (await scripts.uiWatch.run(this.redis, [k.meta, k.watch], [REPLY_WATCH_MS])) as unknown[];
+    if (!Array.isArray(raw) || typeof raw[0] !== 'string') return undefined;
+    return { runId: raw[0], streamed: Number(raw[1]) === 1 };
+  }
+
+  /** An open reader says the chat is still watched (one SET with its TTL). */
+  async watch(chatKey: string): Promise<void> {
+    await this.redis.set(lazyChatKeys(this.options.prefix, chatKey).watch, '1', 'PX', REPLY_WATCH_MS);
   }
 
   /** Entries after `after` (exclusive), oldest first. */

@@ -136,15 +136,15 @@ type Script = (
 ) => Promise<unknown>;
 
 export const scripts = {
-  ingest: new LuaScript('ingest', 4),
-  acquire: new LuaScript('acquire', 8, { events: true }),
+  ingest: new LuaScript('ingest', 5),
+  acquire: new LuaScript('acquire', 9, { events: true }),
   renew: new LuaScript('renew', 2, { events: true }),
   renewMany: new LuaScript('renew-many', 2, { variadic: true, events: true }),
-  commit: new LuaScript('commit', 10, { events: true }),
+  commit: new LuaScript('commit', 11, { events: true }),
   fail: new LuaScript('fail', 7, { events: true }),
   budgetHold: new LuaScript('budget-hold', 7, { events: true }),
   outbox: new LuaScript('outbox', 6, { events: true }),
-  finish: new LuaScript('finish', 4, { events: true }),
+  finish: new LuaScript('finish', 5, { events: true }),
   sweepCheck: new LuaScript('sweep-check', 4),
   compact: new LuaScript('compact', 5, { events: true }),
   archiveRead: new LuaScript('archive-read', 2),
@@ -166,6 +166,7 @@ export const scripts = {
   replyWrite: new LuaScript('reply-write', 4, { events: true }),
   replyAppendMany: new LuaScript('reply-append-many', 2, { variadic: true }),
   replyStop: new LuaScript('reply-stop', 2, { events: true }),
+  uiWatch: new LuaScript('ui-watch', 2),
   webhookClaim: new LuaScript('webhook-claim', 1),
   webhookRelease: new LuaScript('webhook-release', 1),
   workspaceSave: new LuaScript('workspace-save', 3, { events: true }),

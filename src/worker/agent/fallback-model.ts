@@ -1,5 +1,5 @@
 import { APICallError, type LanguageModel } from 'ai';
-import { readStreamHead } from './stream-head.js';
+import { readStreamHead } from './stream/stream-head.js';
 
 // As model.ts has it; declared here too, since model.ts builds this class.
 type ModelV4 = Extract<LanguageModel, { specificationVersion: 'v4' }>;

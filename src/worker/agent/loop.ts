@@ -1,5 +1,6 @@
 import {
   type Experimental_SandboxSession,
+  generateText,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
@@ -68,6 +69,9 @@ export interface LoopInput<T> {
   /**
    * Every part of the model's stream, in order, as it is generated (the reply stream's source).
    * Synchronous: it runs for every part, and awaiting it would cost a promise per part.
+   * Given, the loop streams (`streamText`); absent, nobody watches the turn and it calls
+   * `generateText` with the same options: the stream and its consumer cost about as much CPU
+   * again as the rest of the call.
    */
   onPart?: (part: TextStreamPart<ToolSet>) => void;
   /** Arrivals merged into the turn, right after they are taken. */
@@ -237,8 +241,15 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
   };
 
   const settled = () => interrupt?.settled();
+  // Approved and denied calls the SDK settles before a call's first step (generateText: no
+  // parts to read them from). Reset per call: an interrupt's restart answers them again.
+  let stepped = false;
+  let callInput = 0;
   const call = (messages: ModelMessage[]): Promise<LoopResult<T>> => {
-    const result = streamText({
+    stepped = false;
+    callInput = messages.length;
+    // One set of options for both paths: only how the result is read differs.
+    const options = {
       model: input.model,
       instructions: input.system,
       messages,
@@ -249,19 +260,27 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       ...(input.toolsContext && ({ toolsContext: input.toolsContext } as object)),
       ...(input.providerOptions && { providerOptions: input.providerOptions }),
       stopWhen: isStepCount(input.maxSteps - base),
-      prepareStep,
+      prepareStep: (options: Parameters<PrepareStepFunction<ToolSet>>[0]) => {
+        if (!stepped) {
+          stepped = true;
+          deniedBefore(options.messages.slice(callInput), resumed);
+        }
+        return prepareStep(options);
+      },
       abortSignal: interrupt ? interrupt.signalFor(abort.signal) : abort.signal,
       // Awaited by the SDK before each tool's execute: from here on the step cannot be interrupted.
       ...(interrupt && { onToolExecutionStart: settled }),
-      onStepEnd: (step) => {
-        steps.push(step as StepResult<ToolSet>);
+      onToolExecutionEnd: (event: { toolOutput: unknown }) => {
+        if (!stepped) resumedCall(event.toolOutput as TextStreamPart<ToolSet>, resumed);
+      },
+      onStepEnd: (step: unknown) => {
+        const ended = step as StepResult<ToolSet>;
+        steps.push(ended);
         interrupt?.settled();
         if (stepTimeoutMs) abort.disarmStep();
         // The model that served the step: a fallback may have answered for the configured one.
-        tally?.add(callUsage(step.response.modelId || step.model.modelId, step.usage));
+        tally?.add(callUsage(ended.response.modelId || ended.model.modelId, ended.usage));
       },
-      // Errors arrive as the stream's error parts, read below (the default would print them).
-      onError: () => undefined,
       maxRetries: input.maxRetries ?? 2,
       // Step results would otherwise keep every request body until the turn ends: at 2,000
       // turns in flight that was ~90 MB of RSS nobody reads. (Said here so a default change
@@ -273,10 +292,15 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
       ...(input.toolApprovalSecret && { experimental_toolApprovalSecret: input.toolApprovalSecret }),
       // Tracing on: the SDK's spans of the call, each step and each tool call (gen_ai.*).
       ...modelTelemetry('chatlane.turn'),
-    });
+    };
+    // Streamed: errors arrive as the stream's error parts, read by `consume` (the default
+    // onError would print them). Not streamed: generateText throws them.
+    const finished: Promise<unknown> = input.onPart
+      ? consume(streamText({ ...options, onError: () => undefined }).fullStream, input, resumed)
+      : generateText(options).then(() => undefined);
     // An interrupted call (never an ended turn, nor a step that ran out of time) is restarted.
     const interrupted = () => interrupt?.raised === true && !abort.ended && !abort.timedOut;
-    return consume(result.fullStream, input, resumed).then(
+    return finished.then(
       (failure) => {
         abort.disarmStep();
         if (abort.stoppedByRequest) return done(true);
@@ -291,7 +315,10 @@ export function runLoop<T>(input: LoopInput<T>): Promise<LoopResult<T>> {
         abort.disarmStep();
         if (abort.stoppedByRequest) return done(true);
         if (interrupted()) return restart();
-        throw abort.ended ?? err;
+        if (abort.ended) throw abort.ended;
+        // generateText throws what aborted it: a step that ran out is the SDK's TimeoutError, as streamed.
+        if (abort.timedOut && !input.onPart) throw abort.signal.reason;
+        throw err;
       },
     );
   };
@@ -343,6 +370,22 @@ async function consume<T>(
     }
   }
   return failure;
+}
+
+/**
+ * Calls the SDK denied before a call's first step, as generateText hands them on: tool
+ * results marked `execution-denied` in the messages it added to the input (streamText also
+ * streams them as parts; each call is kept once).
+ */
+function deniedBefore(added: readonly ModelMessage[], out: ResumedCall[]): void {
+  for (const message of added) {
+    if (message.role !== 'tool') continue;
+    for (const part of message.content) {
+      if (part.type !== 'tool-result' || part.output.type !== 'execution-denied') continue;
+      if (out.some((r) => r.toolCallId === part.toolCallId)) continue;
+      out.push({ toolCallId: part.toolCallId, kind: 'denied' });
+    }
+  }
 }
 
 /** A part the SDK streams before the first step: an approved call's result or error, a denial. */

@@ -66,6 +66,8 @@ export class Lane extends TurnAbort {
     readonly route: string | undefined,
     /** The run whose reply stream was still open when the lease was taken (it died mid-reply). */
     readonly openReply: string | undefined,
+    /** Someone could watch the chat's replies when the lease was taken (its watch key existed). */
+    readonly watched: boolean,
     input: TurnInput,
     leaseSetAt: number,
   ) {
@@ -117,6 +119,7 @@ export class Lane extends TurnAbort {
       res.uncommitted,
       res.route,
       res.openReply,
+      res.watched,
       res.input,
       sentAt,
     );

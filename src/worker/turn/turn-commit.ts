@@ -1,7 +1,9 @@
+import type { UIMessage } from 'ai';
 import type { Logger } from '../../shared/logger.js';
 import type { ChatMessage } from '../../shared/messages.js';
 import { ReplicationTimeoutError } from '../../shared/replica-acks.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
+import type { ReplyTail } from '../../shared/store/reply-streams.js';
 import { withTokens } from '../../shared/tokens.js';
 import type { UsageTally } from '../../shared/usage.js';
 import { type ApprovalCommit, approvalCommit } from '../agent/approval/commit.js';
@@ -14,7 +16,7 @@ import { send } from '../agent/tools/chat-send.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import type { ToolTurn } from '../agent/tools/tool-turn.js';
 import type { Lane } from './lane.js';
-import type { ReplyWriter } from './reply-writer.js';
+import type { ReplyWriter } from './stream/reply-writer.js';
 
 /** What committing a turn needs of the turn's dependencies. */
 export interface CommitDeps {
@@ -41,6 +43,11 @@ export interface CommitRun {
   usage?: UsageTally;
   /** The live view of the reply: the commit writes its last entries and closes it. */
   reply?: Pick<ReplyWriter, 'closing' | 'committed'> | undefined;
+  /**
+   * The turn did not stream: its whole reply (the loop's response, answering these message
+   * ids), which the commit writes only if a reader came while it ran (commit.lua).
+   */
+  lateReply?: ((response: UIMessage, messageIds: string[]) => ReplyTail) | undefined;
 }
 
 export type CommittedTurn =
@@ -150,7 +157,11 @@ export async function commitTurn(
   lane.endRenewals();
   // The reply's `finish` goes with the commit: a client reads it exactly when the turn is in
   // history, and the turn saves a round trip.
-  const reply = await run.reply?.closing([{ type: 'finish' }]);
+  const reply = run.reply
+    ? await run.reply.closing([{ type: 'finish' }])
+    : run.lateReply?.(loop.response, [
+        ...new Set([...messageIds, ...(input.approvals?.answers.map((e) => e.message.id) ?? [])]),
+      ]);
   const mark = store.markWrite(chatKey);
   let committed: Awaited<ReturnType<ChatStore['commit']>>;
   try {

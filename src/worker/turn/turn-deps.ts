@@ -178,7 +178,7 @@ export function turnDepsFromConfig(
     },
     workerId: `${hostname()}:${process.pid}`,
     logger,
-    // Every turn streams its reply (the live view /v1/ui serves) on the store's connection.
+    // A watched turn streams its reply (the live view /v1/ui serves) on the store's connection.
     replies: new ReplyStreams(store.redis, {
       prefix: config.CHATLANE_PREFIX,
       maxEvents: config.EVENTS_MAX_LEN,
@@ -187,6 +187,7 @@ export function turnDepsFromConfig(
       events: store.events,
     }),
     platformStreaming: config.PLATFORM_STREAMING === 'on',
+    replyStreaming: config.REPLY_STREAMING,
     failureNotice: config.FAILURE_NOTICE,
     ...(config.CHAT_DAILY_TOKEN_BUDGET > 0 && {
       budget: { dailyTokens: config.CHAT_DAILY_TOKEN_BUDGET, notice: config.BUDGET_NOTICE },

@@ -20,12 +20,12 @@ import { type LoopControl, runLoop } from '../agent/loop.js';
 import { createMergeRoom } from '../agent/merge-room.js';
 import { isContextOverflowError } from '../agent/overflow.js';
 import { StepInterrupt } from '../agent/step-interrupt.js';
+import { UiChunker } from '../agent/stream/ui-chunks.js';
 import { ChatTools } from '../agent/tools/chat-tools.js';
 import type { CustomTools } from '../agent/tools/custom-tools.js';
 import { createExecShellTool } from '../agent/tools/exec-shell.js';
 import { type DeliveryTrigger, triggerDelivery } from '../agent/tools/outbox.js';
 import { type ChatSendState, toolTurn } from '../agent/tools/tool-turn.js';
-import { UiChunker } from '../agent/ui-chunks.js';
 import { shouldReport } from '../pipeline/compressor.js';
 import { cacheKeyOptions, contextBlockTokens } from '../pipeline/request-cache.js';
 import { budgetLineTokens, isNearlyFull } from '../pipeline/sections.js';
@@ -34,11 +34,11 @@ import type { ExecShell } from '../shell/exec-shell.js';
 import type { ChatWorkspace } from '../shell/workspace.js';
 import { Lane } from './lane.js';
 import { type LaneArrivals, watchForInterrupts } from './lane-policy.js';
-import { ReplyWriter } from './reply-writer.js';
 import type { RunningTurns } from './running-turns.js';
+import { ReplyWriter } from './stream/reply-writer.js';
 import { settleResumeFailure } from './turn-approval-failure.js';
 import { type BudgetDeps, type HeldTurn, holdIfOverBudget } from './turn-budget.js';
-import { type CommitDeps, type CommittedTurn, commitTurn } from './turn-commit.js';
+import { type CommitDeps, type CommitRun, type CommittedTurn, commitTurn } from './turn-commit.js';
 import { type FailedTurn, type FailureDeps, settleFailedTurn } from './turn-failure.js';
 import {
   countedPending,
@@ -48,6 +48,7 @@ import {
   toolsContextOf,
 } from './turn-input.js';
 import { logTurnEnd, type TurnTally } from './turn-log.js';
+import { wholeReplyFields } from './whole-reply.js';
 
 export interface TurnSettings {
   leaseMs: number;
@@ -100,8 +101,18 @@ export interface TurnDeps extends FailureDeps, CommitDeps, BudgetDeps {
   typing?: Pick<TypingIndicator, 'start' | 'stop'>;
   /** The safe file download for the model (FILE_FETCH_*); the AI SDK's own when absent. */
   download?: Parameters<typeof runLoop>[0]['download'];
-  /** Reply streams: each turn streams its reply there as it is generated (/v1/ui). Absent: no live view. */
+  /**
+   * Reply streams: a turn someone can watch streams its reply there as it is generated
+   * (/v1/ui, platform drafts); an unstreamed one writes it whole with its commit, if a reader
+   * came meanwhile. Absent: no live view.
+   */
   replies?: ReplyStreams;
+  /**
+   * REPLY_STREAMING: `auto` (default) streams a turn when it can be watched (the chat's watch
+   * key, or PLATFORM_STREAMING for its platform thread); `always` streams every turn; `never`
+   * none (a /v1/ui reply then comes whole, at the commit).
+   */
+  replyStreaming?: ReplyStreaming;
   /** PLATFORM_STREAMING=on: a platform chat's delivery is triggered as each chat_send starts, and at the reply's end. */
   platformStreaming?: boolean;
   /** EXEC_SHELL=on or approve: the sandbox; each turn gets its chat's workspace and the model exec_shell. */
@@ -221,7 +232,7 @@ async function leasedTurn(
     started,
     usage: new UsageTally(),
     span,
-    reply: deps.replies
+    reply: streams(deps, lane)
       ? new ReplyWriter(
           deps.replies,
           chatKey,
@@ -268,6 +279,16 @@ async function leasedTurn(
   return first.then(settle, settle);
 }
 
+export type ReplyStreaming = 'auto' | 'always' | 'never';
+
+/** Whether the turn streams its reply: only when someone can watch it (REPLY_STREAMING=auto). */
+function streams(deps: TurnDeps, lane: Lane): deps is TurnDeps & { replies: ReplyStreams } {
+  if (!deps.replies) return false;
+  const policy = deps.replyStreaming ?? 'auto';
+  if (policy !== 'auto') return policy === 'always';
+  return lane.watched || streamsToPlatform(deps, lane.route);
+}
+
 /** Whether delivery streams this chat's replies: PLATFORM_STREAMING and a platform thread to post to. */
 function streamsToPlatform(deps: TurnDeps, route: string | undefined): boolean {
   return deps.platformStreaming === true && deps.deliver !== undefined && !!decodeRoute(route)?.threadId;
@@ -284,8 +305,10 @@ interface TurnRun extends TurnTally {
   usage: UsageTally;
   /** The turn's span (tracing on). */
   span: Span | undefined;
-  /** The live view of the turn's reply (absent without reply streams). */
+  /** The live view of the turn's reply (absent when the turn does not stream). */
   reply: ReplyWriter | undefined;
+  /** Not streamed: the whole reply, which the commit writes if a reader came meanwhile. */
+  lateReply?: CommitRun['lateReply'];
   /** The chat's exec_shell workspace (EXEC_SHELL=on), deleted from disk when the turn ends. */
   workspace?: ChatWorkspace | undefined;
   /** LANE_POLICY=interrupt: the turn's interrupt (its count spans the overflow retry). */
@@ -512,6 +535,17 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
     approvals?.continues,
   );
   const chunker = reply && new UiChunker((chunk) => reply.chunk(chunk));
+  // Not streamed: the whole reply goes with the commit, for a reader that came meanwhile.
+  const replies = deps.replies;
+  if (!reply && replies)
+    run.lateReply = (response, messageIds) => ({
+      ...replies.tail(
+        chatKey,
+        runId,
+        wholeReplyFields(response, messageIds, approvals?.continues ?? `${runId}-a0`),
+      ),
+      unstreamed: messageIds,
+    });
   // LANE_POLICY=interrupt: a message announced while the model call is under way aborts it.
   if (deps.arrivals && !run.interrupt) run.interrupt = new StepInterrupt();
   const lanePolicy =

@@ -9,6 +9,7 @@
   KEYS[6] memory
   KEYS[7] archive   list: what compaction summarised away (chat_history_search reads it)
   KEYS[8] contexts  hash: archived contexts (chat_context_list / chat_context_load read it)
+  KEYS[9] watch     string: someone can watch the chat's replies (read only)
 
   ARGV[1] owner token (unique per attempt)
   ARGV[2] lease in ms
@@ -17,7 +18,7 @@
   ARGV[5] max pending: the oldest n inbox entries (0: none)
 
   Returns { 'ok', fence, { send JSON ... }, route, head, { window JSON ... }, histLen,
-            { inbox entry ... }, memory, archiveLen, contexts, uiRun } | { 'busy', ttlMs }
+            { inbox entry ... }, memory, archiveLen, contexts, uiRun, watched } | { 'busy', ttlMs }
     sends: what earlier runs of this chat said without committing: the new turn must know
       them (they reached the person) so it continues instead of answering again
     route: meta.route (nil without one); head: the first history message (nil when empty),
@@ -71,5 +72,5 @@ end
 return {
   'ok', fence, redis.call('LRANGE', KEYS[3], 0, -1), redis.call('HGET', KEYS[1], 'route'),
   head, messages, histLen, pending, redis.call('GET', KEYS[6]), archiveLen, contexts,
-  redis.call('HGET', KEYS[1], 'uiRun'),
+  redis.call('HGET', KEYS[1], 'uiRun'), redis.call('EXISTS', KEYS[9]),
 }

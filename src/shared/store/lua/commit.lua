@@ -14,6 +14,7 @@
   KEYS[8] approvals       hash: tool approval requests (includes/approvals.lua)
   KEYS[9] approvalsDone   zset: settled approval ids by time
   KEYS[10] outbox         an approval card per new request
+  KEYS[11] watch          string: someone can watch the chat's replies (read only)
 
   ARGV[1] fence
   ARGV[2] max events
@@ -28,12 +29,16 @@
   ARGV[11] reply stream TTL in ms
   ARGV[12] the turn's approval plan JSON ('' = none; includes/approvals.lua): requests opened
           and settled, history messages rewritten, approval cards for the outbox
-  ARGV[13] r = number of reply entries
-  ARGV[14 .. 13+2r] the reply's last entries as field/value pairs (c = a UI chunk JSON,
+  ARGV[13] '' = the entries close a reply the turn streamed; else the turn did not stream
+          (nobody watched when it began): the entries are its whole reply, written only when
+          KEYS[11] exists now (a reader came during the turn), announced by `reply.started`
+          with these message ids (JSON array) before `turn.committed`
+  ARGV[14] r = number of reply entries
+  ARGV[15 .. 14+2r] the reply's last entries as field/value pairs (c = a UI chunk JSON,
           m = message ids JSON), its `finish` last
-  ARGV[14+2r] n = number of consumed inbox stream ids
-  ARGV[15+2r .. 14+2r+n]   consumed inbox stream ids
-  ARGV[15+2r+n .. #ARGV]   message JSONs, in history order
+  ARGV[15+2r] n = number of consumed inbox stream ids
+  ARGV[16+2r .. 15+2r+n]   consumed inbox stream ids
+  ARGV[16+2r+n .. #ARGV]   message JSONs, in history order
 
   Returns { 'ok', histLen, tokensTotal, released (1|0), pending, cards }
         | { 'fenced-out', currentFence }
@@ -71,8 +76,8 @@ if sent > 0 then
   end
 end
 
-local r = tonumber(ARGV[13])
-local at = 14 + 2 * r
+local r = tonumber(ARGV[14])
+local at = 15 + 2 * r
 local n = tonumber(ARGV[at])
 local missing = firstMissing(KEYS[3], at + 1, n)
 if missing then
@@ -89,6 +94,14 @@ data.fence = ARGV[1]
 data.consumed = n
 data.appended = #ARGV - at - n
 data.tokens = tokens
+if ARGV[10] ~= '' and ARGV[13] ~= '' and redis.call('EXISTS', KEYS[11]) == 1 then
+  -- An unstreamed turn's reply, whole, for a reader that came while it ran: announced first,
+  -- so a response waiting for these messages follows it before it reads the commit.
+  addEventJson(KEYS[4], ARGV[2], 'reply.started',
+    '{"runId":' .. cjson.encode(ARGV[3]) .. ',"messageIds":' .. ARGV[13] .. '}')
+  appendReply(KEYS[7], ARGV[10], ARGV[11], 15, at - 1)
+  closeReply(KEYS[1], ARGV[3])
+end
 -- The same calls counted in the usage hash, on the event: each once, in one script.
 local calls = recordUsage(KEYS[6], ARGV[7], ARGV[8], ARGV[9])
 if #calls > 0 then
@@ -99,8 +112,8 @@ local cards = 0
 if plan then
   cards = applyApprovals(KEYS[8], KEYS[9], KEYS[10], KEYS[1], KEYS[4], ARGV[2], plan, nowMs())
 end
-if ARGV[10] ~= '' then
-  appendReply(KEYS[7], ARGV[10], ARGV[11], 14, at - 1)
+if ARGV[10] ~= '' and ARGV[13] == '' then
+  appendReply(KEYS[7], ARGV[10], ARGV[11], 15, at - 1)
   closeReply(KEYS[1], ARGV[3])
 end
 local released = 0

@@ -5,6 +5,7 @@
   KEYS[2] inbox
   KEYS[3] events
   KEYS[4] usage   the chat's model usage (includes/usage.lua)
+  KEYS[5] watch   string: someone can watch the chat's replies (read only)
 
   ARGV[1] fence
   ARGV[2] owner token
@@ -16,6 +17,9 @@
           on the model or was stopped still paid for the calls before); recorded, with a
           `turn.usage` event, only by the finish that releases the lease: once, and never
           by a turn that was fenced out
+
+  A release that is not a commit's, while the chat is watched, adds `turn.released`: a reader
+  that follows an unstreamed turn (whose reply would have come with its commit) stops waiting.
 
   Returns { 'ok', pending } | { 'fenced-out', pending }
     ok also when this fence's lease is already released (by commit.lua, or a finish resent
@@ -35,5 +39,8 @@ end
 local calls = recordUsage(KEYS[4], ARGV[5] or '', ARGV[6] or '', ARGV[7] or '[]')
 if #calls > 0 then
   addEvent(KEYS[3], ARGV[3], 'turn.usage', { runId = ARGV[4], fence = ARGV[1], calls = calls })
+end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  addEvent(KEYS[3], ARGV[3], 'turn.released', { runId = ARGV[4], fence = ARGV[1] })
 end
 return { 'ok', pending }

@@ -5,6 +5,7 @@
   KEYS[2] seen    zset message id -> accept time (idempotency window)
   KEYS[3] meta    hash: route (reply route JSON), deliveredTo (delivery cursor), ...
   KEYS[4] outbox  stream of replies (read only: where a new route starts delivering)
+  KEYS[5] watch   string: the chat's replies can be watched (written only with ARGV[9])
 
   ARGV[1] message id
   ARGV[2] message JSON (UIMessage)
@@ -15,6 +16,9 @@
   ARGV[7] LANE_POLICY=interrupt: the chat's arrivals channel, else ''; while a turn holds the
           lease, "<streamId> <ARGV[8]>" is published there (the running turn may abort its
           model call for this message, at most ARGV[8] times)
+  ARGV[9] watch TTL in ms: the sender waits for the reply (POST /v1/ui), so the turn that
+          takes this message streams it; '' = leave the watch key as it is. Set for an
+          accepted message and for one sent again, never for a refused one
 
   Returns { 'accepted', streamId } | { 'duplicate' } | { 'full', pending };
   with ARGV[6] = '1': { 'accepted', streamId, leased, oldestId, now }
@@ -28,7 +32,14 @@ local now = nowMs()
 local windowStart = now - tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. windowStart)
 
+local function watch()
+  if ARGV[9] ~= nil and ARGV[9] ~= '' then
+    redis.call('SET', KEYS[5], '1', 'PX', ARGV[9])
+  end
+end
+
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  watch()
   return { 'duplicate' }
 end
 
@@ -38,6 +49,7 @@ if pending >= tonumber(ARGV[3]) then
 end
 
 local streamId = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'm', ARGV[2])
+watch()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 -- Every id is older than the window once the newest is: an idle chat's set expires whole
 -- (the trim above only runs when the next message comes).

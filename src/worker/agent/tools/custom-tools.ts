@@ -1,7 +1,6 @@
 import { asSchema, type FlexibleSchema, type Schema, type Tool, type ToolSet } from 'ai';
 import { boundedCall, capResult, ToolCallError } from '../../../shared/bounded-tool.js';
 import { ConfigError } from '../../../shared/config.js';
-import type { Logger } from '../../../shared/logger.js';
 import type { ChatMessage } from '../../../shared/messages.js';
 import { type Metrics, recordToolCall } from '../../../shared/metrics.js';
 import { countTextTokens } from '../../../shared/tokens.js';

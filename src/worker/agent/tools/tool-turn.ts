@@ -6,7 +6,7 @@ import type { ChatWorkspace } from '../../shell/workspace.js';
 import type { DeliveryTrigger } from './outbox.js';
 
 /**
- * The part of the turn's reply writer (turn/reply-writer.ts) a send uses: what waits unwritten
+ * The part of the turn's reply writer (turn/stream/reply-writer.ts) a send uses: what waits unwritten
  * goes into the send's own outbox write, and the write's result comes back.
  */
 export interface ReplyHandOff {

@@ -1,5 +1,5 @@
-import type { Logger } from '../../shared/logger.js';
-import { isSendTextStart } from '../../shared/store/reply-send-part.js';
+import type { Logger } from '../../../shared/logger.js';
+import { isSendTextStart } from '../../../shared/store/reply-send-part.js';
 import type {
   ReplyEvent,
   ReplyField,
@@ -7,8 +7,8 @@ import type {
   ReplyTail,
   ReplyWriteMode,
   ReplyWriteResult,
-} from '../../shared/store/reply-streams.js';
-import type { UiChunk } from '../agent/ui-chunks.js';
+} from '../../../shared/store/reply-streams.js';
+import type { UiChunk } from '../../agent/stream/ui-chunks.js';
 import { FlushTick } from './flush-tick.js';
 import { appendsOf } from './reply-appends.js';
 

@@ -1,5 +1,5 @@
 import type { TextStreamPart, ToolSet } from 'ai';
-import { SEND_PART_METADATA } from '../../shared/store/reply-send-part.js';
+import { SEND_PART_METADATA } from '../../../shared/store/reply-send-part.js';
 import { JsonTextField } from './json-text-field.js';
 
 /** An AI SDK UI message chunk as the reply stream stores it (`UIMessageChunk` of 'ai'). */

@@ -1,4 +1,4 @@
-import type { ReplyAppend, ReplyStreams, ReplyWriteResult } from '../../shared/store/reply-streams.js';
+import type { ReplyAppend, ReplyStreams, ReplyWriteResult } from '../../../shared/store/reply-streams.js';
 
 interface Pending {
   append: ReplyAppend;
