@@ -6,7 +6,7 @@ describe('chat key names', () => {
     const eager = chatKeys('cl', 'telegram:42');
     const lazy = lazyChatKeys('cl', 'telegram:42');
     const names = Object.keys(eager) as Array<keyof ChatKeys>;
-    expect(names).toHaveLength(20);
+    expect(names).toHaveLength(21);
     for (const name of names) {
       expect(lazy[name]).toBe(eager[name]);
       expect(lazy[name]).toBe(`cl:{c:telegram:42}:${name}`);
