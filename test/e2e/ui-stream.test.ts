@@ -271,3 +271,60 @@ describe('a worker killed mid-reply', () => {
     expect(after.status).toBe(204);
   }, 60_000);
 });
+
+const API_TOKEN = 'an-api-token-for-the-ui-stream-tests-000';
+
+describe('a worker killed during a turn that does not stream', () => {
+  const stack = useStack('e2e-ui-kill-whole', {
+    roles: ['ingress'],
+    env: { WEB_TOKEN_SECRET: SECRET, API_TOKEN, ...FAST_RECOVERY },
+  });
+  const { store } = stack;
+
+  it('kill -9 while a reader waits on an unstreamed turn: the reader follows the takeover and gets its whole reply; one reply is sent', async () => {
+    const chatKey = 'ui-kill-whole';
+    const url = stack.ingressUrl();
+    stack.mock.state.hold(chatKey);
+    const doomed = await stack.start('worker');
+    // An API message: nobody watches the chat, so its turn calls the model without streaming.
+    const sent = await fetch(`${url}/v1/chats/${chatKey}/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_TOKEN}` },
+      body: JSON.stringify({ id: 'm1', text: LONG }),
+    });
+    expect(sent.status).toBe(202);
+    await stack.mock.state.waitForRequest(chatKey, 1);
+    expect(stack.mock.state.recorded(chatKey).map((r) => r.stream)).toEqual([false]);
+    expect(await stack.redis.keys(`${stack.prefix}:{c:${chatKey}}:ui:*`)).toEqual([]);
+
+    const reader = new AbortController();
+    // Without a takeover to follow, the reader would wait on the dead run until it gives up.
+    const giveUp = setTimeout(() => reader.abort(), 30_000);
+    const res = await fetch(`${url}/v1/ui/${chatKey}/stream`, {
+      headers: { authorization: `Bearer ${await mintWebToken(SECRET, chatKey)}` },
+      signal: reader.signal,
+    });
+    expect(res.status).toBe(200);
+    const body = res.text();
+
+    await doomed.kill('SIGKILL');
+    stack.mock.state.release(chatKey);
+    await stack.start('worker');
+    const text = await body.finally(() => clearTimeout(giveUp));
+
+    const chunks = text
+      .split('\n\n')
+      .filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+      .map((l) => JSON.parse(l.slice('data: '.length)) as UIMessageChunk);
+    expect(chunks.map((c) => c.type)).not.toContain('error');
+    expect(chunks.at(-1)?.type).toBe('finish');
+    expect(await assembledText(chunks)).toBe(`echo: ${LONG}`);
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+
+    const events = await store.readEvents(chatKey, undefined, 100);
+    expect(events.map((e) => e.type)).toContain('lease.takeover');
+    expect((await store.readOutbox(chatKey, undefined, 10)).map((o) => o.text)).toEqual([`echo: ${LONG}`]);
+    const history = await store.readHistory(chatKey);
+    expect(history.filter((m) => m.role === 'assistant')).toHaveLength(1);
+  }, 60_000);
+});

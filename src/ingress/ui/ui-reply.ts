@@ -44,6 +44,13 @@ export interface UiReplyDeps {
 const END_EVENTS = new Set(['turn.committed', 'turn.failed', 'turn.aborted', 'turn.released']);
 const START_EVENTS = new Set(['reply.started', 'reply.merged']);
 
+/** The run of a lease owner token (`<worker>:<runId>`, turn.ts). */
+function runOfOwner(owner: unknown): string | undefined {
+  if (typeof owner !== 'string') return undefined;
+  const at = owner.lastIndexOf(':');
+  return at < 0 || at === owner.length - 1 ? undefined : owner.slice(at + 1);
+}
+
 interface Start {
   runId: string;
   messageIds: string[];
@@ -61,6 +68,9 @@ interface Start {
  *   over) is passed on, then the response follows the takeover's reply of the same messages.
  * - A turn that ended (its `turn.*` event) without closing its reply ends the response after
  *   `endGraceMs`: no client is left on a reply that will never end.
+ * - A followed turn that wrote nothing to its reply (it did not stream) and lost the chat (a
+ *   killed worker) leaves no `abort` and no `turn.*`: its `lease.takeover` names the run that
+ *   took over, and the response follows that run's reply instead.
  */
 export class UiReply {
   private res: ServerResponse | undefined;
@@ -71,6 +81,8 @@ export class UiReply {
   private run: string | undefined;
   private skipUntil: Set<string> | undefined;
   private skipped = false;
+  /** Whether the followed run's reply stream has given an entry yet. */
+  private heard = false;
   /** Runs whose turn committed: an `abort` after that is another turn's open, not a lost reply. */
   private readonly committed = new Set<string>();
   /** A start of the same messages seen while another reply was still followed. */
@@ -131,6 +143,7 @@ export class UiReply {
     this.run = runId;
     this.skipUntil = skipUntil ? new Set(skipUntil) : undefined;
     this.skipped = false;
+    this.heard = false;
     const stop = await this.deps.hub.followKey(this.deps.replies.key(this.chatKey, runId), '0-0', (raw) => {
       const entry = replyEntryOf(raw);
       if (entry && this.run === runId) this.onEntry(runId, entry);
@@ -140,6 +153,7 @@ export class UiReply {
   }
 
   private onEntry(runId: string, entry: ReplyEntry): void {
+    this.heard = true;
     if (entry.kind === 'answers') {
       for (const id of entry.messageIds) this.about.add(id);
       if (this.skipUntil && entry.messageIds.some((id) => this.skipUntil!.has(id))) {
@@ -185,6 +199,10 @@ export class UiReply {
   private onEvent(item: HubEntry): void {
     if (item.stream !== 'events' || this.closed) return;
     const event = chatEventOf(item.entry);
+    if (event.type === 'lease.takeover') {
+      this.onTakeover(event.data);
+      return;
+    }
     const runId = typeof event.data.runId === 'string' ? event.data.runId : undefined;
     if (!runId) return;
     if (START_EVENTS.has(event.type)) {
@@ -209,6 +227,20 @@ export class UiReply {
       }, this.deps.endGraceMs);
       this.graceTimer.unref();
     }
+  }
+
+  /**
+   * The chat was taken over from an expired lease. A followed run that opened its reply gets
+   * an `abort` from the takeover's open (onEntry goes on from there); one that wrote nothing
+   * (it did not stream) gets nothing more, so the takeover's reply is followed from its start.
+   * The chat is watched while this response is open, so the takeover streams, or writes its
+   * whole reply at its commit.
+   */
+  private onTakeover(data: Record<string, unknown>): void {
+    const dead = runOfOwner(data.previousOwner);
+    const next = runOfOwner(data.owner);
+    if (!dead || !next || dead !== this.run || this.heard || this.committed.has(dead)) return;
+    void this.followSafely(next);
   }
 
   private async followSafely(runId: string, skipUntil?: readonly string[]): Promise<void> {
