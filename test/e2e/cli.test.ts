@@ -1,17 +1,51 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureRedis } from '../../src/demo/dev-redis.js';
 import { freePort } from '../helpers/ports.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+interface RunResult {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** Set when the process was still running at the timeout (then killed) or could not start. */
+  error?: Error;
+}
+
+/**
+ * Runs the CLI to its end. Asynchronous on purpose: a test file of back-to-back `spawnSync`
+ * calls keeps its test process's event loop from turning for minutes, and vitest's reporter
+ * calls from that process time out after 60 s (failing a run whose tests all passed).
+ */
 const run = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [CLI, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 20_000,
+  new Promise<RunResult>((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    let error: Error | undefined;
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
     // A process that started something despite the test is not asked twice.
-    killSignal: 'SIGKILL',
+    const timer = setTimeout(() => {
+      error = new Error('still running after 20 s: killed');
+      child.kill('SIGKILL');
+    }, 20_000);
+    child.on('error', (err) => {
+      error = err;
+    });
+    child.on('close', (status, signal) => {
+      clearTimeout(timer);
+      resolve({ status, signal, stdout, stderr, ...(error && { error }) });
+    });
   });
 
 /**
@@ -73,8 +107,8 @@ function watchRole(role: string, env: Record<string, string>) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('chatlane CLI', () => {
-  it('a worker with no model configured exits non-zero naming the variables to set', () => {
-    const res = run(['worker'], { LLM_BASE_URL: '', LLM_MODEL: '' });
+  it('a worker with no model configured exits non-zero naming the variables to set', async () => {
+    const res = await run(['worker'], { LLM_BASE_URL: '', LLM_MODEL: '' });
     expect(res.status).toBe(2);
     expect(res.stderr).toContain('no model configured');
     expect(res.stderr).toMatch(/LLM_BASE_URL and LLM_MODEL/);
@@ -115,15 +149,18 @@ describe('chatlane CLI', () => {
     ],
   ];
   for (const role of ['worker', 'compactor']) {
-    it.each(halfConfigured)(`a ${role} with %s exits non-zero naming the variable`, (_case, env, message) => {
-      const res = run([role], env);
-      expect(res.status).toBe(2);
-      expect(res.stderr).toContain(message);
-    });
+    it.each(halfConfigured)(
+      `a ${role} with %s exits non-zero naming the variable`,
+      async (_case, env, message) => {
+        const res = await run([role], env);
+        expect(res.status).toBe(2);
+        expect(res.stderr).toContain(message);
+      },
+    );
   }
 
-  it('a bad configuration value stops the process with a message naming the variable', () => {
-    const res = run(['ingress'], { PORT: 'not-a-port' });
+  it('a bad configuration value stops the process with a message naming the variable', async () => {
+    const res = await run(['ingress'], { PORT: 'not-a-port' });
     expect(res.status).toBe(2);
     expect(res.stderr).toMatch(/PORT:/);
   });
@@ -134,24 +171,24 @@ describe('chatlane CLI', () => {
     ['compactor', { REDIS_SENTINEL_PASSWORD: 'x' }, /REDIS_SENTINEL_PASSWORD: set without REDIS_SENTINELS/],
   ])(
     'half a Sentinel configuration stops the %s before it connects, naming the variable',
-    (role, env, message) => {
-      const res = run([role], { LLM_BASE_URL: 'http://127.0.0.1:1/v1', LLM_MODEL: 'mock', ...env });
+    async (role, env, message) => {
+      const res = await run([role], { LLM_BASE_URL: 'http://127.0.0.1:1/v1', LLM_MODEL: 'mock', ...env });
       expect(res.status).toBe(2);
       expect(res.stderr).toMatch(message);
     },
   );
 
-  it('an unknown command prints the usage on stderr and exits 2', () => {
-    const res = run(['bogus'], {});
+  it('an unknown command prints the usage on stderr and exits 2', async () => {
+    const res = await run(['bogus'], {});
     expect(res.status).toBe(2);
     expect(res.stderr).toContain("chatlane: unknown command 'bogus'");
     expect(res.stderr).toContain('usage: chatlane <command>');
     expect(res.stdout).toBe('');
   });
 
-  it('--help and -h print the usage on stdout and exit 0; no command at all is a usage error (exit 2)', () => {
+  it('--help and -h print the usage on stdout and exit 0; no command at all is a usage error (exit 2)', async () => {
     for (const flag of ['--help', '-h']) {
-      const res = run([flag], {});
+      const res = await run([flag], {});
       expect(res.status, flag).toBe(0);
       expect(res.stdout, flag).toMatch(/^usage: chatlane <command>/);
       for (const command of [
@@ -168,13 +205,13 @@ describe('chatlane CLI', () => {
         expect(res.stdout, flag).toMatch(new RegExp(`^ {2}${command} `, 'm'));
       expect(res.stderr, flag).toBe('');
     }
-    const bare = run([], {});
+    const bare = await run([], {});
     expect(bare.status).toBe(2);
     expect(bare.stderr).toContain('usage: chatlane <command>');
     expect(bare.stdout).toBe('');
   });
 
-  describe('help of each command starts nothing', () => {
+  describe('help of each command starts nothing', async () => {
     // Redis and the ports point at a port nothing listens on: a command that started anything
     // would wait for Redis (or hold its port) until the timeout kills it, instead of exiting 0.
     let closed: number;
@@ -192,8 +229,8 @@ describe('chatlane CLI', () => {
     ];
     it.each(
       heads.flatMap(([command, head]) => ['--help', '-h'].map((flag) => [command, flag, head] as const)),
-    )('%s %s prints its help on stdout and exits 0 at once', (command, flag, head) => {
-      const res = run([command, flag], {
+    )('%s %s prints its help on stdout and exits 0 at once', async (command, flag, head) => {
+      const res = await run([command, flag], {
         REDIS_URL: `redis://127.0.0.1:${closed}`,
         PORT: String(closed),
         METRICS_PORT: String(closed),
@@ -209,8 +246,8 @@ describe('chatlane CLI', () => {
     });
   });
 
-  it('config --help prints the usage of config, not the reference', () => {
-    const res = run(['config', '--help'], {});
+  it('config --help prints the usage of config, not the reference', async () => {
+    const res = await run(['config', '--help'], {});
     expect(res.status).toBe(0);
     expect(res.stdout).toContain('usage: chatlane config [--role <role>] [--markdown]');
     expect(res.stdout).toContain('--markdown');
@@ -218,8 +255,8 @@ describe('chatlane CLI', () => {
     expect(res.stdout.length).toBeLessThan(2000);
   });
 
-  it("a role's help lists Start here first (the model, Redis, the port, access), then the rest by area", () => {
-    const worker = run(['worker', '--help'], {}).stdout;
+  it("a role's help lists Start here first (the model, Redis, the port, access), then the rest by area", async () => {
+    const worker = (await run(['worker', '--help'], {})).stdout;
     const groups = [...worker.matchAll(/^== (.+) ==$/gm)].map((m) => m[1]);
     expect(groups[0]).toBe('Start here: the model, Redis, the port, access');
     expect(groups).toEqual(
@@ -235,8 +272,8 @@ describe('chatlane CLI', () => {
     ]);
   });
 
-  it("config lists the chat platforms' variables in their own group, for the roles that read them", () => {
-    const all = run(['config'], {}).stdout;
+  it("config lists the chat platforms' variables in their own group, for the roles that read them", async () => {
+    const all = (await run(['config'], {})).stdout;
     expect(all).toContain('\n== Chat platforms ==\n');
     for (const name of [
       'TELEGRAM_BOT_TOKEN',
@@ -245,37 +282,39 @@ describe('chatlane CLI', () => {
       'GOOGLE_CHAT_CREDENTIALS',
     ])
       expect(all).toMatch(new RegExp(`^${name} {2}\\(`, 'm'));
-    expect(run(['config', '--role', 'delivery'], {}).stdout).toContain('TELEGRAM_BOT_TOKEN');
-    expect(run(['config', '--role', 'compactor'], {}).stdout).not.toContain('TELEGRAM_BOT_TOKEN');
-    expect(run(['config', '--markdown'], {}).stdout).toContain('| `TELEGRAM_BOT_TOKEN` | telegram | yes |');
+    expect((await run(['config', '--role', 'delivery'], {})).stdout).toContain('TELEGRAM_BOT_TOKEN');
+    expect((await run(['config', '--role', 'compactor'], {})).stdout).not.toContain('TELEGRAM_BOT_TOKEN');
+    expect((await run(['config', '--markdown'], {})).stdout).toContain(
+      '| `TELEGRAM_BOT_TOKEN` | telegram | yes |',
+    );
   });
 
-  it('a role given an argument it does not take refuses it with exit 2 and starts nothing', () => {
-    const res = run(['worker', '--concurrency', '4'], { REDIS_URL: 'redis://127.0.0.1:1' });
+  it('a role given an argument it does not take refuses it with exit 2 and starts nothing', async () => {
+    const res = await run(['worker', '--concurrency', '4'], { REDIS_URL: 'redis://127.0.0.1:1' });
     expect(res.status).toBe(2);
     expect(res.stderr).toContain("chatlane worker: unexpected argument '--concurrency'");
-    expect(run(['config', '--rol', 'worker'], {}).status).toBe(2);
+    expect((await run(['config', '--rol', 'worker'], {})).status).toBe(2);
   });
 
-  it("config --role worker prints the worker's variables with their defaults, and none only the ingress reads", () => {
-    const res = run(['config', '--role', 'worker'], {});
+  it("config --role worker prints the worker's variables with their defaults, and none only the ingress reads", async () => {
+    const res = await run(['config', '--role', 'worker'], {});
     expect(res.status).toBe(0);
     expect(res.stdout).toMatch(/^WORKER_CONCURRENCY {2}\(integer; ≥ 1; default 32; roles: worker\)$/m);
     expect(res.stdout).toContain('LLM_BASE_URL');
     expect(res.stdout).not.toMatch(/^PORT /m);
-    expect(run(['config'], {}).stdout).toMatch(
+    expect((await run(['config'], {})).stdout).toMatch(
       /^PORT {2}\(integer; 0–65535; default 3000; roles: ingress\)$/m,
     );
   });
 
-  it('config refuses a role that does not exist', () => {
-    const res = run(['config', '--role', 'janitor'], {});
+  it('config refuses a role that does not exist', async () => {
+    const res = await run(['config', '--role', 'janitor'], {});
     expect(res.status).toBe(2);
     expect(res.stderr).toContain('--role must be one of');
   });
 
-  it('<role> --help says what the role does and which variables it needs, and starts nothing', () => {
-    const res = run(['compactor', '--help'], { REDIS_URL: 'redis://127.0.0.1:1' });
+  it('<role> --help says what the role does and which variables it needs, and starts nothing', async () => {
+    const res = await run(['compactor', '--help'], { REDIS_URL: 'redis://127.0.0.1:1' });
     expect(res.status).toBe(0);
     expect(res.stdout).toContain('chatlane compactor: Summarises');
     expect(res.stdout).toContain('COMPACTION_MODEL');
