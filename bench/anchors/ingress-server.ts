@@ -1,6 +1,6 @@
-import Fastify from 'fastify';
 import { createQueue, enqueueTurn, QUEUES, type TurnJob } from '../../src/shared/jobs.js';
 import { closeRedis, createRedis, waitReady } from '../../src/shared/redis.js';
+import { serveAnchor } from './serve.js';
 
 /**
  * The ingress anchor: the least a message endpoint can do — parse JSON, RPUSH it to a
@@ -20,28 +20,13 @@ const redis = createRedis(
 await waitReady(redis, 10_000);
 const turns = createQueue<TurnJob>(prefix, QUEUES.turns, redis);
 
-// Same body limit as the ingress default, so both parse the same bodies the same way.
-const app = Fastify({ logger: false, bodyLimit: 256 * 1024 });
-app.get('/healthz', async () => ({ status: 'ok' }));
-app.post('/v1/chats/:chatKey/messages', async (request, reply) => {
-  const { chatKey } = request.params as { chatKey: string };
-  await redis.rpush(`${prefix}:{c:${chatKey}}:list`, JSON.stringify(request.body));
-  await enqueueTurn(turns, chatKey);
-  return reply.code(202).send({ chatKey, status: 'accepted' });
-});
-
-await app.listen({ host: process.env.HOST || '127.0.0.1', port: Number(process.env.PORT || 0) });
-
-let stopping = false;
-const stop = () => {
-  if (stopping) process.exit(1);
-  stopping = true;
-  void (async () => {
-    await app.close().catch(() => undefined);
+await serveAnchor(
+  async (chatKey, body) => {
+    await redis.rpush(`${prefix}:{c:${chatKey}}:list`, JSON.stringify(body));
+    await enqueueTurn(turns, chatKey);
+  },
+  async () => {
     await turns.close().catch(() => undefined);
     await closeRedis(redis);
-    process.exit(0);
-  })();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+  },
+);

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
-import Fastify from 'fastify';
 import { Redis } from 'ioredis';
+import { serveAnchor } from './serve.js';
 
 /**
  * The ingress's least-work anchor: Fastify with its defaults (logger off), one RPUSH of the
@@ -16,27 +16,13 @@ const prefix = process.env.BENCH_PREFIX ?? 'clbench-least';
 const redis = new Redis(process.env.REDIS_URL || 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
 const turns = new Queue('turns', { connection: redis, prefix: `${prefix}:{q:turns}` });
 
-const app = Fastify({ logger: false, bodyLimit: 256 * 1024 });
-app.get('/healthz', async () => ({ status: 'ok' }));
-app.post('/v1/chats/:chatKey/messages', async (request, reply) => {
-  const { chatKey } = request.params as { chatKey: string };
-  await redis.rpush(`${prefix}:{c:${chatKey}}:list`, JSON.stringify(request.body));
-  await turns.add('turn', { chatKey });
-  return reply.code(202).send({ chatKey, status: 'accepted' });
-});
-
-await app.listen({ host: process.env.HOST || '127.0.0.1', port: Number(process.env.PORT || 0) });
-
-let stopping = false;
-const stop = () => {
-  if (stopping) process.exit(1);
-  stopping = true;
-  void (async () => {
-    await app.close().catch(() => undefined);
+await serveAnchor(
+  async (chatKey, body) => {
+    await redis.rpush(`${prefix}:{c:${chatKey}}:list`, JSON.stringify(body));
+    await turns.add('turn', { chatKey });
+  },
+  async () => {
     await turns.close().catch(() => undefined);
     redis.disconnect();
-    process.exit(0);
-  })();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+  },
+);

@@ -94,7 +94,7 @@ const LAZY_NAMES: object = Object.defineProperties(
 
 /**
  * The same names as `chatKeys`, each built when it is read: a store call reads two to six of
- * the twenty, so it builds those rather than all of them every call. The names are
+ * the twenty-one, so it builds those rather than all of them every call. The names are
  * inherited getters: `Object.values` does not see them (that is what `chatKeys` is for).
  */
 export function lazyChatKeys(prefix: string, chatKey: string): ChatKeys {

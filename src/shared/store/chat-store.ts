@@ -71,6 +71,9 @@ export {
   tuple,
 } from './records.js';
 
+/** The XRANGE start of a page after `after` (from the first entry without it); undefined: nothing can follow. */
+const rangeStart = (after: string | undefined) => (after ? rangeStartAfter(after) : '-');
+
 /**
  * Every read and write of a chat's state. Writes of a turn go through fenced Lua scripts
  * (DESIGN §4); reads are plain commands parsed with zod.
@@ -498,7 +501,7 @@ export class ChatStore {
    * callers await it, a second suspended frame per read (held until Redis answers) buys nothing.
    */
   private rangeAfter(key: string, after: string | undefined, count: number): Promise<StreamEntry[]> {
-    const start = after ? rangeStartAfter(after) : '-';
+    const start = rangeStart(after);
     if (start === undefined) return Promise.resolve([]);
     return this.redis.xrange(key, start, '+', 'COUNT', count) as Promise<StreamEntry[]>;
   }
@@ -515,7 +518,7 @@ export class ChatStore {
 
   /** A page of the outbox, each item with `parts` when it went out as several messages. */
   async readOutbox(chatKey: string, after: string | undefined, limit: number): Promise<OutboxItem[]> {
-    const start = after ? rangeStartAfter(after) : '-';
+    const start = rangeStart(after);
     if (start === undefined) return [];
     const k = this.keys(chatKey);
     return outboxPageOf(
