@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import { geminiJsonStream } from './gemini.js';
 import type { Protocol, RouteParams } from './protocol.js';
 import { chatKeyOf, decideReply, messageTokens, promptTokens, usageOf } from './reply.js';
-import type { MidStream, MockLlmState } from './state.js';
+import { type MidStream, type MockLlmState, sleep } from './state.js';
 
 /**
  * One model request, whatever its protocol: accounted for the moment it arrives (per-chat
@@ -89,7 +89,7 @@ export async function answer<B>(
     return reply;
   }
   if (wholeAfterMs > 0) {
-    await pause(wholeAfterMs, gone.signal);
+    await sleep(wholeAfterMs, gone.signal);
     if (gone.signal.aborted) {
       reply.hijack();
       reply.raw.destroy();
@@ -132,21 +132,6 @@ export async function answer<B>(
  * `partial_json`/`text` of Anthropic, `text` of Gemini). Openers with `""` do not match.
  */
 const CONTENT_EVENT = /"(?:content|arguments|delta|partial_json|text)":"(?:[^"\\]|\\.)/;
-
-/** `ms`, or less when `signal` aborts first. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
-  });
-}
 
 /** Epoch ms with sub-ms precision: comparable with another process's on the same host. */
 function now(): number {

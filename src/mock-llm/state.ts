@@ -126,7 +126,7 @@ interface LiveRequest {
 }
 
 /** Resolves after `ms`, or early when `signal` aborts: a gone client should not pin a timer. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (ms <= 0) return Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
   return untilOrAbort(

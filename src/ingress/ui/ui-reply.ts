@@ -7,6 +7,7 @@ import {
   type ReplyEntry,
   type ReplyStreams,
   replyEntryOf,
+  runOfOwner,
 } from '../../shared/store/reply-streams.js';
 import type { HubEntry, StreamHub, Subscription } from '../stream/hub.js';
 
@@ -43,13 +44,6 @@ export interface UiReplyDeps {
 // `turn.released`: a turn ended without a commit while the chat was watched (finish.lua).
 const END_EVENTS = new Set(['turn.committed', 'turn.failed', 'turn.aborted', 'turn.released']);
 const START_EVENTS = new Set(['reply.started', 'reply.merged']);
-
-/** The run of a lease owner token (`<worker>:<runId>`, turn.ts). */
-function runOfOwner(owner: unknown): string | undefined {
-  if (typeof owner !== 'string') return undefined;
-  const at = owner.lastIndexOf(':');
-  return at < 0 || at === owner.length - 1 ? undefined : owner.slice(at + 1);
-}
 
 interface Start {
   runId: string;

@@ -110,6 +110,13 @@ export interface WatchedRun {
   streamed: boolean;
 }
 
+/** The run of a turn lease owner token (`<worker>:<runId>`, turn.ts); undefined for anything else. */
+export function runOfOwner(owner: unknown): string | undefined {
+  if (typeof owner !== 'string') return undefined;
+  const at = owner.lastIndexOf(':');
+  return at < 0 || at === owner.length - 1 ? undefined : owner.slice(at + 1);
+}
+
 export class ReplyStreams {
   constructor(
     private readonly redis: RedisClient,
@@ -143,7 +150,7 @@ export class ReplyStreams {
       'uiRun',
       'owner',
     );
-    return run && owner?.endsWith(`:${run}`) ? run : undefined;
+    return run && runOfOwner(owner) === run ? run : undefined;
   }
 
   /**

@@ -30,6 +30,7 @@
   overtake each other); the cursor itself only moves by compare-and-set (delivery-advance).
 ]]
 -- @include "now"
+-- @include "owner"
 local route = redis.call('HGET', KEYS[1], 'route')
 if not route then
   return { 'none' }
@@ -48,7 +49,7 @@ if #entries == 0 and streaming then
   local run = redis.call('HGET', KEYS[1], 'uiRun')
   local turnOwner = redis.call('HGET', KEYS[1], 'owner')
   local live = ''
-  if run and turnOwner and string.sub(turnOwner, -(#run + 1)) == ':' .. run then
+  if run and turnOwner and ownerIsRun(turnOwner, run) then
     live = run
   end
   if live ~= '' or redis.call('HEXISTS', KEYS[3], 'msg') == 1 then

@@ -14,12 +14,12 @@
       release without a commit says `turn.released`.
 ]]
 -- @include "now"
+-- @include "owner"
 local uiRun, owner, leaseUntil = unpack(redis.call('HMGET', KEYS[1], 'uiRun', 'owner', 'leaseUntil'))
 if not owner then
   return {}
 end
-local suffix = ':' .. (uiRun or '')
-if uiRun and string.sub(owner, -#suffix) == suffix then
+if uiRun and ownerIsRun(owner, uiRun) then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
   return { uiRun, 1 }
 end
