@@ -68,6 +68,32 @@ describe('LANE_POLICY=interrupt: the ingest tells a running turn, and only a run
     unwatch();
   });
 
+  it('hears a chat watched while its connection is still connecting (the handshake race of ioredis 5)', async () => {
+    // The race struck about one new connection in ten: 30 fresh ones, each watched after a
+    // random few ms of connecting, each must hear its probe.
+    const deaf: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const fresh = new LaneArrivals(testRedis(), prefix, silentLogger());
+      try {
+        await sleep(Math.random() * 15);
+        let heard = false;
+        fresh.watch(`fresh-${i}`, () => {
+          heard = true;
+        });
+        const channel = laneArrivalsChannel(prefix, `fresh-${i}`);
+        const until = Date.now() + 3000;
+        while (!heard && Date.now() < until) {
+          await redis.publish(channel, `${PROBE} 0`);
+          await sleep(50);
+        }
+        if (!heard) deaf.push(i);
+      } finally {
+        await fresh.close();
+      }
+    }
+    expect(deaf).toEqual([]);
+  });
+
   it('stops listening once the turn unwatches', async () => {
     const seen: Arrival[] = [];
     const unwatch = await watching('gone', seen);

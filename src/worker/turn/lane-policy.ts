@@ -28,6 +28,15 @@ export type Arrival = z.output<typeof arrivalSchema>;
 export class LaneArrivals {
   private readonly watchers = new Map<string, Set<(arrival: Arrival) => void>>();
   private closed = false;
+  /**
+   * Settles once the connection is ready. ioredis 5 (5.8.2 on; redis/ioredis#2037) can send a
+   * SUBSCRIBE issued while it connects ahead of its own handshake (CLIENT SETINFO, the INFO
+   * ready check): the ready check then fails, and the connection turns ready without being a
+   * subscriber, so every later announcement is dropped for the life of the process.
+   * Subscriptions and unsubscriptions wait here, in order; after a reconnect ioredis itself
+   * subscribes again once ready.
+   */
+  private readonly ready: Promise<void>;
 
   constructor(
     /** A connection of its own (a subscriber can send nothing else), opened at start. */
@@ -45,6 +54,10 @@ export class LaneArrivals {
       }
       for (const handler of handlers) handler(arrival.data);
     });
+    this.ready =
+      subscriber.status === 'ready'
+        ? Promise.resolve()
+        : new Promise((resolve) => subscriber.once('ready', () => resolve()));
   }
 
   /** Call `handler` for each announced arrival of the chat, until the returned function is called. */
@@ -54,7 +67,7 @@ export class LaneArrivals {
     if (!handlers) {
       handlers = new Set();
       this.watchers.set(channel, handlers);
-      if (!this.closed) void this.subscriber.subscribe(channel).catch((err: unknown) => this.failed(err));
+      this.whenReady(() => this.subscriber.subscribe(channel));
     }
     handlers.add(handler);
     const own = handlers;
@@ -62,8 +75,14 @@ export class LaneArrivals {
       own.delete(handler);
       if (own.size > 0 || this.watchers.get(channel) !== own) return;
       this.watchers.delete(channel);
-      if (!this.closed) void this.subscriber.unsubscribe(channel).catch((err: unknown) => this.failed(err));
+      this.whenReady(() => this.subscriber.unsubscribe(channel));
     };
+  }
+
+  private whenReady(command: () => Promise<unknown>): void {
+    void this.ready
+      .then(() => (this.closed ? undefined : command()))
+      .catch((err: unknown) => this.failed(err));
   }
 
   private failed(err: unknown): void {
