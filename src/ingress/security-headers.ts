@@ -75,17 +75,20 @@ function recordHelmet(options: HelmetOptions): HeaderStep[] {
 }
 
 /**
- * The headers of `kind` on every route of `scope` (and only there). They are set on the raw
- * response, so hijacked streams (SSE, /v1/ui) carry them too.
+ * The headers of `kind` on every route of `scope` (and only there), as Fastify reply headers:
+ * Fastify hands them to one `writeHead`, which writes them without the per-header bookkeeping
+ * of `setHeader` on the raw response (a few KiB and µs per response, measured on the ingest
+ * path). Hijacked streams (SSE, /v1/ui) carry them too: `hijackStream` writes the reply's
+ * headers into its head. What helmet removes (X-Powered-By) Fastify never sets.
  */
 export function securityHeaders(scope: Pick<FastifyInstance, 'addHook'>, kind: 'api' | 'board'): void {
-  const steps = recordHelmet(kind === 'api' ? API : BOARD);
+  const headers: Record<string, string | number | string[]> = {};
+  for (const step of recordHelmet(kind === 'api' ? API : BOARD)) {
+    if ('set' in step) headers[step.set.toLowerCase()] = typeof step.value === 'object' ? [...step.value] : step.value;
+    else delete headers[step.remove.toLowerCase()];
+  }
   scope.addHook('onRequest', (_request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    const res = reply.raw;
-    for (const step of steps) {
-      if ('set' in step) res.setHeader(step.set, step.value);
-      else res.removeHeader(step.remove);
-    }
+    reply.headers(headers);
     done();
   });
 }

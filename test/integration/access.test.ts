@@ -229,11 +229,14 @@ describe('failed authentications are counted per client address', () => {
 describe('security headers', () => {
   it('every API answer forbids framing, scripts and sniffing', async () => {
     const ing = await ingress({ apiToken: API_TOKEN });
-    for (const [url, headers] of [
-      ['/v1/chats/hdr/messages', bearer(API_TOKEN)],
-      ['/v1/chats/hdr/messages', {}],
+    for (const [method, url, headers, status] of [
+      ['GET', '/v1/chats/hdr/messages', bearer(API_TOKEN), 200],
+      ['GET', '/v1/chats/hdr/messages', {}, 401],
+      // A handler's own error answer (nothing stored) carries them as well.
+      ['POST', '/v1/chats/hdr/messages', bearer(API_TOKEN), 400],
     ] as const) {
-      const res = await ing.app.inject({ method: 'GET', url, headers });
+      const res = await ing.app.inject({ method, url, headers, ...(method === 'POST' && { payload: { text: 1 } }) });
+      expect(res.statusCode).toBe(status);
       expect(res.headers['content-security-policy']).toBe("default-src 'none';frame-ancestors 'none'");
       expect(res.headers['x-frame-options']).toBe('DENY');
       expect(res.headers['x-content-type-options']).toBe('nosniff');
