@@ -8,6 +8,7 @@ import {
   readApprovals,
 } from '../shared/store/approvals.js';
 import type { ChatStore } from '../shared/store/chat-store.js';
+import { REPLY_WATCH_MS } from '../shared/store/reply-streams.js';
 import { HttpError } from './errors.js';
 import { withRedis } from './validation.js';
 
@@ -19,8 +20,17 @@ import { withRedis } from './validation.js';
  * that is already queued or running picks it up after.
  */
 export interface Approvals {
-  /** Store `answer` for the request and get the chat its turn; throws HttpError for what is not stored. */
-  answer(chatKey: string, approvalId: string, answer: ApprovalAnswerIn): Promise<AnswerResult>;
+  /**
+   * Store `answer` for the request and get the chat its turn; throws HttpError for what is not
+   * stored. `watched`: the sender waits for the reply (a page): the chat is marked watched with
+   * the answer, so the turn that takes it streams.
+   */
+  answer(
+    chatKey: string,
+    approvalId: string,
+    answer: ApprovalAnswerIn,
+    opts?: { watched?: boolean },
+  ): Promise<AnswerResult>;
   /** The requests that can be answered now (open and not past their expiry), oldest first. */
   open(chatKey: string): Promise<ApprovalRecord[]>;
   /** The requests of `ids` the chat holds, open or not. */
@@ -45,9 +55,12 @@ export interface ApprovalsDeps {
 export function createApprovals(deps: ApprovalsDeps): Approvals {
   const { store, turns } = deps;
   return {
-    async answer(chatKey, approvalId, answer) {
+    async answer(chatKey, approvalId, answer, opts) {
       const result = await withRedis(() =>
-        answerApproval(store, chatKey, approvalId, answer, { supersede: deps.supersede }),
+        answerApproval(store, chatKey, approvalId, answer, {
+          supersede: deps.supersede,
+          ...(opts?.watched && { watchMs: REPLY_WATCH_MS }),
+        }),
       );
       // An answer already stored gets its turn too: an earlier attempt may have stored it and
       // failed to enqueue (the sweeper would, later).

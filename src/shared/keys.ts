@@ -47,9 +47,9 @@ const CHAT_KEY_NAMES = [
   'approvals',
   // zset: settled approval id → time: the oldest past a cap are forgotten with their fields
   'approvalsDone',
-  // string: someone can watch the chat's replies (a POST /v1/ui's message, an open reply
-  // reader), with a short TTL the readers refresh: a turn that starts while it exists streams
-  // its reply, and an unstreamed turn's commit writes the whole reply when it exists
+  // string: someone can watch the chat's replies (a POST /v1/ui's message or approval answer,
+  // an open reply reader), with a short TTL the readers refresh: a turn that starts while it
+  // exists streams its reply, and an unstreamed turn's commit writes the whole reply when it exists
   'watch',
 ] as const;
 

@@ -102,3 +102,12 @@ export function messageTokenText(message: Pick<ChatMessage, 'parts' | 'role'>): 
 export function isSummary(message: ChatMessage): boolean {
   return message.metadata?.kind === 'summary';
 }
+
+/**
+ * The id of a run's assistant message number `segment` (0 first) in history. The first one is
+ * also the UI message id of the run's streamed reply, so a page that streamed the reply and one
+ * that reads history later see the same message.
+ */
+export function assistantMessageId(runId: string, segment = 0): string {
+  return `${runId}-a${segment}`;
+}

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitReady } from '../../src/shared/redis.js';
-import { listApprovals } from '../../src/shared/store/approvals.js';
+import { answerApproval, listApprovals } from '../../src/shared/store/approvals.js';
+import { REPLY_WATCH_MS } from '../../src/shared/store/reply-streams.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
 import { runTurn } from '../../src/worker/turn/turn.js';
 import { type RefundWorker, refundWorker, toolParts } from '../helpers/approvals.js';
@@ -186,8 +187,12 @@ describe('POST /v1/ui with an approval answer (useChat addToolApprovalResponse)'
     const asked = history.at(-1)!.id;
     const body = await uiAnswer('ui-1');
     const response = ing.app.inject({ method: 'POST', url: '/v1/ui', headers: api, payload: body });
-    // The answer is stored before the turn that applies it can start.
+    // The answer is stored before the turn that applies it can start, and marks the chat
+    // watched in the same script: that turn streams.
     await expect.poll(() => ing.store.pendingCount('ui-1'), { timeout: 10_000 }).toBe(1);
+    const watchMs = await redis.pttl(ing.store.keys('ui-1').watch);
+    expect(watchMs).toBeGreaterThan(0);
+    expect(watchMs).toBeLessThanOrEqual(REPLY_WATCH_MS);
     expect((await runTurn(worker.deps, 'ui-1')).status).toBe('done');
     const res = await response;
     expect(res.statusCode).toBe(200);
@@ -239,5 +244,38 @@ describe('POST /v1/ui with an approval answer (useChat addToolApprovalResponse)'
     expect(unanswered.json().error.code).toBe('VALIDATION_FAILED');
     expect((await keysUnder(redis, prefix)).sort()).toEqual(before);
     expect((await listApprovals(ing.store, 'ui-2'))[0]?.state).toBe('open');
+  });
+
+  it('refuses an answer to a request settled meanwhile (409), leaving the chat unwatched', async () => {
+    const { id } = await waiting('ui-3');
+    const body = await uiAnswer('ui-3');
+    expect((await answer('ui-3', id, { approved: false })).statusCode).toBe(202);
+    expect((await runTurn(worker.deps, 'ui-3')).status).toBe('done');
+    const res = await ing.app.inject({ method: 'POST', url: '/v1/ui', headers: api, payload: body });
+    expect(res.statusCode).toBe(409);
+    expect(res.json().error.code).toBe('APPROVAL_RESOLVED');
+    expect(await redis.exists(ing.store.keys('ui-3').watch)).toBe(0);
+  });
+});
+
+describe('an answer stored with a watch TTL (approval-answer.lua)', () => {
+  it('marks the chat watched for an answer sent again, never for a refused one, and not without a TTL', async () => {
+    const { id } = await waiting('watch-1');
+    const watch = ing.store.keys('watch-1').watch;
+    const web = { approved: true, by: 'web' };
+    const unknown = await answerApproval(ing.store, 'watch-1', 'aitxt-unknown', web, {
+      supersede: false,
+      watchMs: 5_000,
+    });
+    expect(unknown).toEqual({ status: 'unknown' });
+    expect(await redis.exists(watch)).toBe(0);
+    const first = await answerApproval(ing.store, 'watch-1', id, web, { supersede: false });
+    expect(first.status).toBe('accepted');
+    expect(await redis.exists(watch)).toBe(0);
+    const again = await answerApproval(ing.store, 'watch-1', id, web, { supersede: false, watchMs: 5_000 });
+    expect(again.status).toBe('answered');
+    const watchMs = await redis.pttl(watch);
+    expect(watchMs).toBeGreaterThan(0);
+    expect(watchMs).toBeLessThanOrEqual(5_000);
   });
 });

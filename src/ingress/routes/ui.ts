@@ -179,16 +179,16 @@ export async function uiRoutes(app: FastifyInstance, options: UiRouteOptions): P
     const ui = open(reserveStream(app.chatlane.streams, chatKey), new Set(ids));
     try {
       // Watching starts before the answers are stored: the turn that takes them cannot start
-      // unseen, and streams (the chat is watched).
-      await withRedis(() => Promise.all([ui.watchEvents(), replies.watch(chatKey)]));
+      // unseen. Each answer marks the chat watched as it is stored, so that turn streams.
+      await withRedis(() => ui.watchEvents());
       let fresh = false;
       for (const a of answers) {
-        const result = await app.chatlane.approvals.answer(chatKey, a.approvalId, {
-          approved: a.approved,
-          reason: a.reason,
-          by: 'web',
-          channel: 'web',
-        });
+        const result = await app.chatlane.approvals.answer(
+          chatKey,
+          a.approvalId,
+          { approved: a.approved, reason: a.reason, by: 'web', channel: 'web' },
+          { watched: true },
+        );
         if (result.status === 'accepted') fresh = true;
         else if (result.status !== 'answered') throw refusal(a.approvalId, result);
       }

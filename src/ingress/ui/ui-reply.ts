@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '../../shared/logger.js';
+import { assistantMessageId } from '../../shared/messages.js';
 import { chatEventOf } from '../../shared/store/chat-store.js';
 import {
   isTerminalChunk,
@@ -153,7 +154,7 @@ export class UiReply {
       if (this.skipUntil && entry.messageIds.some((id) => this.skipUntil!.has(id))) {
         this.skipUntil = undefined;
         // Joined mid-reply: the client's message starts here.
-        if (this.skipped) this.write(sse({ type: 'start', messageId: `${runId}-a0` }));
+        if (this.skipped) this.write(sse({ type: 'start', messageId: assistantMessageId(runId) }));
       }
       return;
     }

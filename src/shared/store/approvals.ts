@@ -150,13 +150,15 @@ export type AnswerResult =
  * Store a person's answer once and queue it in the chat's inbox (approval-answer.lua). The
  * caller enqueues the chat's turn after `accepted`. `supersede`: a person's message already
  * waiting in the inbox settles the request first (TOOL_APPROVAL_ON_MESSAGE=supersede).
+ * `watchMs`: the sender waits for the reply; an answer stored now or before marks the chat
+ * watched for this long in the same script (a refused one does not).
  */
 export async function answerApproval(
   store: ChatStore,
   chatKey: string,
   approvalId: string,
   answer: Omit<ApprovalAnswer, 'at'> & { channel?: string | undefined },
-  opts: { supersede: boolean; now?: number },
+  opts: { supersede: boolean; now?: number; watchMs?: number },
 ): Promise<AnswerResult> {
   const at = opts.now ?? Date.now();
   const { channel, ...stored } = answer;
@@ -176,13 +178,14 @@ export async function answerApproval(
   const raw = tuple.parse(
     await scripts.approvalAnswer.run(
       store.redis,
-      [k.approvals, k.inbox],
+      [k.approvals, k.inbox, k.watch],
       [
         approvalId,
         JSON.stringify({ ...stored, at }),
         message.id,
         storedJson(message, { tooDeep: 'throw' }),
         opts.supersede ? '1' : '',
+        opts.watchMs ?? '',
       ],
     ),
   );

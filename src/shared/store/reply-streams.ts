@@ -98,9 +98,9 @@ export function replyEntryOf([id, fields]: StreamEntry): ReplyEntry | undefined 
 }
 
 /**
- * How long a chat stays watched after a reader last said so: a /v1/ui message, an open
- * reader (which refreshes it every third of this). Short, so a page that went away stops
- * costing its chat a streamed turn soon after.
+ * How long a chat stays watched after a reader last said so: a /v1/ui message or approval
+ * answer, an open reader (which refreshes it every third of this). Short, so a page that went
+ * away stops costing its chat a streamed turn soon after.
  */
 export const REPLY_WATCH_MS = 30_000;
 

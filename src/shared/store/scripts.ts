@@ -170,5 +170,5 @@ export const scripts = {
   webhookClaim: new LuaScript('webhook-claim', 1),
   webhookRelease: new LuaScript('webhook-release', 1),
   workspaceSave: new LuaScript('workspace-save', 3, { events: true }),
-  approvalAnswer: new LuaScript('approval-answer', 2),
+  approvalAnswer: new LuaScript('approval-answer', 3),
 };

@@ -1,6 +1,6 @@
 import type { UIMessage } from 'ai';
 import type { Logger } from '../../shared/logger.js';
-import type { ChatMessage } from '../../shared/messages.js';
+import { assistantMessageId, type ChatMessage } from '../../shared/messages.js';
 import { ReplicationTimeoutError } from '../../shared/replica-acks.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ReplyTail } from '../../shared/store/reply-streams.js';
@@ -115,7 +115,7 @@ export async function commitTurn(
       toCommit.push(
         await withTokens(
           {
-            id: `${runId}-a${segment++}`,
+            id: assistantMessageId(runId, segment++),
             role: 'assistant',
             parts: seg.parts,
             metadata: { ts: now, chatKey, runId, kind: 'normal' },

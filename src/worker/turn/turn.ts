@@ -4,6 +4,7 @@ import { decodeRoute } from '../../shared/delivery/route.js';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { assistantMessageId } from '../../shared/messages.js';
 import { answerOf } from '../../shared/store/approvals.js';
 import type { ChatStore, InboxEntry } from '../../shared/store/chat-store.js';
 import type { ContactBook } from '../../shared/store/contacts.js';
@@ -542,7 +543,7 @@ async function turnBody(run: TurnRun, budgetScale: number): Promise<TurnOutcome>
       ...replies.tail(
         chatKey,
         runId,
-        wholeReplyFields(response, messageIds, approvals?.continues ?? `${runId}-a0`),
+        wholeReplyFields(response, messageIds, approvals?.continues ?? assistantMessageId(runId)),
       ),
       unstreamed: messageIds,
     });

@@ -7,6 +7,7 @@
                      resolution JSON
   KEYS[2] inbox      stream: the answer's entry has field `a` = the approval id (a person's
                      message has none)
+  KEYS[3] watch      string: the chat's replies can be watched (written only with ARGV[6])
 
   ARGV[1] approval id
   ARGV[2] answer JSON (stored at <id>:a as given)
@@ -14,12 +15,23 @@
   ARGV[4] the inbox entry's message JSON
   ARGV[5] '1': a person's message waiting in the inbox supersedes the request
           (TOOL_APPROVAL_ON_MESSAGE=supersede), '' it does not
+  ARGV[6] watch TTL in ms: the sender waits for the reply (an answer from a page, POST
+          /v1/ui), so the turn that takes the answer streams it; '' = leave the watch key as it
+          is. Set for 'accepted' and for 'answered' (the answer was stored before: the page sent
+          it again and follows the turn that has it, as ingest.lua does for a message sent
+          again), never for a refusal ('unknown', 'resolved', 'expired', 'superseded')
 
   Returns { 'accepted', streamId } | { 'unknown' } | { 'answered', answerJson }
         | { 'resolved', resolutionJson } | { 'expired', expiresAt } | { 'superseded' }
-  Nothing is written unless 'accepted'.
+  Nothing is written for a refusal; 'answered' writes the watch key alone (given ARGV[6]).
 ]]
 -- @include "now"
+local function watch()
+  if ARGV[6] ~= '' then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
+  end
+end
+
 local id = ARGV[1]
 local request = redis.call('HGET', KEYS[1], id)
 if not request then
@@ -31,6 +43,7 @@ if resolution then
 end
 local answer = redis.call('HGET', KEYS[1], id .. ':a')
 if answer then
+  watch()
   return { 'answered', answer }
 end
 local expiresAt = tonumber(cjson.decode(request).expiresAt) or 0
@@ -60,4 +73,5 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', KEYS[1], id .. ':a', ARGV[2])
 local streamId = redis.call('XADD', KEYS[2], '*', 'id', ARGV[3], 'm', ARGV[4], 'a', id)
+watch()
 return { 'accepted', streamId }

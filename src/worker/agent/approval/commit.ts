@@ -1,5 +1,5 @@
 import type { UIMessage } from 'ai';
-import type { ChatMessage } from '../../../shared/messages.js';
+import { assistantMessageId, type ChatMessage } from '../../../shared/messages.js';
 import { approvalText } from '../../../shared/platforms/approval-text.js';
 import { storedJson } from '../../../shared/storable.js';
 import {
@@ -108,7 +108,7 @@ export async function approvalCommit(input: ApprovalCommitInput): Promise<Approv
   // it): history holds it the same way when that message is the history's last.
   const continues = approvals?.continues;
   const first = messages[0];
-  if (continues && first?.role === 'assistant' && first.id === `${runId}-a0`) {
+  if (continues && first?.role === 'assistant' && first.id === assistantMessageId(runId)) {
     const at = rewrites.findIndex((m) => m.id === continues);
     if (at >= 0) {
       rewrites[at] = { ...rewrites[at]!, parts: [...rewrites[at]!.parts, ...first.parts] };

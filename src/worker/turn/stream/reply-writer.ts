@@ -1,4 +1,5 @@
 import type { Logger } from '../../../shared/logger.js';
+import { assistantMessageId } from '../../../shared/messages.js';
 import { isSendTextStart } from '../../../shared/store/reply-send-part.js';
 import type {
   ReplyEvent,
@@ -121,7 +122,7 @@ export class ReplyWriter {
 
   /** The UI message id of this turn's reply: the id its first committed assistant message gets. */
   get messageId(): string {
-    return `${this.runId}-a0`;
+    return assistantMessageId(this.runId);
   }
 
   /**
