@@ -84,7 +84,8 @@ function recordHelmet(options: HelmetOptions): HeaderStep[] {
 export function securityHeaders(scope: Pick<FastifyInstance, 'addHook'>, kind: 'api' | 'board'): void {
   const headers: Record<string, string | number | string[]> = {};
   for (const step of recordHelmet(kind === 'api' ? API : BOARD)) {
-    if ('set' in step) headers[step.set.toLowerCase()] = typeof step.value === 'object' ? [...step.value] : step.value;
+    if ('set' in step)
+      headers[step.set.toLowerCase()] = typeof step.value === 'object' ? [...step.value] : step.value;
     else delete headers[step.remove.toLowerCase()];
   }
   scope.addHook('onRequest', (_request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {

@@ -116,10 +116,13 @@ export async function answer<B>(
     return reply;
   }
   // Without a chunk pause all events go in one write: the event boundaries are what SSE
-  // clients parse. With one (`chunkMs`), a streaming client sees the answer grow.
+  // clients parse. With one (`chunkMs`) or a held chat (chunkGates), a streaming client sees
+  // the answer grow.
   const firstContent = (at: number) => state.recordFirstContent(chatKey, at);
-  if (state.chunkMs > 0) await paced(reply.raw, sseEvents(out.sse), () => state.chunkMs, firstContent);
-  else {
+  if (state.chunkMs > 0 || state.chunkGates.holds(chatKey)) {
+    const gate = () => state.chunkGates.passed(chatKey, gone.signal);
+    await paced(reply.raw, sseEvents(out.sse), () => state.chunkMs, firstContent, gate);
+  } else {
     if (CONTENT_EVENT.test(out.sse)) firstContent(now());
     reply.raw.end(out.sse);
   }
@@ -148,23 +151,27 @@ function sseEvents(body: string): string[] {
  * is read before each event, so a test can slow a stream under way down (to open a second
  * client mid-reply on a loaded machine) and speed it up again. `firstContent`
  * gets the moment the first content event is written: the model's first token, for a
- * benchmark that times what a client sees after it.
+ * benchmark that times what a client sees after it. After each content event the stream
+ * waits for `gate()` (chunkGates: a test lets the pieces out one by one).
  */
 async function paced(
   res: NodeJS.WritableStream & { destroyed: boolean },
   events: string[],
   pause: () => number,
   firstContent: (at: number) => void,
+  gate: () => Promise<void>,
 ) {
   let seen = false;
   for (const [i, event] of events.entries()) {
     if (res.destroyed) return;
     if (i > 0) await new Promise((resolve) => setTimeout(resolve, pause()));
-    if (!seen && CONTENT_EVENT.test(event)) {
+    const content = CONTENT_EVENT.test(event);
+    if (!seen && content) {
       seen = true;
       firstContent(now());
     }
     res.write(event);
+    if (content) await gate();
   }
   res.end();
 }

@@ -3,6 +3,7 @@
  * asserts on lives here, so the same object serves in-process callers and `GET /stats`.
  */
 
+import { ChunkGates } from './chunk-gates.js';
 import { MockPromptCache } from './prompt-cache.js';
 
 export const NO_CHAT_KEY = '(none)';
@@ -177,6 +178,8 @@ export class MockLlmState {
   private waiters: ArrivalWaiter[] = [];
   /** What each chat sent last: the cached tokens of its next request. */
   readonly promptCache = new MockPromptCache();
+  /** Streams that stop after each content event until a test lets the next one out. */
+  readonly chunkGates = new ChunkGates();
 
   constructor(options: { latencyMs?: LatencyRange; maxRecorded?: number } = {}) {
     this.initialLatency = checkLatency(options.latencyMs ?? [0, 0]);
@@ -322,8 +325,10 @@ export class MockLlmState {
     gate.open();
   }
 
+  /** Held requests and held streams alike. */
   releaseAll(): void {
     for (const chatKey of [...this.gates.keys()]) this.release(chatKey);
+    this.chunkGates.releaseAll();
   }
 
   /** Resolves once `n` requests of `chatKey` have arrived (since the last reset). */
@@ -335,8 +340,8 @@ export class MockLlmState {
   }
 
   /**
-   * Stats, recordings and controls back to a fresh start. Held requests are let go so
-   * nothing stays stuck behind a gate nobody remembers; pending `waitForRequest` calls
+   * Stats, recordings and controls back to a fresh start. Held requests and streams are let
+   * go so nothing stays stuck behind a gate nobody remembers; pending `waitForRequest` calls
    * keep waiting and count arrivals from zero.
    */
   reset(): void {

@@ -1,5 +1,6 @@
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { describe, expect, it } from 'vitest';
+import type { ChunkGates } from '../../src/mock-llm/chunk-gates.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
@@ -56,16 +57,39 @@ function grownTexts(chat: NodeChat, id: string): string[] {
   return texts.filter((t) => t !== '');
 }
 
+/**
+ * Lets the held reply of `chatKey` (chunkGates) out one piece at a time, each once `chat` has
+ * shown the text so far, until it shows `whole`; then the rest. Pieces paced by time alone
+ * merge on a loaded machine: the reply writer and the ingress each batch what arrived.
+ */
+async function stepThrough(gates: ChunkGates, chat: NodeChat, chatKey: string, whole: string): Promise<void> {
+  try {
+    for (let shown = ''; shown !== whole; gates.next(chatKey)) {
+      const before = shown;
+      shown = await waitFor(
+        async () => {
+          const text = textOf(chat.reply);
+          return text !== '' && text !== before ? text : false;
+        },
+        { what: `the page to show the piece after ${JSON.stringify(before)}` },
+      );
+    }
+  } finally {
+    gates.release(chatKey);
+  }
+}
+
 describe('/v1/ui with DefaultChatTransport', () => {
   const stack = useStack('e2e-ui', { roles: ['ingress', 'worker'], env: { WEB_TOKEN_SECRET: SECRET } });
   const { store } = stack;
 
   it('send: the chat_send text grows over several frames before the turn commits, and ends as the committed reply', async () => {
-    // About 5 chunks: 40 ms apart, a loaded CI box gathered them into 2 frames (the writer
-    // and the ingress each batch what arrived); 100 ms apart they stay apart.
-    stack.mock.state.chunkMs = 100;
+    const gates = stack.mock.state.chunkGates;
+    gates.hold('ui-send');
     const chat = await chatFor(stack.ingressUrl(), 'ui-send');
-    await chat.sendMessage({ text: LONG });
+    const sending = chat.sendMessage({ text: LONG });
+    await stepThrough(gates, chat, 'ui-send', `echo: ${LONG}`);
+    await sending;
 
     expect(chat.status).toBe('ready');
     expect(chat.error).toBeUndefined();
@@ -89,15 +113,24 @@ describe('/v1/ui with DefaultChatTransport', () => {
   }, 30_000);
 
   it('resume: a second client on the chat replays the reply from its first chunk, then follows it to the end', async () => {
-    stack.mock.state.chunkMs = 80;
+    const gates = stack.mock.state.chunkGates;
+    gates.hold('ui-resume');
     const url = stack.ingressUrl();
     const first = await chatFor(url, 'ui-resume');
     const sending = first.sendMessage({ text: LONG });
+    // Two pieces out, the rest held until the second client has caught up: the reply is
+    // still under way when it comes, however slowly it connects.
+    gates.next('ui-resume');
     await waitFor(async () => textOf(first.reply).length > 12, { what: 'the reply under way' });
 
     const second = await chatFor(url, 'ui-resume');
-    await second.resumeStream();
+    const resuming = second.resumeStream();
+    const sofar = textOf(first.reply);
+    await waitFor(async () => textOf(second.reply) === sofar, { what: 'the second client replaying' });
+    gates.release('ui-resume');
+    await resuming;
     await sending;
+    expect(sofar.length).toBeLessThan(`echo: ${LONG}`.length);
     expect(textOf(second.lastMessage)).toBe(`echo: ${LONG}`);
     expect(second.lastMessage!.id).toBe(first.lastMessage!.id);
     // It replayed from the start: the first text it showed was a prefix, not a later piece.

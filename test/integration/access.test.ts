@@ -235,7 +235,12 @@ describe('security headers', () => {
       // A handler's own error answer (nothing stored) carries them as well.
       ['POST', '/v1/chats/hdr/messages', bearer(API_TOKEN), 400],
     ] as const) {
-      const res = await ing.app.inject({ method, url, headers, ...(method === 'POST' && { payload: { text: 1 } }) });
+      const res = await ing.app.inject({
+        method,
+        url,
+        headers,
+        ...(method === 'POST' && { payload: { text: 1 } }),
+      });
       expect(res.statusCode).toBe(status);
       expect(res.headers['content-security-policy']).toBe("default-src 'none';frame-ancestors 'none'");
       expect(res.headers['x-frame-options']).toBe('DENY');
