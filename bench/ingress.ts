@@ -32,8 +32,6 @@ export interface IngressOptions {
   chats: number;
   /** Extra environment of the chatlane ingress (`--tracing`: an OTLP endpoint). */
   env?: Record<string, string>;
-  /** `--together`: the three sides loaded at the same moment (measureTogether). */
-  together?: boolean;
 }
 
 export const INGRESS_DEFAULTS: IngressOptions = {
@@ -141,8 +139,7 @@ function summarize(result: autocannon.Result, cpu: CpuShare): IngressMeasurement
   };
 }
 
-/** One side's server on its own prefix, and how to stop it and clear what it wrote. */
-async function startSide(side: Side, opts: IngressOptions) {
+async function measure(side: Side, opts: IngressOptions, run: number): Promise<IngressMeasurement> {
   const prefix = randomPrefix(`ing-${side}`);
   const server =
     side === 'chatlane'
@@ -160,24 +157,6 @@ async function startSide(side: Side, opts: IngressOptions) {
           env: { REDIS_URL, BENCH_PREFIX: prefix },
           readyPath: '/healthz',
         });
-  const stop = async () => {
-    await server.stop();
-    // No worker consumes the turns queue here: clear it and the chats so every measurement
-    // starts on the same near-empty Redis.
-    const admin = adminRedis();
-    const queue = new Queue(QUEUES.turns, queueOptions(prefix, QUEUES.turns, admin));
-    await queue
-      .obliterate({ force: true })
-      .catch((err: unknown) => progress(`obliterate failed: ${String(err)}`));
-    await queue.close();
-    await deletePrefix(admin, prefix);
-    admin.disconnect();
-  };
-  return { side, prefix, server, stop };
-}
-
-async function measure(side: Side, opts: IngressOptions, run: number): Promise<IngressMeasurement> {
-  const { prefix, server, stop } = await startSide(side, opts);
   const admin = adminRedis();
   try {
     // JIT and connection warm-up, not recorded.
@@ -192,73 +171,32 @@ async function measure(side: Side, opts: IngressOptions, run: number): Promise<I
     );
     return result;
   } finally {
+    await server.stop();
+    // No worker consumes the turns queue here: clear it and the chats so every measurement
+    // starts on the same near-empty Redis.
+    const queue = new Queue(QUEUES.turns, queueOptions(prefix, QUEUES.turns, admin));
+    await queue
+      .obliterate({ force: true })
+      .catch((err: unknown) => progress(`obliterate failed: ${String(err)}`));
+    await queue.close();
+    await deletePrefix(admin, prefix);
     admin.disconnect();
-    await stop();
-  }
-}
-
-/**
- * `--together`: the three sides loaded at the same moment, each by its own load generator with
- * a third of the connections. A neighbour, a CPU frequency step or the scheduler's choice of
- * core then weighs on all three alike, so their ratios hold still where one side after the
- * other swung between runs. Redis's CPU is shared: each side's `redisCpuUsPerReq` is Redis's
- * CPU over every side's requests.
- */
-async function measureTogether(
-  order: readonly Side[],
-  opts: IngressOptions,
-  run: number,
-): Promise<Record<Side, IngressMeasurement>> {
-  const sides = [];
-  try {
-    for (const side of order) sides.push(await startSide(side, opts));
-    const each = { ...opts, connections: Math.ceil(opts.connections / sides.length) };
-    if (opts.warmupS > 0) {
-      await Promise.all(sides.map((s) => load(s.server.url, each, `${s.prefix}-w`, opts.warmupS)));
-    }
-    progress(
-      `ingress run ${run + 1}: ${order.join(' + ')} together, ${opts.durationS}s × ${each.connections} connections each`,
-    );
-    const admin = adminRedis();
-    const meters = await Promise.all(sides.map((s) => cpuMeter(admin, s.server.pid)));
-    const raws = await Promise.all(
-      sides.map((s) => load(s.server.url, each, `${s.prefix}-m`, opts.durationS)),
-    );
-    const cpus = await Promise.all(meters.map((stopMeter) => stopMeter()));
-    admin.disconnect();
-    const requests = raws.reduce((sum, r) => sum + r.requests.total, 0);
-    const out: Partial<Record<Side, IngressMeasurement>> = {};
-    sides.forEach((s, i) => {
-      const result = summarize(raws[i]!, cpus[i]!);
-      result.redisCpuUsPerReq = round((cpus[i]!.redisCpuS * 1e6) / requests, 1);
-      out[s.side] = result;
-      progress(
-        `ingress run ${run + 1}: ${s.side} ${result.reqPerSec} req/s, ${result.serverCpuUsPerReq} µs/req`,
-      );
-    });
-    return out as Record<Side, IngressMeasurement>;
-  } finally {
-    await Promise.all(sides.map((s) => s.stop()));
   }
 }
 
 export async function benchIngress(opts: IngressOptions) {
   const runs: IngressRun[] = [];
   for (let run = 0; run < opts.runs; run++) {
-    let measured: Partial<Record<Side, IngressMeasurement>> = {};
+    const measured: Partial<Record<Side, IngressMeasurement>> = {};
     // Each side goes first, second and third once in three runs.
     const order = SIDES.map((_, i) => SIDES[(i + run) % SIDES.length]!);
-    if (opts.together) {
-      measured = await measureTogether(order, opts, run);
-    } else {
-      for (const side of order) {
-        try {
-          measured[side] = await measure(side, opts, run);
-        } catch (err) {
-          // A server that failed to start on a busy shared box gets one more chance.
-          progress(`ingress run ${run + 1}: ${side} failed (${(err as Error).message}); retrying once`);
-          measured[side] = await measure(side, opts, run);
-        }
+    for (const side of order) {
+      try {
+        measured[side] = await measure(side, opts, run);
+      } catch (err) {
+        // A server that failed to start on a busy shared box gets one more chance.
+        progress(`ingress run ${run + 1}: ${side} failed (${(err as Error).message}); retrying once`);
+        measured[side] = await measure(side, opts, run);
       }
     }
     const anchor = measured.anchor!;
@@ -280,9 +218,7 @@ export async function benchIngress(opts: IngressOptions) {
   return {
     description:
       `POST /v1/chats/:chatKey/messages over ${opts.chats} chats, ${opts.connections} connections, ` +
-      `${opts.durationS}s per measurement after ${opts.warmupS}s warm-up` +
-      `${opts.together ? ', the three sides loaded together, a third of the connections each' : ''}; ` +
-      'anchor = Fastify + RPUSH + enqueueTurn; ' +
+      `${opts.durationS}s per measurement after ${opts.warmupS}s warm-up; anchor = Fastify + RPUSH + enqueueTurn; ` +
       'leastWork = Fastify + RPUSH + a plain Queue.add',
     settings: opts,
     runs,

@@ -72,7 +72,6 @@ const { values } = parseArgs({
     'turns-per-slot': { type: 'string' },
     bursts: { type: 'boolean', default: false },
     apart: { type: 'boolean', default: false },
-    together: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
     'log-level': { type: 'string' },
@@ -102,8 +101,6 @@ flags:
                        between them, the sides apart (the method until 2026-11-28)
   --apart              stream: the chatlane side and the bare loop one after the other,
                        alternating which goes first, not at the same time
-  --together           ingress: the three sides loaded at the same moment, a third of the
-                       connections each (steadier ratios on a shared box), not one after the other
   --turns-per-slot N   overhead: turns per measurement = N × level (default 2); more turns, less spread
   --profile DIR        overhead: V8 CPU and heap profiles of both sides into DIR
   --charts DIR         offered-load, scaling: write the SVG charts into DIR
@@ -138,10 +135,6 @@ const nodeArgs = values['node-args']?.split(/\s+/).filter(Boolean);
 if (nodeArgs && only !== undefined && only !== 'stream') {
   // Only the stream benchmark passes them on: a figure must not look as if it ran with them.
   process.stderr.write(`bench: --node-args applies to the stream benchmark only, not to ${only}\n`);
-  process.exit(2);
-}
-if (values.together && only !== 'ingress') {
-  process.stderr.write('bench: --together applies to the ingress benchmark only: add --only ingress\n');
   process.exit(2);
 }
 if ((values.bursts || values.apart) && only !== 'stream') {
@@ -238,7 +231,6 @@ for (const name of selected) {
         runs,
         durationS,
         warmupS,
-        together: values.together === true,
         ...(tracingEnv && { env: tracingEnv }),
       });
     } else if (name === 'turns') {
