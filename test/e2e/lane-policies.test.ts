@@ -98,8 +98,12 @@ describe('debounce across processes (LANE_DEBOUNCE_MS)', () => {
   }, 90_000);
 });
 
-// Slow enough that a message posted when the request arrives always lands mid-answer.
-const SLOW_CHUNK_MS = 1000;
+/**
+ * How long a held step stays held after a message that must not cut it: a worker that would
+ * wrongly interrupt hears of the message within it (a broken cap shows as a step restarted
+ * early). It can only make a broken cap pass, never a working one fail.
+ */
+const HEARING_MS = 1000;
 
 describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
   const stack = useStack('e2e-interrupt', {
@@ -112,7 +116,9 @@ describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
   it('a second message aborts a slow model step; the restarted request holds both and nothing of the first step is sent', async () => {
     const ingress = stack.ingressUrl();
     const { state } = stack.mock;
-    state.chunkMs = SLOW_CHUNK_MS;
+    // The step held from its first piece: the second message lands mid-answer, and only an
+    // interrupt can bring the next request.
+    state.chunkGates.hold('cut');
     try {
       await postMessage(ingress, 'cut', 'm1', 'book a table');
       await state.waitForRequest('cut', 1);
@@ -122,7 +128,7 @@ describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
         timeoutMs: 30_000,
       });
     } finally {
-      state.chunkMs = 0;
+      state.chunkGates.release('cut');
     }
     const events = await committed(stack, 'cut');
     const requests = state.recorded('cut');
@@ -178,21 +184,27 @@ describe('interrupt across processes (LANE_POLICY=interrupt)', () => {
     const ingress = stack.ingressUrl();
     const { state } = stack.mock;
     const telegram = { channel: 'telegram' };
-    state.chunkMs = SLOW_CHUNK_MS;
+    // Each step held from its first piece: every message lands mid-answer.
+    state.chunkGates.hold('capped');
     try {
       await postMessage(ingress, 'capped', 'c1', 'one', telegram);
       await state.waitForRequest('capped', 1);
       await postMessage(ingress, 'capped', 'c2', 'two', telegram);
-      await state.waitForRequest('capped', 2);
-      // The restarted step is as slow: this one arrives mid-answer too, past the cap of one.
-      await postMessage(ingress, 'capped', 'c3', 'three', telegram);
-      await waitFor(async () => state.recorded('capped').length >= 3, {
-        what: 'the step after the send',
-        timeoutMs: 60_000,
+      await waitFor(async () => state.recorded('capped').length >= 2, {
+        what: 'the restarted request',
+        timeoutMs: 30_000,
       });
+      // The restarted step is held too: this one arrives mid-answer, past the cap of one.
+      await postMessage(ingress, 'capped', 'c3', 'three', telegram);
+      await sleep(HEARING_MS);
+      expect(state.recorded('capped'), 'the third message cut the held step').toHaveLength(2);
     } finally {
-      state.chunkMs = 0;
+      state.chunkGates.release('capped');
     }
+    await waitFor(async () => state.recorded('capped').length >= 3, {
+      what: 'the step after the send',
+      timeoutMs: 60_000,
+    });
     const events = await committed(stack, 'capped');
     const requests = state.recorded('capped').map(transcript);
     expect(requests[1]).toEqual(['user: one', 'user: two']);

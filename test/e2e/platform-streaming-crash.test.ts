@@ -33,10 +33,13 @@ describe('PLATFORM_STREAMING=on: a worker killed while its reply streams to a Te
         TELEGRAM_WEBHOOK_SECRET_TOKEN: TELEGRAM_SECRET,
         TELEGRAM_API_BASE_URL: tg.fake.url,
       };
-      stack.mock.state.chunkMs = 150;
+      const chatId = -1004401;
+      const chatKey = `telegram-chat-${chatId}`;
+      const gates = stack.mock.state.chunkGates;
+      // Held from its first piece until the worker is dead: it dies while the reply streams.
+      gates.hold(chatKey);
       await stack.start('delivery', env);
       const doomed = await stack.start('worker', env);
-      const chatId = -1004401;
       const res = await tg.ing.app.inject({
         method: 'POST',
         url: '/webhooks/telegram',
@@ -44,11 +47,11 @@ describe('PLATFORM_STREAMING=on: a worker killed while its reply streams to a Te
         payload: JSON.stringify(messageUpdate({ chatId, text: LONG })),
       });
       expect(res.statusCode).toBe(200);
-      const chatKey = `telegram-chat-${chatId}`;
 
       // The streamed post is up, the reply not yet written whole: the worker dies.
       await waitFor(async () => tg.fake.sentTo(chatId).length === 1, { what: 'the streamed post' });
       await doomed.kill('SIGKILL');
+      gates.release(chatKey);
       const [post] = tg.fake.sentTo(chatId);
       const half = tg.fake.textNow(post!.messageId)!;
       expect(`echo: ${LONG}`.startsWith(half.replace(/\.\.\.$/, ''))).toBe(true);

@@ -1,7 +1,7 @@
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { describe, expect, it } from 'vitest';
-import type { ChunkGates } from '../../src/mock-llm/chunk-gates.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
+import { stepThrough } from '../helpers/held-stream.js';
 import { waitFor } from '../helpers/redis.js';
 import { useStack } from '../helpers/stack.js';
 import { NodeChat, textOf } from '../helpers/ui-chat.js';
@@ -57,28 +57,6 @@ function grownTexts(chat: NodeChat, id: string): string[] {
   return texts.filter((t) => t !== '');
 }
 
-/**
- * Lets the held reply of `chatKey` (chunkGates) out one piece at a time, each once `chat` has
- * shown the text so far, until it shows `whole`; then the rest. Pieces paced by time alone
- * merge on a loaded machine: the reply writer and the ingress each batch what arrived.
- */
-async function stepThrough(gates: ChunkGates, chat: NodeChat, chatKey: string, whole: string): Promise<void> {
-  try {
-    for (let shown = ''; shown !== whole; gates.next(chatKey)) {
-      const before = shown;
-      shown = await waitFor(
-        async () => {
-          const text = textOf(chat.reply);
-          return text !== '' && text !== before ? text : false;
-        },
-        { what: `the page to show the piece after ${JSON.stringify(before)}` },
-      );
-    }
-  } finally {
-    gates.release(chatKey);
-  }
-}
-
 describe('/v1/ui with DefaultChatTransport', () => {
   const stack = useStack('e2e-ui', { roles: ['ingress', 'worker'], env: { WEB_TOKEN_SECRET: SECRET } });
   const { store } = stack;
@@ -88,7 +66,7 @@ describe('/v1/ui with DefaultChatTransport', () => {
     gates.hold('ui-send');
     const chat = await chatFor(stack.ingressUrl(), 'ui-send');
     const sending = chat.sendMessage({ text: LONG });
-    await stepThrough(gates, chat, 'ui-send', `echo: ${LONG}`);
+    await stepThrough(gates, 'ui-send', `echo: ${LONG}`, async () => textOf(chat.reply));
     await sending;
 
     expect(chat.status).toBe('ready');
@@ -150,7 +128,10 @@ describe('/v1/ui with DefaultChatTransport', () => {
   });
 
   it('a message sent again with the same id is stored once: during the turn it follows the same reply, after it nothing more', async () => {
-    stack.mock.state.chunkMs = 60;
+    const gates = stack.mock.state.chunkGates;
+    // Held from its first piece until the message is sent again: the turn is still under way
+    // then, however slowly the second send comes.
+    gates.hold('ui-resend');
     const url = stack.ingressUrl();
     const transport = await transportFor(url, 'ui-resend');
     const message = userMessage('resend-1', LONG);
@@ -171,10 +152,13 @@ describe('/v1/ui with DefaultChatTransport', () => {
       },
     );
     const again = await send();
-    let text = '';
-    for await (const m of readUIMessageStream({ stream: again })) text = textOf(m);
-    expect(text).toBe(`echo: ${LONG}`);
-    expect((await firstChunks).at(-1)?.type).toBe('finish');
+    gates.release('ui-resend');
+    const againChunks = await chunksOf(again);
+    expect(await assembledText(againChunks)).toBe(`echo: ${LONG}`);
+    const first = await firstChunks;
+    expect(first.at(-1)?.type).toBe('finish');
+    // The same reply: the one message the first send follows.
+    expect(againChunks[0]).toEqual(first[0]);
 
     const late = await chunksOf(await send());
     expect(late).toEqual([]);
@@ -185,20 +169,37 @@ describe('/v1/ui with DefaultChatTransport', () => {
   }, 30_000);
 
   it('stop: the running turn ends early and commits what it did; the next message is answered', async () => {
-    stack.mock.state.chunkMs = 150;
+    const whole = `echo: ${LONG} ${LONG}`;
+    const gates = stack.mock.state.chunkGates;
+    // Held from its first piece: the stop comes while the reply streams. The turn reads a stop
+    // at its next reply write, so the reply then goes on a piece at a time, each once the page
+    // shows the last, until it ends: stopped, within a piece or two; not, at its whole text.
+    gates.hold('ui-stop');
     const url = stack.ingressUrl();
     const chat = await chatFor(url, 'ui-stop');
     const sending = chat.sendMessage({ text: `${LONG} ${LONG}` });
-    await waitFor(async () => textOf(chat.reply).length > 6, { what: 'the reply under way' });
-    const stop = await fetch(`${url}/v1/ui/ui-stop/stop`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${await mintWebToken(SECRET, 'ui-stop')}` },
-    });
-    expect(stop.status).toBe(202);
-    expect(await stop.json()).toEqual({ chatKey: 'ui-stop', status: 'stopping' });
+    const streaming = () => chat.status === 'submitted' || chat.status === 'streaming';
+    try {
+      await waitFor(async () => textOf(chat.reply).length > 6, { what: 'the reply under way' });
+      const stop = await fetch(`${url}/v1/ui/ui-stop/stop`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await mintWebToken(SECRET, 'ui-stop')}` },
+      });
+      expect(stop.status).toBe(202);
+      expect(await stop.json()).toEqual({ chatKey: 'ui-stop', status: 'stopping' });
+      while (streaming() && textOf(chat.reply) !== whole) {
+        const before = textOf(chat.reply);
+        gates.next('ui-stop');
+        await waitFor(async () => !streaming() || textOf(chat.reply) !== before, {
+          what: 'the next piece or the end of the reply',
+        });
+      }
+    } finally {
+      gates.release('ui-stop');
+    }
     await sending;
     expect(chat.status).toBe('ready');
-    expect(textOf(chat.lastMessage).length).toBeLessThan(`echo: ${LONG} ${LONG}`.length);
+    expect(textOf(chat.lastMessage).length).toBeLessThan(whole.length);
 
     const events = (await store.readEvents('ui-stop', undefined, 100)).map((e) => e.type);
     expect(events).toContain('turn.stop-requested');
@@ -207,14 +208,16 @@ describe('/v1/ui with DefaultChatTransport', () => {
     // The send was cut short before it ran: nothing reached the outbox.
     expect(await store.readOutbox('ui-stop', undefined, 10)).toEqual([]);
 
-    stack.mock.state.chunkMs = 0;
     await chat.sendMessage({ text: 'again' });
     // The stopped turn sent nothing: the model answers both messages now.
-    expect(textOf(chat.lastMessage)).toBe(`echo: ${LONG} ${LONG} | again`);
+    expect(textOf(chat.lastMessage)).toBe(`${whole} | again`);
   }, 30_000);
 
   it('a message that joins the running turn gets that turn’s remaining reply, from where it joined', async () => {
-    stack.mock.state.chunkMs = 80;
+    const gates = stack.mock.state.chunkGates;
+    // The first step held from its first piece until the second message is in: it joins the
+    // running turn, however slowly it comes.
+    gates.hold('ui-merge');
     const url = stack.ingressUrl();
     const first = await chatFor(url, 'ui-merge');
     const sending = first.sendMessage({ text: LONG });
@@ -229,6 +232,8 @@ describe('/v1/ui with DefaultChatTransport', () => {
       messageId: undefined,
       abortSignal: undefined,
     });
+    // Answered once the message is in the chat's inbox.
+    gates.release('ui-merge');
     const chunks = await chunksOf(joined);
     await sending;
     const text = await assembledText(chunks);
@@ -264,7 +269,9 @@ describe('a worker killed mid-reply', () => {
   const { store } = stack;
 
   it('kill -9 while the reply streams: clients get an abort, then the takeover’s reply; nothing is stuck and the reply is committed and sent once', async () => {
-    stack.mock.state.chunkMs = 150;
+    const gates = stack.mock.state.chunkGates;
+    // Held from its first piece until the worker is dead: it dies while the reply streams.
+    gates.hold('ui-kill');
     const url = stack.ingressUrl();
     const doomed = await stack.start('worker');
     const chat = await chatFor(url, 'ui-kill');
@@ -273,6 +280,8 @@ describe('a worker killed mid-reply', () => {
     const halfId = chat.reply!.id;
 
     await doomed.kill('SIGKILL');
+    // The takeover's reply streams unheld.
+    gates.release('ui-kill');
     // A page reloaded after the kill resumes: the half reply, its abort, then the takeover's.
     const resumed = chunksOf(
       await (await transportFor(url, 'ui-kill')).reconnectToStream({ chatId: 'ui-kill' }),

@@ -8,6 +8,7 @@ import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWebChatServer, type WebChatServer } from '../../src/demo/web.js';
 import { mintWebToken } from '../../src/shared/web-token.js';
+import { stepThrough } from '../helpers/held-stream.js';
 import type { RoleProcess } from '../helpers/processes.js';
 import { haveSandbox } from '../helpers/sandbox.js';
 import { useStack } from '../helpers/stack.js';
@@ -22,8 +23,6 @@ const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
 const SECRET = 'web-token-secret-for-the-web-chat-page-tests';
 const LONG = 'the quick brown fox jumps over the lazy dog while the cat watches';
-/** ~25 pieces of tool input: at 100 ms each, a reply streams for a few seconds. */
-const LONGER = Array.from({ length: 6 }, () => LONG).join(', ');
 /** Short leases: a killed worker's turn is taken over within a few seconds. */
 const FAST_RECOVERY = { TURN_LEASE_MS: '1500', JOB_LOCK_MS: '1500', STALLED_INTERVAL_MS: '500' };
 const SKILLS_DIR = fileURLToPath(new URL('../../examples/skills/', import.meta.url));
@@ -139,6 +138,11 @@ describe.skipIf(!haveChromium)(
       );
     }
 
+    /** The text of the newest reply the page shows now. */
+    async function shown(page: Page): Promise<string> {
+      return page.evaluate("window.__shown()?.text ?? ''") as Promise<string>;
+    }
+
     /** Waits until the reply is partly shown. */
     async function underWay(page: Page, chars: number): Promise<void> {
       await page.waitForFunction(`(window.__shown()?.text ?? '').length > ${chars}`, undefined, {
@@ -152,10 +156,11 @@ describe.skipIf(!haveChromium)(
     }
 
     it('typed text is answered, and the reply text grows over several frames before the turn commits', async () => {
-      // Paced so that, even on a loaded machine, the worker reads the pieces one by one.
-      stack.mock.state.chunkMs = 100;
+      const gates = stack.mock.state.chunkGates;
+      gates.hold('web-grow');
       const page = await open('web-grow');
       await send(page, LONG);
+      await stepThrough(gates, 'web-grow', `echo: ${LONG}`, () => shown(page));
       await answered(page, `echo: ${LONG}`);
 
       expect(await page.locator('[data-role="user"]').count()).toBe(1);
@@ -181,7 +186,6 @@ describe.skipIf(!haveChromium)(
     });
 
     it('a tool call is shown collapsed, its input inside; the reply after it is text', async () => {
-      stack.mock.state.chunkMs = 0;
       const page = await open('web-tool');
       // The mock model loads a skill the user names, then answers.
       const ask = 'skill: weather — what should I wear in Lisbon?';
@@ -198,16 +202,17 @@ describe.skipIf(!haveChromium)(
     });
 
     it('a reload mid-reply resumes the reply and follows it to the full text', async () => {
-      stack.mock.state.chunkMs = 100;
+      const gates = stack.mock.state.chunkGates;
+      // Held from its first piece until the reloaded page shows part of it: the page reloads
+      // while the reply streams, however slowly it loads.
+      gates.hold('web-reload');
       const page = await open('web-reload');
-      await send(page, LONGER);
-      await underWay(page, 10);
-      // Slowed while the page reloads, as for a second tab below.
-      stack.mock.state.chunkMs = 1000;
+      await send(page, LONG);
+      await underWay(page, 6);
       await page.reload();
-      await underWay(page, 10);
-      stack.mock.state.chunkMs = 100;
-      await answered(page, `echo: ${LONGER}`);
+      await underWay(page, 6);
+      gates.release('web-reload');
+      await answered(page, `echo: ${LONG}`);
 
       expect(await page.locator('[data-role="user"]').count()).toBe(1);
       expect(await assistants(page).count()).toBe(1);
@@ -215,24 +220,23 @@ describe.skipIf(!haveChromium)(
       // it did not only load the finished reply.
       const id = (await assistants(page).getAttribute('data-id'))!;
       const texts = grown(await frames(page), id);
-      expect(texts.some((t) => t.length < `echo: ${LONGER}`.length)).toBe(true);
+      expect(texts.some((t) => t.length < `echo: ${LONG}`.length)).toBe(true);
       expect((await store.readHistory('web-reload')).filter((m) => m.role === 'assistant')).toHaveLength(1);
       await page.close();
     });
 
     it('a second tab on the same chat sees the same reply', async () => {
-      stack.mock.state.chunkMs = 100;
+      const gates = stack.mock.state.chunkGates;
+      // Held from its first piece until the second tab shows part of it: the second tab opens
+      // while the reply streams, however slowly the page loads.
+      gates.hold('web-tabs');
       const first = await open('web-tabs');
-      await send(first, LONGER);
-      await underWay(first, 10);
-      // The rest of the reply slows to a piece a second until the second tab shows part of
-      // it: on a loaded machine, opening a page took longer than the rest of the reply at
-      // 100 ms a piece (one CI run saw the second tab get only the finished reply).
-      stack.mock.state.chunkMs = 1000;
+      await send(first, LONG);
+      await underWay(first, 6);
       const second = await open('web-tabs');
-      await underWay(second, 10);
-      stack.mock.state.chunkMs = 100;
-      await Promise.all([answered(first, `echo: ${LONGER}`), answered(second, `echo: ${LONGER}`)]);
+      await underWay(second, 6);
+      gates.release('web-tabs');
+      await Promise.all([answered(first, `echo: ${LONG}`), answered(second, `echo: ${LONG}`)]);
 
       const ids = [
         await assistants(first).getAttribute('data-id'),
@@ -241,19 +245,23 @@ describe.skipIf(!haveChromium)(
       expect(ids[0]).toBe(ids[1]);
       // The second tab followed it live, too.
       expect(grown(await frames(second), ids[1]!).length).toBeGreaterThanOrEqual(2);
-      expect(await second.locator('[data-role="user"]').textContent()).toBe(LONGER);
+      expect(await second.locator('[data-role="user"]').textContent()).toBe(LONG);
       await first.close();
       await second.close();
     });
 
     it('a worker killed mid-reply leaves the page showing the takeover’s reply, not a frozen half', async () => {
-      stack.mock.state.chunkMs = 100;
+      const gates = stack.mock.state.chunkGates;
+      // Held from its first piece until the worker is dead: it dies while the reply streams.
+      gates.hold('web-kill');
       const page = await open('web-kill');
-      await send(page, LONGER);
-      await underWay(page, 10);
+      await send(page, LONG);
+      await underWay(page, 6);
       await worker.kill('SIGKILL');
+      // The takeover's reply streams unheld.
+      gates.release('web-kill');
       worker = await stack.start('worker');
-      await answered(page, `echo: ${LONGER}`);
+      await answered(page, `echo: ${LONG}`);
 
       // One reply on the page, the committed one, and no half text left beside it.
       expect(await assistants(page).count()).toBe(1);
@@ -263,7 +271,7 @@ describe.skipIf(!haveChromium)(
       expect(replies).toHaveLength(1);
       expect(await assistants(page).getAttribute('data-id')).toBe(replies[0]!.id);
       expect((await store.readOutbox('web-kill', undefined, 10)).map((o) => o.text)).toEqual([
-        `echo: ${LONGER}`,
+        `echo: ${LONG}`,
       ]);
       await page.close();
     }, 45_000);
@@ -286,7 +294,6 @@ describe.skipIf(!haveChromium)(
     it.skipIf(!haveSandbox)(
       'a command waits for the person: Approve (addToolApprovalResponse) runs it and the reply follows in the same message',
       async () => {
-        stack.mock.state.chunkMs = 0;
         const page = await open('web-approve');
         await send(page, '$ echo approved from the page');
         const approval = await waitingApproval(page);
@@ -316,7 +323,6 @@ describe.skipIf(!haveChromium)(
     it.skipIf(!haveSandbox)(
       'Deny: the command never runs, the page shows it denied and the reply that says so',
       async () => {
-        stack.mock.state.chunkMs = 0;
         const page = await open('web-deny');
         await send(page, '$ touch /workspace/denied');
         const approval = await waitingApproval(page);
@@ -335,7 +341,6 @@ describe.skipIf(!haveChromium)(
     it.skipIf(!haveSandbox)(
       'a reload while a request is open shows it again, still answerable',
       async () => {
-        stack.mock.state.chunkMs = 0;
         const page = await open('web-approve-reload');
         await send(page, '$ echo after the reload');
         await waitingApproval(page);
