@@ -148,8 +148,8 @@ function sseEvents(body: string): string[] {
 
 /**
  * The events one by one, `pause()` ms apart; stops early when the client has gone. The pause
- * is read before each event, so a test can slow a stream under way down (to open a second
- * client mid-reply on a loaded machine) and speed it up again. `firstContent`
+ * is read before each event, so a stream under way follows a change of `chunkMs` (the control
+ * API's pace; a test that must act mid-reply holds the stream with `gate` instead). `firstContent`
  * gets the moment the first content event is written: the model's first token, for a
  * benchmark that times what a client sees after it. After each content event the stream
  * waits for `gate()` (chunkGates: a test lets the pieces out one by one).
