@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LanguageModel, Tool, ToolSet } from 'ai';
+import type { Config } from '../../shared/config.js';
 import { decodeRoute } from '../../shared/delivery/route.js';
 import type { TypingIndicator } from '../../shared/delivery/typing.js';
 import { TurnAbortedError } from '../../shared/errors.js';
@@ -280,7 +281,8 @@ async function leasedTurn(
   return first.then(settle, settle);
 }
 
-export type ReplyStreaming = 'auto' | 'always' | 'never';
+/** REPLY_STREAMING's values, as config.ts declares them. */
+export type ReplyStreaming = Config['REPLY_STREAMING'];
 
 /** Whether the turn streams its reply: only when someone can watch it (REPLY_STREAMING=auto). */
 function streams(deps: TurnDeps, lane: Lane): deps is TurnDeps & { replies: ReplyStreams } {
