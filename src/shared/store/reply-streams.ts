@@ -1,4 +1,5 @@
 import { Cluster } from 'ioredis';
+import { z } from 'zod';
 import type { EventSink } from '../events.js';
 import { lazyChatKeys, replyStreamKey } from '../keys.js';
 import { rangeStartAfter } from '../stream-id.js';
@@ -109,6 +110,9 @@ export interface WatchedRun {
   runId: string;
   streamed: boolean;
 }
+
+/** ui-watch.lua's reply: `{}` arrives as an empty array. */
+const uiWatchReply = z.union([z.tuple([]), z.tuple([z.string(), z.number()])]);
 
 /** The run of a turn lease owner token (`<worker>:<runId>`, turn.ts); undefined for anything else. */
 export function runOfOwner(owner: unknown): string | undefined {
@@ -240,9 +244,10 @@ export class ReplyStreams {
    */
   async watchRun(chatKey: string): Promise<WatchedRun | undefined> {
     const k = lazyChatKeys(this.options.prefix, chatKey);
-    const raw = (await scripts.uiWatch.run(this.redis, [k.meta, k.watch], [REPLY_WATCH_MS])) as unknown[];
-    if (!Array.isArray(raw) || typeof raw[0] !== 'string') return undefined;
-    return { runId: raw[0], streamed: Number(raw[1]) === 1 };
+    const raw = uiWatchReply.parse(
+      await scripts.uiWatch.run(this.redis, [k.meta, k.watch], [REPLY_WATCH_MS]),
+    );
+    return raw.length === 0 ? undefined : { runId: raw[0], streamed: raw[1] === 1 };
   }
 
   /** An open reader says the chat is still watched (one SET with its TTL). */
