@@ -26,12 +26,7 @@
   Nothing is written for a refusal; 'answered' writes the watch key alone (given ARGV[6]).
 ]]
 -- @include "now"
-local function watch()
-  if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
-  end
-end
-
+-- @include "watch"
 local id = ARGV[1]
 local request = redis.call('HGET', KEYS[1], id)
 if not request then
@@ -43,7 +38,7 @@ if resolution then
 end
 local answer = redis.call('HGET', KEYS[1], id .. ':a')
 if answer then
-  watch()
+  markWatched(KEYS[3], ARGV[6])
   return { 'answered', answer }
 end
 local expiresAt = tonumber(cjson.decode(request).expiresAt) or 0
@@ -73,5 +68,5 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', KEYS[1], id .. ':a', ARGV[2])
 local streamId = redis.call('XADD', KEYS[2], '*', 'id', ARGV[3], 'm', ARGV[4], 'a', id)
-watch()
+markWatched(KEYS[3], ARGV[6])
 return { 'accepted', streamId }

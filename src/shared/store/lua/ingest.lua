@@ -28,18 +28,13 @@
     now       Redis's clock (ms), against which the ingress measures the burst
 ]]
 -- @include "now"
+-- @include "watch"
 local now = nowMs()
 local windowStart = now - tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. windowStart)
 
-local function watch()
-  if ARGV[9] ~= nil and ARGV[9] ~= '' then
-    redis.call('SET', KEYS[5], '1', 'PX', ARGV[9])
-  end
-end
-
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-  watch()
+  markWatched(KEYS[5], ARGV[9])
   return { 'duplicate' }
 end
 
@@ -49,7 +44,7 @@ if pending >= tonumber(ARGV[3]) then
 end
 
 local streamId = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'm', ARGV[2])
-watch()
+markWatched(KEYS[5], ARGV[9])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 -- Every id is older than the window once the newest is: an idle chat's set expires whole
 -- (the trim above only runs when the next message comes).

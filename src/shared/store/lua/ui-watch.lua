@@ -15,12 +15,13 @@
 ]]
 -- @include "now"
 -- @include "owner"
+-- @include "watch"
 local uiRun, owner, leaseUntil = unpack(redis.call('HMGET', KEYS[1], 'uiRun', 'owner', 'leaseUntil'))
 if not owner then
   return {}
 end
 if uiRun and ownerIsRun(owner, uiRun) then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+  markWatched(KEYS[2], ARGV[1])
   return { uiRun, 1 }
 end
 if tonumber(leaseUntil or '0') <= nowMs() then
@@ -30,5 +31,5 @@ local runId = string.match(owner, ':([^:]+)$')
 if not runId then
   return {}
 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+markWatched(KEYS[2], ARGV[1])
 return { runId, 0 }
