@@ -8,8 +8,8 @@ const run = promisify(execFile);
 const script = (name: string) => fileURLToPath(new URL(`../../bench/probes/${name}`, import.meta.url));
 
 /** The probe's JSON on stdout, run with plain node as docs/benchmarks.md runs it. */
-async function probe(name: string, env: Record<string, string>): Promise<unknown> {
-  const { stdout } = await run(process.execPath, [script(name)], {
+async function probe(name: string, env: Record<string, string>, args: string[] = []): Promise<unknown> {
+  const { stdout } = await run(process.execPath, [script(name), ...args], {
     env: { ...process.env, ...env },
     timeout: 60_000,
   });
@@ -68,5 +68,32 @@ describe('the benchmarks’ machine probes', () => {
     expect([...(await keysUnder(redis, `${prefix}-0`)), ...(await keysUnder(redis, `${prefix}-1`))]).toEqual(
       [],
     );
+  });
+
+  it('ingress-pair loads the default ingress and a variant at once, one ratio per round, and leaves no key behind', async () => {
+    const prefix = randomPrefix('ingress-pair');
+    const out = (await probe(
+      'ingress-pair.mjs',
+      { REDIS_URL, INGRESS_PAIR_PREFIX: prefix, INGRESS_PAIR_SECONDS: '1', INGRESS_PAIR_ROUNDS: '2' },
+      ['REDIS_COMMAND_TIMEOUT_MS=0'],
+    )) as {
+      variant: Record<string, string>;
+      rounds: Array<{
+        default: { reqPerSec: number; cpuUsPerMessage: number; non2xx: number };
+        variant: { reqPerSec: number; cpuUsPerMessage: number; non2xx: number };
+        cpuRatio: number;
+      }>;
+    };
+    expect(out.variant).toEqual({ REDIS_COMMAND_TIMEOUT_MS: '0' });
+    expect(out.rounds).toHaveLength(2);
+    for (const r of out.rounds) {
+      for (const side of [r.default, r.variant]) {
+        expect(side.reqPerSec).toBeGreaterThan(0);
+        expect(side.cpuUsPerMessage).toBeGreaterThan(0);
+        expect(side.non2xx).toBe(0);
+      }
+      expect(r.cpuRatio).toBeCloseTo(r.variant.cpuUsPerMessage / r.default.cpuUsPerMessage, 2);
+    }
+    expect(await keysUnder(redis, prefix)).toEqual([]);
   });
 });
